@@ -1,0 +1,175 @@
+"""Convenience functions mirroring zarr-python 3: create_array, zeros, open, save, load..."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .array import Array
+from .creation import build_array_metadata, check_can_create, normalize_path, write_metadata
+from .errors import NodeNotFoundError, NodeTypeError
+from .metadata import is_array, try_load_node
+from .storage.resolve import resolve_store
+
+_MODES = ("r", "r+", "a", "w", "w-")
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+
+
+def create_array(store: Any = None, name: str | None = None, *, shape: Any, dtype: Any = "f8",
+                 chunks: Any = None, shards: Any = None, fill_value: Any = None, order: str = "C",
+                 compressors: Any = "auto", filters: Any = None, codecs: Any = None,
+                 zarr_format: int = 3, dimension_names: Any = None, attributes: dict | None = None,
+                 overwrite: bool = False, synchronizer: Any = None,
+                 chunk_key_encoding: Any = None, dimension_separator: str | None = None,
+                 write_empty_chunks: bool = False, allow_unsafe_codecs: bool = False,
+                 storage_options: dict | None = None, path: str | None = None) -> Array:
+    """Create a new array and return it.
+
+    ``store``: None (memory), a path, ``*.zip``, an fsspec URL, a Store or a dict.
+    ``chunks``: per-axis chunk lengths (None in an axis = the whole axis; omitted = ~1 MiB).
+    ``compressors``: "auto" (Blosc lz4, shuffle), None, or numcodecs codecs.
+
+    >>> a = create_array(None, shape=(100, 100), dtype="i4", chunks=(10, 10))
+    >>> a.nchunks
+    100
+    """
+    if shards is not None:
+        from .errors import UnsupportedError
+        raise UnsupportedError("sharding is not implemented yet")
+    st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
+    path = normalize_path(name if name is not None else path)
+    where = f"{st!r}/{path}" if path else repr(st)
+    meta = build_array_metadata(
+        shape=shape, dtype=dtype, chunks=chunks, fill_value=fill_value, order=order,
+        compressors=compressors, filters=filters, codecs=codecs, zarr_format=zarr_format,
+        dimension_names=dimension_names, attributes=attributes,
+        chunk_key_encoding=chunk_key_encoding, dimension_separator=dimension_separator,
+        where=where, allow_unsafe_codecs=allow_unsafe_codecs)
+    check_can_create(st, path, overwrite)
+    write_metadata(st, path, meta)
+    return Array(st, path, meta, synchronizer=synchronizer,
+                 write_empty_chunks=write_empty_chunks, allow_unsafe_codecs=allow_unsafe_codecs)
+
+
+def _fill_key(kw: dict[str, Any]) -> dict[str, Any]:
+    kw.setdefault("store", None)
+    return kw
+
+
+def empty(shape: Any, **kwargs: Any) -> Array:
+    """A new array whose unwritten chunks read as the fill value (0 unless given)."""
+    return create_array(shape=shape, **_fill_key(kwargs))
+
+
+def zeros(shape: Any, **kwargs: Any) -> Array:
+    """A new array of zeros (nothing is written: missing chunks read as 0)."""
+    kwargs["fill_value"] = 0
+    return create_array(shape=shape, **_fill_key(kwargs))
+
+
+def ones(shape: Any, **kwargs: Any) -> Array:
+    """A new array of ones (fill_value=1, nothing is written)."""
+    kwargs["fill_value"] = 1
+    return create_array(shape=shape, **_fill_key(kwargs))
+
+
+def full(shape: Any, fill_value: Any, **kwargs: Any) -> Array:
+    """A new array filled with ``fill_value`` (nothing is written)."""
+    kwargs["fill_value"] = fill_value
+    return create_array(shape=shape, **_fill_key(kwargs))
+
+
+def array(data: Any, **kwargs: Any) -> Array:
+    """A new array holding a copy of ``data`` (a NumPy array or array-like).
+
+    >>> import numpy as np
+    >>> a = array(np.arange(10), chunks=(5,))
+    >>> a[7]
+    np.int64(7)
+    """
+    data = np.asarray(data) if not hasattr(data, "shape") or not hasattr(data, "dtype") else data
+    kwargs.setdefault("dtype", data.dtype)
+    a = create_array(shape=data.shape, **_fill_key(kwargs))
+    from .copying import copy_into
+    copy_into(data, a)
+    return a
+
+
+def _like_kwargs(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    kwargs.setdefault("dtype", a.dtype)
+    kwargs.setdefault("chunks", getattr(a, "chunks", None))
+    if isinstance(a, Array):
+        kwargs.setdefault("zarr_format", a.zarr_format)
+        kwargs.setdefault("order", a.order)
+    return _fill_key(kwargs)
+
+
+def empty_like(a: Any, **kwargs: Any) -> Array:
+    """An empty array with the shape, dtype and chunks of ``a``."""
+    return empty(a.shape, **_like_kwargs(a, kwargs))
+
+
+def zeros_like(a: Any, **kwargs: Any) -> Array:
+    """Zeros with the shape, dtype and chunks of ``a``."""
+    return zeros(a.shape, **_like_kwargs(a, kwargs))
+
+
+def ones_like(a: Any, **kwargs: Any) -> Array:
+    """Ones with the shape, dtype and chunks of ``a``."""
+    return ones(a.shape, **_like_kwargs(a, kwargs))
+
+
+def full_like(a: Any, fill_value: Any, **kwargs: Any) -> Array:
+    """``fill_value`` everywhere, with the shape, dtype and chunks of ``a``."""
+    return full(a.shape, fill_value, **_like_kwargs(a, kwargs))
+
+
+def open_array(store: Any = None, mode: str = "a", path: str | None = None, *,
+               zarr_format: int | None = None, storage_options: dict | None = None,
+               synchronizer: Any = None, write_empty_chunks: bool = False,
+               allow_unsafe_codecs: bool = False, **create_kwargs: Any) -> Array:
+    """Open (or, by mode, create) an array.
+
+    ``mode``: "r" read-only, "r+" must exist, "a" create if missing (needs ``shape``),
+    "w" create and overwrite, "w-" create, fail if anything exists.
+    """
+    _check_mode(mode)
+    st = resolve_store(store, mode=mode, storage_options=storage_options)
+    path = normalize_path(path)
+    if mode in ("w", "w-") or (mode == "a" and "shape" in create_kwargs and
+                               try_load_node(st, path) is None):
+        if "shape" not in create_kwargs:
+            raise TypeError(f"creating an array at {path or '/'!r} needs a shape")
+        if zarr_format is not None:
+            create_kwargs["zarr_format"] = zarr_format
+        return create_array(st, path, overwrite=mode == "w", synchronizer=synchronizer,
+                            write_empty_chunks=write_empty_chunks,
+                            allow_unsafe_codecs=allow_unsafe_codecs, **create_kwargs)
+    node = try_load_node(st, path, zarr_format)
+    if node is None:
+        raise NodeNotFoundError(f"no array at path {path or '/'!r} in {st!r}")
+    if not is_array(node):
+        raise NodeTypeError(f"path {path or '/'!r} in {st!r} is a group, not an array")
+    return Array(st, path, node, read_only=mode == "r", synchronizer=synchronizer,
+                 write_empty_chunks=write_empty_chunks, allow_unsafe_codecs=allow_unsafe_codecs)
+
+
+def open(store: Any = None, mode: str = "a", path: str | None = None, **kwargs: Any) -> Any:
+    """Open the array or group at ``path`` (an array if ``shape`` is given and it is new)."""
+    _check_mode(mode)
+    st = resolve_store(store, mode=mode, storage_options=kwargs.pop("storage_options", None))
+    path = normalize_path(path)
+    if "shape" in kwargs or mode in ("w", "w-"):
+        if "shape" in kwargs:
+            return open_array(st, mode, path, **kwargs)
+    node = try_load_node(st, path, kwargs.get("zarr_format"))
+    if node is not None and is_array(node):
+        return open_array(st, mode, path, **kwargs)
+    from .group import open_group
+    return open_group(st, mode, path, **kwargs)
+

@@ -1,0 +1,464 @@
+"""Array: a chunked, compressed N-d array in a store. A thin facade over metadata,
+indexing (pure selection math) and the chunk IO engine."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from . import indexing as ix
+from .attributes import Attributes
+from .chunk_io import ChunkEngine
+from .codecs import build_pipeline
+from .codecs.pipeline import CodecPipeline
+from .creation import write_metadata
+from .errors import NodeTypeError, ReadOnlyError
+from .info import InfoTable, human_bytes
+from .metadata import ArrayMetadata, is_array, join_path, load_node
+from .storage.base import Store
+
+ORTHOGONAL, COORDINATE, BASIC = "orthogonal", "coordinate", "basic"
+
+
+class Array:
+    """A Zarr array (v2 or v3) in a store. Create with ``chunkstore.create_array`` or open
+    with ``chunkstore.open_array``; index like NumPy.
+
+    >>> import chunkstore as cs
+    >>> a = cs.zeros((4, 4), chunks=(2, 2), dtype="i4")
+    >>> a[0, :] = 7
+    >>> int(a[0, 3])
+    7
+    """
+
+    def __init__(self, store: Store, path: str = "", metadata: ArrayMetadata | None = None, *,
+                 read_only: bool = False, synchronizer: Any = None,
+                 write_empty_chunks: bool = False, allow_unsafe_codecs: bool = False) -> None:
+        self._store, self._path = store, path
+        self._read_only = bool(read_only or store.read_only)
+        self._synchronizer = synchronizer
+        self._write_empty_chunks = write_empty_chunks
+        self._allow_unsafe = allow_unsafe_codecs
+        self._meta: ArrayMetadata | None = None
+        self._engine_cache: ChunkEngine | None = None
+        if metadata is not None:
+            self._set_metadata(metadata)
+
+    # -- (lazy) metadata ----------------------------------------------------------------------
+    def _set_metadata(self, metadata: ArrayMetadata) -> None:
+        self._meta = metadata
+        self._engine_cache = None
+
+    @property
+    def metadata(self) -> ArrayMetadata:
+        """The parsed metadata document (loaded on first use after unpickling)."""
+        if self._meta is None:
+            node = load_node(self._store, self._path)
+            if not is_array(node):
+                raise NodeTypeError(f"path {self._path or '/'!r} in {self._store!r} is a group, "
+                                    "not an array")
+            self._set_metadata(node)
+        return self._meta  # type: ignore[return-value]
+
+    @property
+    def _engine(self) -> ChunkEngine:
+        if self._engine_cache is None:
+            meta = self.metadata
+            prefix = f"{self._path}/" if self._path else ""
+            key_of = meta.chunk_key
+            pipeline = build_pipeline(meta, self._where(), self._allow_unsafe)
+            self._engine_cache = ChunkEngine(
+                self._store, lambda c: prefix + key_of(c), pipeline, tuple(meta.chunk_shape),
+                meta.dtype, meta.fill_value, self.name, self._synchronizer,
+                self._write_empty_chunks)
+        return self._engine_cache
+
+    def _where(self) -> str:
+        return f"{self._store!r}/{join_path(self._path, 'zarr.json' if self.metadata.zarr_format == 3 else '.zarray')}"
+
+    def __reduce__(self):
+        return (_reopen, (self._store, self._path, self._read_only, self._synchronizer,
+                          self._write_empty_chunks, self._allow_unsafe))
+
+    def _update_metadata(self, metadata: ArrayMetadata) -> None:
+        self._check_writable()
+        write_metadata(self._store, self._path, metadata)
+        self._set_metadata(metadata)
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"array {self.name!r} is read-only")
+
+    # -- properties ------------------------------------------------------------------------------
+    store = property(lambda self: self._store, doc="The Store holding the array.")
+    path = property(lambda self: self._path, doc="Path of the array within the store.")
+    read_only = property(lambda self: self._read_only, doc="True when writes are refused.")
+    synchronizer = property(lambda self: self._synchronizer)
+
+    @property
+    def name(self) -> str:
+        return "/" + self._path
+
+    @property
+    def basename(self) -> str:
+        return self._path.rsplit("/", 1)[-1]
+
+    shape = property(lambda self: tuple(self.metadata.shape))
+    dtype = property(lambda self: np.dtype(self.metadata.dtype))
+    chunks = property(lambda self: tuple(self.metadata.chunk_shape))
+    fill_value = property(lambda self: self.metadata.fill_value)
+    order = property(lambda self: self.metadata.order)
+    zarr_format = property(lambda self: self.metadata.zarr_format)
+    shards = property(lambda self: None, doc="Shard shape (None: not sharded).")
+    dimension_names = property(lambda self: self.metadata.dimension_names)
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: math.prod(self.shape))
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+    cdata_shape = property(lambda self: ix.chunk_grid_shape(self.shape, self.chunks))
+    nchunks = property(lambda self: math.prod(self.cdata_shape))
+
+    @property
+    def compressors(self) -> tuple[Any, ...]:
+        """The bytes->bytes codecs (v3) or the compressor (v2)."""
+        pipe = self._engine.pipeline
+        if isinstance(pipe, CodecPipeline):
+            return tuple(pipe.bytes_bytes)
+        return (pipe.compressor,) if pipe.compressor is not None else ()
+
+    @property
+    def filters(self) -> tuple[Any, ...]:
+        """The array->array codecs (v3) or the filters (v2)."""
+        pipe = self._engine.pipeline
+        if isinstance(pipe, CodecPipeline):
+            return tuple(c for c, _ in pipe.array_array)
+        return tuple(pipe.filters)
+
+    @property
+    def attrs(self) -> Attributes:
+        """User attributes; assignments persist at once."""
+        def put(attrs: dict[str, Any]) -> None:
+            self._update_metadata(self.metadata.replace(attributes=attrs))
+        return Attributes(lambda: self.metadata.attributes, put, f"array {self.name!r}")
+
+    def _chunk_keys(self) -> list[str]:
+        prefix = f"{self._path}/" if self._path else ""
+        pattern = _chunk_key_pattern(self.metadata, self.ndim)
+        return [k for k in self._store.list_prefix(prefix) if pattern.fullmatch(k[len(prefix):])]
+
+    @property
+    def nchunks_initialized(self) -> int:
+        """Number of chunks present in the store (lists the array's keys)."""
+        return len(self._chunk_keys())
+
+    @property
+    def nbytes_stored(self) -> int:
+        """Bytes stored for this array: metadata documents plus chunks."""
+        docs = [join_path(self._path, k) for k in ("zarr.json", ".zarray", ".zattrs")]
+        keys = [k for k in docs if self._store.exists(k)] + self._chunk_keys()
+        return sum(self._store.getsize(k) or 0 for k in keys)
+
+    @property
+    def info(self) -> InfoTable:
+        """Type, shape, chunks, codecs, storage and compression ratio."""
+        stored = self.nbytes_stored
+        codecs = ([c.to_json() for c in self._engine.pipeline.codecs]
+                  if self.zarr_format == 3 else
+                  {"filters": [f.get_config() for f in self.filters],
+                   "compressor": [c.get_config() for c in self.compressors]})
+        rows = [
+            ("Type", "chunkstore.Array"),
+            ("Zarr format", str(self.zarr_format)),
+            ("Name", self.name),
+            ("Data type", str(self.dtype)),
+            ("Shape", str(self.shape)),
+            ("Chunk shape", str(self.chunks)),
+            ("Order", self.order),
+            ("Read-only", str(self.read_only)),
+            ("Fill value", str(self.fill_value)),
+            ("Codecs", str(codecs)),
+            ("Store type", type(self._store).__name__),
+            ("Store", repr(self._store)),
+            ("No. bytes", f"{self.nbytes} ({human_bytes(self.nbytes)})"),
+            ("No. bytes stored", f"{stored} ({human_bytes(stored)})"),
+            ("Storage ratio", f"{self.nbytes / stored:.1f}" if stored else "-"),
+            ("Chunks initialized", f"{self.nchunks_initialized}/{self.nchunks}"),
+        ]
+        return InfoTable(rows)
+
+    def __repr__(self) -> str:
+        return (f"<chunkstore.Array {self.name!r} shape={self.shape} dtype={self.dtype} "
+                f"chunks={self.chunks} zarr_format={self.zarr_format}>")
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    # -- selections --------------------------------------------------------------------------
+    def _indexer(self, selection: Any, kind: str):
+        try:
+            if kind == COORDINATE:
+                return ix.CoordinateIndexer(selection, self.shape, self.chunks)
+            return ix.OrthogonalIndexer(selection, self.shape, self.chunks, kind == ORTHOGONAL)
+        except IndexError as e:
+            raise IndexError(f"array {self.name!r}: {e}") from None
+
+    def _get(self, selection: Any, kind: str, out: np.ndarray | None = None) -> Any:
+        indexer = self._indexer(selection, kind)
+        shape = indexer.shape
+        if out is None:
+            result = np.empty(shape, dtype=self.dtype)
+        else:
+            if out.shape != shape:
+                raise ValueError(f"array {self.name!r}: out has shape {out.shape}, the selection "
+                                 f"has {shape}")
+            result = out
+        target = result.reshape(-1) if kind == COORDINATE else result
+        self._engine.read(indexer, target)
+        if kind == COORDINATE:
+            return result
+        return result[()] if result.ndim == 0 and out is None else result
+
+    def _set(self, selection: Any, value: Any, kind: str) -> None:
+        self._check_writable()
+        indexer = self._indexer(selection, kind)
+        scalar = np.ndim(value) == 0
+        try:
+            arr = np.asarray(value, dtype=self.dtype)
+        except (ValueError, TypeError) as e:
+            raise TypeError(f"array {self.name!r}: cannot store {type(value).__name__} as "
+                            f"{self.dtype}: {e}") from None
+        try:
+            arr = np.broadcast_to(arr, indexer.shape)
+        except ValueError:
+            raise ValueError(f"array {self.name!r}: value of shape {arr.shape} cannot be "
+                             f"assigned to a selection of shape {indexer.shape}") from None
+        if kind == COORDINATE:
+            arr = arr.reshape(-1)
+        self._engine.write(indexer, arr, scalar=scalar)
+
+    def __getitem__(self, selection: Any) -> Any:
+        return self._get(selection, _kind_of(selection, self.ndim))
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self._set(selection, value, _kind_of(selection, self.ndim))
+
+    def get_basic_selection(self, selection: Any = Ellipsis, out: np.ndarray | None = None) -> Any:
+        """Ints, slices and Ellipsis, as NumPy's basic indexing."""
+        return self._get(selection, BASIC, out)
+
+    def set_basic_selection(self, selection: Any, value: Any) -> None:
+        self._set(selection, value, BASIC)
+
+    def get_orthogonal_selection(self, selection: Any, out: np.ndarray | None = None) -> Any:
+        """Per-axis ints, slices, integer arrays or bool masks, applied independently."""
+        return self._get(selection, ORTHOGONAL, out)
+
+    def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+        self._set(selection, value, ORTHOGONAL)
+
+    def get_coordinate_selection(self, selection: Any, out: np.ndarray | None = None) -> Any:
+        """Points given by integer arrays (broadcast together), one per axis."""
+        return self._get(selection, COORDINATE, out)
+
+    def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+        self._set(selection, value, COORDINATE)
+
+    def get_mask_selection(self, mask: Any, out: np.ndarray | None = None) -> Any:
+        """The elements where a bool array of the array's shape is True."""
+        return self._get(_as_mask(mask, self), COORDINATE, out)
+
+    def set_mask_selection(self, mask: Any, value: Any) -> None:
+        self._set(_as_mask(mask, self), value, COORDINATE)
+
+    def get_block_selection(self, selection: Any, out: np.ndarray | None = None) -> Any:
+        """Select whole chunks: ``a.blocks[1, :2]`` is chunk row 1, chunk columns 0-1."""
+        return self._get(self._blocks_to_slices(selection), BASIC, out)
+
+    def set_block_selection(self, selection: Any, value: Any) -> None:
+        self._set(self._blocks_to_slices(selection), value, BASIC)
+
+    def _blocks_to_slices(self, selection: Any) -> tuple[slice, ...]:
+        try:
+            return ix.block_selection_to_basic(selection, self.shape, self.chunks)
+        except IndexError as e:
+            raise IndexError(f"array {self.name!r}: {e}") from None
+
+    oindex = property(lambda self: _SelectionView(self, "orthogonal"))
+    vindex = property(lambda self: _SelectionView(self, "coordinate"))
+    blocks = property(lambda self: _SelectionView(self, "block"))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        data = np.asarray(self[...])
+        return data if dtype is None else data.astype(dtype, copy=False)
+
+    def __iter__(self) -> Iterator[Any]:
+        """Iterate over the first axis, decoding each chunk row once."""
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        step = self.chunks[0]
+        for start in range(0, self.shape[0], step):
+            block = self[start:start + step]
+            yield from block
+
+    # -- chunk primitives (the seam the Dask layer uses) ---------------------------------------
+    def chunk_key(self, coords: tuple[int, ...]) -> str:
+        """The store key of the chunk at grid coordinates ``coords``."""
+        return join_path(self._path, self.metadata.chunk_key(tuple(coords)))
+
+    def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
+        """The data of one chunk, clipped to the array's bounds."""
+        coords = self._check_coords(coords)
+        chunk = self._engine.read_chunk(coords)
+        region = ix.chunk_region(coords, self.shape, self.chunks)
+        return chunk[tuple(slice(0, s.stop - s.start) for s in region)]
+
+    def write_chunk(self, coords: tuple[int, ...], data: Any) -> None:
+        """Replace one whole chunk; ``data`` has the chunk's (edge-clipped) shape."""
+        self._check_writable()
+        coords = self._check_coords(coords)
+        region = ix.chunk_region(coords, self.shape, self.chunks)
+        expected = tuple(s.stop - s.start for s in region)
+        data = np.asarray(data, dtype=self.dtype)
+        if data.shape != expected:
+            raise ValueError(f"array {self.name!r}: chunk {coords} needs data of shape "
+                             f"{expected}, got {data.shape}")
+        if expected != self.chunks:
+            full = np.full(self.chunks, self._engine.read_fill, dtype=self.dtype)
+            full[tuple(slice(0, n) for n in expected)] = data
+            data = full
+        self._engine.write_chunk(coords, data)
+
+    def read_region(self, region: tuple[slice, ...]) -> np.ndarray:
+        """``a[region]`` for a tuple of step-1 slices (chunk-aligned or not)."""
+        return self._get(tuple(region), BASIC)
+
+    def write_region(self, region: tuple[slice, ...], data: Any) -> None:
+        """``a[region] = data``; chunk-aligned regions never read existing chunks."""
+        self._set(tuple(region), data, BASIC)
+
+    def _check_coords(self, coords: Any) -> tuple[int, ...]:
+        coords = tuple(int(c) for c in coords)
+        grid = self.cdata_shape
+        if len(coords) != len(grid) or any(not 0 <= c < g for c, g in zip(coords, grid, strict=True)):
+            raise IndexError(f"array {self.name!r}: chunk coordinates {coords} outside the "
+                             f"chunk grid {grid}")
+        return coords
+
+    # -- resize / append -------------------------------------------------------------------------
+    def resize(self, *shape: Any) -> None:
+        """Change the shape. Chunks wholly outside the new shape are deleted; chunks cut by
+        the new edge are cleared beyond it, so growing again shows fill_value, never stale
+        data."""
+        self._check_writable()
+        new_shape = tuple(int(s) for s in (shape[0] if len(shape) == 1 and
+                                            not isinstance(shape[0], int | np.integer) else shape))
+        if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
+            raise ValueError(f"array {self.name!r}: cannot resize {self.shape} to {new_shape}")
+        if any(n < o for n, o in zip(new_shape, self.shape, strict=True)):
+            self._clear_outside(new_shape)
+        self._update_metadata(self.metadata.replace(shape=new_shape))
+
+    def _clear_outside(self, new_shape: tuple[int, ...]) -> None:
+        new_grid = ix.chunk_grid_shape(new_shape, self.chunks)
+        doomed, cut = [], []
+        for coords in ix.all_chunk_coords(self.shape, self.chunks):
+            if any(c >= g for c, g in zip(coords, new_grid, strict=True)):
+                doomed.append(self.chunk_key(coords))
+            elif any((c + 1) * cl > n for c, cl, n in zip(coords, self.chunks, new_shape,
+                                                           strict=True)):
+                cut.append(coords)
+        self._store.delete_many(doomed)
+        for coords in cut:
+            if not self._store.exists(self.chunk_key(coords)):
+                continue
+            chunk = self._engine.read_chunk(coords)
+            keep = tuple(slice(0, n - c * cl)
+                         for c, cl, n in zip(coords, self.chunks, new_shape, strict=True))
+            cleared = np.full(self.chunks, self._engine.read_fill, dtype=self.dtype)
+            cleared[keep] = chunk[keep]
+            self._engine.write_chunk(coords, cleared)
+
+    def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
+        """Grow along ``axis`` and write ``data`` there; returns the new shape."""
+        self._check_writable()
+        data = np.asarray(data, dtype=self.dtype)
+        axis = axis + self.ndim if axis < 0 else axis
+        if data.ndim != self.ndim or any(d != s for i, (d, s) in
+                                         enumerate(zip(data.shape, self.shape, strict=True))
+                                         if i != axis):
+            raise ValueError(f"array {self.name!r}: cannot append data of shape {data.shape} "
+                             f"to shape {self.shape} along axis {axis}")
+        old = self.shape
+        new_shape = tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(old))
+        self.resize(new_shape)
+        region = tuple(slice(old[axis], None) if i == axis else slice(None)
+                       for i in range(self.ndim))
+        self[region] = data
+        return new_shape
+
+
+class _SelectionView:
+    """``a.oindex``, ``a.vindex`` and ``a.blocks``: ``view[sel]`` / ``view[sel] = v``."""
+
+    def __init__(self, array: Array, kind: str) -> None:
+        self._array, self._kind = array, kind
+
+    def __getitem__(self, selection: Any) -> Any:
+        a = self._array
+        if self._kind == "orthogonal":
+            return a.get_orthogonal_selection(selection)
+        if self._kind == "block":
+            return a.get_block_selection(selection)
+        return a.get_coordinate_selection(selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        a = self._array
+        if self._kind == "orthogonal":
+            a.set_orthogonal_selection(selection, value)
+        elif self._kind == "block":
+            a.set_block_selection(selection, value)
+        else:
+            a.set_coordinate_selection(selection, value)
+
+
+def _as_mask(mask: Any, array: Array) -> np.ndarray:
+    mask = np.asarray(mask)
+    if mask.dtype != bool or mask.shape != array.shape:
+        raise IndexError(f"array {array.name!r}: a mask selection needs a bool array of shape "
+                         f"{array.shape}, got {mask.dtype} {mask.shape}")
+    return mask
+
+
+def _kind_of(selection: Any, ndim: int) -> str:
+    """NumPy-style dispatch: all-array (or whole mask) -> coordinate, some arrays ->
+    orthogonal, else basic."""
+    items = selection if isinstance(selection, tuple) else (selection,)
+    arrays = [isinstance(s, np.ndarray | list) for s in items]
+    if not any(arrays):
+        return BASIC
+    if len(items) == 1 and np.asarray(items[0]).dtype == bool and np.ndim(items[0]) == ndim > 1:
+        return COORDINATE
+    if all(arrays) and len(items) == ndim and ndim > 1:
+        return COORDINATE
+    return ORTHOGONAL
+
+
+def _chunk_key_pattern(meta: ArrayMetadata, ndim: int) -> re.Pattern[str]:
+    if meta.zarr_format == 3 and meta.chunk_key_encoding[0] == "default":
+        sep = re.escape(meta.chunk_key_encoding[1])
+        return re.compile("c" + "".join(sep + r"\d+" for _ in range(ndim)))
+    sep = re.escape(meta.chunk_key_encoding[1] if meta.zarr_format == 3
+                    else meta.dimension_separator)
+    return re.compile(sep.join([r"\d+"] * ndim) if ndim else "0")
+
+
+def _reopen(store: Store, path: str, read_only: bool, synchronizer: Any,
+            write_empty_chunks: bool, allow_unsafe: bool) -> Array:
+    """Unpickling: a lazy Array that loads its metadata on first use."""
+    return Array(store, path, None, read_only=read_only, synchronizer=synchronizer,
+                 write_empty_chunks=write_empty_chunks, allow_unsafe_codecs=allow_unsafe)

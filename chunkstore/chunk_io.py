@@ -1,0 +1,202 @@
+"""Executes selection plans: batched store calls, parallel decode/encode, scatter/gather.
+
+Reads: the keys of all touched chunks are fetched with one ``get_many`` per batch
+(bounded bytes), then decoded in the shared pool and scattered into the output.
+Writes mirror that: partially covered chunks are fetched in one batch, every chunk is
+assembled and encoded in the pool, then stored with one ``set_many``; chunks that end
+up all fill_value are deleted instead of written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .codecs import Pipeline
+from .concurrency import run_batched
+from .errors import ChunkDecodeError, ChunkstoreError
+from .indexing import ChunkProjection
+from .storage.base import Store
+
+BATCH_BYTES = 256 * 2**20  # decoded bytes per batch: bounds memory of huge selections
+_scratch = threading.local()
+
+
+def is_all_fill(chunk: np.ndarray, fill: Any) -> bool:
+    """True when every element equals the fill value (NaN matches NaN)."""
+    if fill is None or chunk.size == 0:
+        return fill is not None
+    fill_is_nan = chunk.dtype.kind in "fc" and np.isnan(fill)
+    first = chunk.flat[0]
+    if fill_is_nan:
+        return bool(np.isnan(first)) and bool(np.all(np.isnan(chunk)))
+    if first != fill:
+        return False
+    return not np.any(chunk != fill)
+
+
+def _scratch_buffer(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A per-thread reusable buffer for decoding (avoids page-faulting a new one per chunk)."""
+    key = (shape, dtype.str)
+    buf = getattr(_scratch, "buf", None)
+    if buf is None or getattr(_scratch, "key", None) != key:
+        buf = np.empty(shape, dtype=dtype)
+        _scratch.buf, _scratch.key = buf, key
+    return buf
+
+
+class ChunkEngine:
+    """Chunk-level reads and writes of one array (the array layer's IO backend)."""
+
+    def __init__(self, store: Store, key_of: Callable[[tuple[int, ...]], str], pipeline: Pipeline,
+                 chunk_shape: tuple[int, ...], dtype: np.dtype, fill_value: Any, name: str,
+                 synchronizer: Any = None, write_empty_chunks: bool = False) -> None:
+        self.store, self.key_of, self.pipeline = store, key_of, pipeline
+        self.chunk_shape, self.dtype, self.name = chunk_shape, np.dtype(dtype), name
+        self.fill_value = fill_value
+        self.read_fill = np.zeros((), self.dtype)[()] if fill_value is None else fill_value
+        self.synchronizer = synchronizer
+        self.write_empty_chunks = write_empty_chunks
+        self.chunk_nbytes = max(1, int(np.prod(chunk_shape, dtype=np.int64)) * self.dtype.itemsize)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _batches(self, projections: Iterable[ChunkProjection]) -> Iterator[list[ChunkProjection]]:
+        per_batch = max(1, BATCH_BYTES // self.chunk_nbytes)
+        batch: list[ChunkProjection] = []
+        for p in projections:
+            batch.append(p)
+            if len(batch) >= per_batch:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def decode(self, key: str, blob: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """Decode one stored chunk; errors name the array and key."""
+        try:
+            return self.pipeline.decode(blob, out=out)
+        except ChunkstoreError as e:
+            raise ChunkDecodeError(f"array {self.name!r}: cannot decode chunk {key!r}: {e}") from e
+        except Exception as e:  # codec libraries raise assorted errors on corrupt input
+            raise ChunkDecodeError(
+                f"array {self.name!r}: cannot decode chunk {key!r}: {type(e).__name__}: {e}"
+            ) from e
+
+    def _lock(self, key: str):
+        if self.synchronizer is None:
+            return contextlib.nullcontext()
+        return self.synchronizer[key]
+
+    # -- reads ---------------------------------------------------------------------------------
+    def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
+        """Fill ``out`` from every projected chunk (missing chunks read as fill_value)."""
+        for batch in self._batches(projections):
+            keys = [self.key_of(p.chunk_coords) for p in batch]
+            blobs = self.store.get_many(keys)
+            run_batched(lambda item: self._read_one(out, *item),
+                        list(zip(batch, keys, blobs, strict=True)))
+
+    def _read_one(self, out: np.ndarray, proj: ChunkProjection, key: str, blob: Any) -> None:
+        if blob is None:
+            out[proj.out_selection] = self.read_fill
+            return
+        if proj.is_complete and _is_basic(proj.out_selection):
+            view = out[proj.out_selection]
+            if view.shape == self.chunk_shape and view.flags.c_contiguous and view.dtype.isnative:
+                self.decode(key, blob, out=view)  # straight into the output, no copy
+                return
+        buf = _scratch_buffer(self.chunk_shape, self.dtype) if self.dtype.isnative else None
+        chunk = self.decode(key, blob, out=buf)
+        out[proj.out_selection] = chunk[proj.chunk_selection]
+
+    def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
+        """The whole (unclipped) decoded chunk, fill_value if it is not stored."""
+        key = self.key_of(coords)
+        blob = self.store.get(key)
+        if blob is None:
+            return np.full(self.chunk_shape, self.read_fill, dtype=self.dtype)
+        chunk = self.decode(key, blob)
+        return chunk if chunk.flags.writeable else chunk.copy()
+
+    # -- writes ------------------------------------------------------------------------------
+    def write(self, projections: Iterable[ChunkProjection], value: np.ndarray,
+              scalar: bool = False) -> None:
+        """Write ``value`` (already broadcast to the selection shape) into every chunk."""
+        encoded_scalar: dict[Any, Any] = {}
+        for batch in self._batches(projections):
+            if self.synchronizer is not None:
+                locked = [p for p in batch if not p.is_complete]
+                batch = [p for p in batch if p.is_complete]
+                run_batched(lambda p: self._write_locked(p, value), locked, min_parallel=1)
+            keys = [self.key_of(p.chunk_coords) for p in batch]
+            partial = [i for i, p in enumerate(batch) if not p.is_complete]
+            existing: dict[int, Any] = {}
+            if partial:
+                blobs = self.store.get_many([keys[i] for i in partial])
+                existing = dict(zip(partial, blobs, strict=True))
+            results = run_batched(
+                lambda i: self._encode_one(batch[i], keys[i], existing.get(i), value,
+                                           encoded_scalar if scalar else None),
+                list(range(len(batch))))
+            self._commit(keys, results)
+
+    def _assemble(self, proj: ChunkProjection, key: str, blob: Any, value: np.ndarray
+                  ) -> np.ndarray:
+        if proj.is_complete and _is_basic(proj.out_selection):
+            data = value[proj.out_selection]
+            if data.shape == self.chunk_shape:
+                return data
+        if blob is None:
+            chunk = np.full(self.chunk_shape, self.read_fill, dtype=self.dtype)
+        else:
+            chunk = self.decode(key, blob)
+            if not chunk.flags.writeable:
+                chunk = chunk.copy()
+        chunk[proj.chunk_selection] = value[proj.out_selection]
+        return chunk
+
+    def _encode_one(self, proj: ChunkProjection, key: str, blob: Any, value: np.ndarray,
+                    scalar_cache: dict | None) -> Any:
+        """Encoded bytes of the chunk, or None when it is all fill (to be deleted)."""
+        if scalar_cache is not None and proj.is_complete:
+            # a scalar written over whole chunks: every such chunk encodes the same
+            edge = proj.chunk_selection
+            cache_key = tuple((s.start, s.stop) for s in edge if isinstance(s, slice))
+            if cache_key in scalar_cache:
+                return scalar_cache[cache_key]
+            result = self._encode_chunk(self._assemble(proj, key, None, value))
+            scalar_cache[cache_key] = result
+            return result
+        return self._encode_chunk(self._assemble(proj, key, blob, value))
+
+    def _encode_chunk(self, chunk: np.ndarray) -> Any:
+        if not self.write_empty_chunks and is_all_fill(chunk, self.fill_value):
+            return None
+        return self.pipeline.encode(chunk)
+
+    def _commit(self, keys: Sequence[str], results: Sequence[Any]) -> None:
+        to_set = [(k, r) for k, r in zip(keys, results, strict=True) if r is not None]
+        to_delete = [k for k, r in zip(keys, results, strict=True) if r is None]
+        if to_set:
+            self.store.set_many(to_set)
+        if to_delete:
+            self.store.delete_many(to_delete)
+
+    def _write_locked(self, proj: ChunkProjection, value: np.ndarray) -> None:
+        key = self.key_of(proj.chunk_coords)
+        with self._lock(key):
+            blob = self.store.get(key)
+            encoded = self._encode_chunk(self._assemble(proj, key, blob, value))
+            self._commit([key], [encoded])
+
+    def write_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:
+        """Encode and store one whole chunk (deleted instead when it is all fill)."""
+        self._commit([self.key_of(coords)], [self._encode_chunk(chunk)])
+
+
+def _is_basic(selection: tuple[Any, ...]) -> bool:
+    return all(isinstance(s, slice | int | np.integer) for s in selection)

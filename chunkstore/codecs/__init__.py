@@ -1,0 +1,16 @@
+"""The chunk codec pipeline: v3 codecs and v2 filters/compressor, all via numcodecs."""
+
+from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
+from .bytes_codec import BytesCodec
+from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
+from .numcodecs_adapter import UNSAFE_IDS, numcodecs_from_config, wrap_numcodecs
+from .pipeline import CodecPipeline, Pipeline, V2Pipeline, build_pipeline
+from .registry import codec_from_json, register_codec
+from .transpose import TransposeCodec
+
+__all__ = [
+    "ArrayArrayCodec", "ArrayBytesCodec", "BloscCodec", "BytesBytesCodec", "BytesCodec",
+    "ChunkSpec", "Codec", "CodecPipeline", "Crc32cCodec", "GzipCodec", "Pipeline",
+    "TransposeCodec", "UNSAFE_IDS", "V2Pipeline", "ZstdCodec", "build_pipeline",
+    "codec_from_json", "numcodecs_from_config", "register_codec", "wrap_numcodecs",
+]

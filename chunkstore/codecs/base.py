@@ -1,0 +1,91 @@
+"""The three codec kinds of Zarr v3 behind one small base.
+
+* ``ArrayArrayCodec``: ndarray -> ndarray (transpose, delta, ...)
+* ``ArrayBytesCodec``: ndarray -> bytes, exactly one per chain (bytes, sharding)
+* ``BytesBytesCodec``: bytes -> bytes (compressors, checksums)
+
+Each codec knows its v3 JSON form (``to_json`` / ``from_json``) and is *resolved*
+against the spec of the chunk it will see (shape and dtype), which lets e.g. blosc
+pick its typesize and transpose check its permutation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    """What a codec sees: the shape and dtype of one (decoded) chunk."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+class Codec:
+    """Common base: a v3 name and a JSON configuration."""
+
+    name: ClassVar[str]
+
+    def configuration(self) -> dict[str, Any]:
+        return {}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "configuration": self.configuration()}
+
+    @classmethod
+    def from_json(cls, config: dict[str, Any], where: str) -> Codec:
+        return cls(**config)
+
+    def resolve(self, spec: ChunkSpec) -> Codec:
+        """A copy of this codec with parameters derived from the chunk spec filled in."""
+        return self
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.configuration().items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.to_json() == self.to_json()
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+
+class ArrayArrayCodec(Codec):
+    def output_spec(self, spec: ChunkSpec) -> ChunkSpec:
+        return spec
+
+    def encode(self, chunk: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        """Inverse of encode; ``spec`` is this codec's *input* spec."""
+        raise NotImplementedError
+
+
+class ArrayBytesCodec(Codec):
+    #: encoded size is a pure function of the spec (enables ranged partial reads)
+    fixed_size: ClassVar[bool] = False
+
+    def encode(self, chunk: np.ndarray) -> bytes | memoryview:
+        raise NotImplementedError
+
+    def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
+        raise NotImplementedError
+
+
+class BytesBytesCodec(Codec):
+    def encode(self, data: bytes | memoryview) -> bytes | memoryview:
+        raise NotImplementedError
+
+    def decode(self, data: bytes | memoryview, out: memoryview | None = None) -> bytes | memoryview:
+        """Decode ``data``; write into ``out`` when given and supported, returning it."""
+        raise NotImplementedError

@@ -1,0 +1,62 @@
+"""The v3 ``bytes`` codec: an array's raw bytes in a given byte order."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..errors import ChunkDecodeError, CodecError
+from .base import ArrayBytesCodec, ChunkSpec
+
+NATIVE = sys.byteorder
+
+
+class BytesCodec(ArrayBytesCodec):
+    """Serialize a chunk in C order; ``endian`` is required for multi-byte types."""
+
+    name = "bytes"
+    fixed_size = True
+
+    def __init__(self, endian: str | None = "little") -> None:
+        if endian not in ("little", "big", None):
+            raise CodecError(f"bytes codec: endian must be 'little' or 'big', got {endian!r}")
+        self.endian = endian
+
+    def configuration(self) -> dict[str, Any]:
+        return {} if self.endian is None else {"endian": self.endian}
+
+    def resolve(self, spec: ChunkSpec) -> BytesCodec:
+        if spec.dtype.itemsize == 1 or spec.dtype.kind == "b":
+            return BytesCodec(None)  # absent for 1-byte types, as the spec writes it
+        return BytesCodec(self.endian or "little")
+
+    def _stored_dtype(self, dtype: np.dtype) -> np.dtype:
+        if self.endian is None or dtype.itemsize == 1:
+            return dtype
+        return dtype.newbyteorder("<" if self.endian == "little" else ">")
+
+    def encode(self, chunk: np.ndarray) -> bytes | memoryview:
+        stored = self._stored_dtype(chunk.dtype)
+        if stored != chunk.dtype:
+            chunk = chunk.astype(stored)
+        chunk = np.ascontiguousarray(chunk)
+        return memoryview(chunk.reshape(-1).view(np.uint8))
+
+    def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
+        stored = self._stored_dtype(spec.dtype)
+        expected = spec.nbytes
+        if len(data) != expected:
+            raise ChunkDecodeError(
+                f"chunk has {len(data)} bytes, expected {expected} for shape {spec.shape} "
+                f"{spec.dtype}"
+            )
+        arr = np.frombuffer(data, dtype=stored).reshape(spec.shape)
+        if stored != spec.dtype:
+            arr = arr.astype(spec.dtype)
+        return arr
+
+    @classmethod
+    def from_json(cls, config: dict[str, Any], where: str) -> BytesCodec:
+        return cls(config.get("endian"))

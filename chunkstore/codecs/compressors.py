@@ -1,0 +1,122 @@
+"""The v3 spec's bytes->bytes codecs (blosc, gzip, zstd, crc32c), all via numcodecs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numcodecs
+
+from ..errors import CodecError
+from .base import BytesBytesCodec, ChunkSpec
+
+_SHUFFLE_NAMES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+_SHUFFLE_IDS = {v: k for k, v in _SHUFFLE_NAMES.items()}
+_BLOSC_CNAMES = {"lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"}
+
+
+def _decode_with(codec: Any, data: Any, out: memoryview | None) -> Any:
+    """numcodecs decode, straight into ``out`` when given."""
+    if out is not None:
+        codec.decode(data, out=out)
+        return out
+    return codec.decode(data)
+
+
+class BloscCodec(BytesBytesCodec):
+    """Blosc; ``typesize`` is taken from the chunk's dtype when not given."""
+
+    name = "blosc"
+
+    def __init__(self, cname: str = "lz4", clevel: int = 5, shuffle: str | int = "shuffle",
+                 typesize: int | None = None, blocksize: int = 0) -> None:
+        if isinstance(shuffle, int):
+            shuffle = _SHUFFLE_IDS.get(shuffle, "shuffle")
+        if cname not in _BLOSC_CNAMES:
+            raise CodecError(f"blosc codec: unknown cname {cname!r}")
+        if shuffle not in _SHUFFLE_NAMES:
+            raise CodecError(f"blosc codec: shuffle must be one of {sorted(_SHUFFLE_NAMES)}")
+        if not isinstance(clevel, int) or not 0 <= clevel <= 9:
+            raise CodecError(f"blosc codec: clevel must be 0..9, got {clevel!r}")
+        self.cname, self.clevel, self.shuffle = cname, clevel, shuffle
+        self.typesize, self.blocksize = typesize, int(blocksize)
+        self._codec = numcodecs.Blosc(cname=cname, clevel=clevel, shuffle=_SHUFFLE_NAMES[shuffle],
+                                      blocksize=self.blocksize, typesize=typesize)
+
+    def configuration(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"cname": self.cname, "clevel": self.clevel,
+                                  "shuffle": self.shuffle, "blocksize": self.blocksize}
+        if self.typesize is not None:
+            config["typesize"] = self.typesize
+        return config
+
+    def resolve(self, spec: ChunkSpec) -> BloscCodec:
+        if self.typesize is None:
+            return BloscCodec(self.cname, self.clevel, self.shuffle, spec.dtype.itemsize,
+                              self.blocksize)
+        return self
+
+    def encode(self, data: Any) -> bytes:
+        return self._codec.encode(data)
+
+    def decode(self, data: Any, out: memoryview | None = None) -> Any:
+        return _decode_with(self._codec, data, out)
+
+
+class GzipCodec(BytesBytesCodec):
+    name = "gzip"
+
+    def __init__(self, level: int = 5) -> None:
+        if not isinstance(level, int) or not 0 <= level <= 9:
+            raise CodecError(f"gzip codec: level must be 0..9, got {level!r}")
+        self.level = level
+        self._codec = numcodecs.GZip(level)
+
+    def configuration(self) -> dict[str, Any]:
+        return {"level": self.level}
+
+    def encode(self, data: Any) -> bytes:
+        return self._codec.encode(data)
+
+    def decode(self, data: Any, out: memoryview | None = None) -> Any:
+        return _decode_with(self._codec, data, out)
+
+
+class ZstdCodec(BytesBytesCodec):
+    name = "zstd"
+
+    def __init__(self, level: int = 0, checksum: bool = False) -> None:
+        if not isinstance(level, int):
+            raise CodecError(f"zstd codec: level must be an integer, got {level!r}")
+        self.level, self.checksum = level, bool(checksum)
+        self._codec = numcodecs.Zstd(level=level, checksum=self.checksum)
+
+    def configuration(self) -> dict[str, Any]:
+        return {"level": self.level, "checksum": self.checksum}
+
+    def encode(self, data: Any) -> bytes:
+        return self._codec.encode(data)
+
+    def decode(self, data: Any, out: memoryview | None = None) -> Any:
+        return _decode_with(self._codec, data, out)
+
+
+class Crc32cCodec(BytesBytesCodec):
+    """Appends a little-endian CRC32C; decode verifies it (numcodecs.CRC32C)."""
+
+    name = "crc32c"
+
+    def __init__(self) -> None:
+        self._codec = numcodecs.CRC32C()
+
+    def encode(self, data: Any) -> bytes:
+        return self._codec.encode(data)
+
+    def decode(self, data: Any, out: memoryview | None = None) -> Any:
+        try:
+            return _decode_with(self._codec, data, out)
+        except RuntimeError as e:  # numcodecs raises RuntimeError on a checksum mismatch
+            raise CodecError(f"crc32c checksum mismatch: {e}") from e
+
+    @classmethod
+    def from_json(cls, config: dict[str, Any], where: str) -> Crc32cCodec:
+        return cls()

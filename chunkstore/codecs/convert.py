@@ -1,0 +1,135 @@
+"""Turn the user's ``compressors=`` / ``filters=`` / ``codecs=`` arguments into metadata.
+
+Accepted items: numcodecs codec objects, chunkstore codec objects, v3 JSON entries
+(``{"name": ...}``) and numcodecs configs (``{"id": ...}``). ``"auto"`` picks the default
+compressor: Blosc(lz4, clevel 5, byte shuffle) — fast, and what zarr-python 2 used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numcodecs
+import numpy as np
+
+from ..errors import CodecError
+from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
+from .bytes_codec import BytesCodec
+from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
+from .numcodecs_adapter import numcodecs_from_config, wrap_numcodecs
+from .pipeline import CodecPipeline
+from .registry import codec_from_json
+from .transpose import TransposeCodec
+
+_SHUFFLE = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
+
+
+def default_v3_compressor() -> BytesBytesCodec:
+    return BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")
+
+
+def default_v2_compressor() -> Any:
+    return numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE)
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return list(value)
+    return [value]
+
+
+def to_v3_codec(item: Any, where: str, allow_unsafe: bool = False) -> Codec:
+    """One user-given codec as a v3 codec object."""
+    if isinstance(item, Codec):
+        return item
+    if isinstance(item, str):
+        item = {"name": item}
+    if isinstance(item, dict):
+        if "name" in item:
+            return codec_from_json({"name": item["name"],
+                                    "configuration": item.get("configuration", {})},
+                                   where, allow_unsafe)
+        item = numcodecs_from_config(item, where, allow_unsafe)
+    if isinstance(item, numcodecs.abc.Codec):
+        config = item.get_config()
+        cid = config.get("id")
+        if cid == "blosc":
+            shuffle = config.get("shuffle", 1)
+            if shuffle == -1:  # AUTOSHUFFLE: byte-shuffle unless 1-byte items, as numcodecs does
+                shuffle = 1
+            return BloscCodec(config.get("cname", "lz4"), config.get("clevel", 5),
+                              _SHUFFLE.get(shuffle, "shuffle"), None, config.get("blocksize", 0))
+        if cid == "zstd":
+            return ZstdCodec(config.get("level", 0), config.get("checksum", False))
+        if cid == "gzip":
+            return GzipCodec(config.get("level", 5))
+        if cid == "crc32c":
+            return Crc32cCodec()
+        numcodecs_from_config(config, where, allow_unsafe)  # safety check
+        return wrap_numcodecs(item)
+    raise CodecError(f"{where}: cannot use {item!r} as a codec")
+
+
+def to_numcodecs(item: Any, where: str, allow_unsafe: bool = False) -> Any:
+    """One user-given codec as a numcodecs object (for v2 metadata)."""
+    if isinstance(item, numcodecs.abc.Codec):
+        numcodecs_from_config(item.get_config(), where, allow_unsafe)
+        return item
+    if isinstance(item, dict) and "id" in item:
+        return numcodecs_from_config(item, where, allow_unsafe)
+    if isinstance(item, dict) and "name" in item:
+        item = to_v3_codec(item, where, allow_unsafe)
+    if isinstance(item, BloscCodec):
+        shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[item.shuffle]
+        return numcodecs.Blosc(item.cname, item.clevel, shuffle, item.blocksize)
+    if isinstance(item, ZstdCodec):
+        return numcodecs.Zstd(level=item.level, checksum=item.checksum)
+    if isinstance(item, GzipCodec):
+        return numcodecs.GZip(item.level)
+    if isinstance(item, Crc32cCodec):
+        return numcodecs.CRC32C()
+    if hasattr(item, "codec"):  # numcodecs adapters
+        return item.codec
+    raise CodecError(f"{where}: {item!r} has no Zarr v2 (numcodecs) equivalent")
+
+
+def v3_codec_chain(*, dtype: np.dtype, chunk_shape: tuple[int, ...], compressors: Any,
+                   filters: Any, codecs: Any, order: str, where: str,
+                   allow_unsafe: bool = False) -> list[dict[str, Any]]:
+    """The resolved ``codecs`` list of a new v3 array."""
+    if codecs is not None:
+        chain = [to_v3_codec(c, where, allow_unsafe) for c in _as_list(codecs)]
+    else:
+        if isinstance(compressors, str) and compressors == "auto":
+            compressors = [default_v3_compressor()]
+        pre: list[Codec] = []
+        if order == "F" and len(chunk_shape) > 1:
+            pre.append(TransposeCodec(list(range(len(chunk_shape)))[::-1]))
+        pre += [to_v3_codec(f, where, allow_unsafe) for f in _as_list(filters)]
+        post = [to_v3_codec(c, where, allow_unsafe) for c in _as_list(compressors)]
+        for c in pre:
+            if not isinstance(c, ArrayArrayCodec):
+                raise CodecError(f"{where}: filter {c!r} is not an array->array codec")
+        for c in post:
+            if not isinstance(c, BytesBytesCodec):
+                raise CodecError(f"{where}: compressor {c!r} is not a bytes->bytes codec")
+        chain = [*pre, BytesCodec(), *post]
+    if not any(isinstance(c, ArrayBytesCodec) for c in chain):
+        i = next((k for k, c in enumerate(chain) if isinstance(c, BytesBytesCodec)), len(chain))
+        chain.insert(i, BytesCodec())
+    pipeline = CodecPipeline(chain, ChunkSpec(chunk_shape, dtype), where)
+    return pipeline.to_json()
+
+
+def v2_codecs(*, compressors: Any, filters: Any, where: str, allow_unsafe: bool = False
+              ) -> tuple[dict[str, Any] | None, tuple[dict[str, Any], ...] | None]:
+    """``(compressor, filters)`` configs of a new v2 array."""
+    if isinstance(compressors, str) and compressors == "auto":
+        compressors = [default_v2_compressor()]
+    comp_list = [to_numcodecs(c, where, allow_unsafe) for c in _as_list(compressors)]
+    if len(comp_list) > 1:
+        raise CodecError(f"{where}: Zarr v2 arrays take at most one compressor, got {comp_list}")
+    filt = tuple(to_numcodecs(f, where, allow_unsafe).get_config() for f in _as_list(filters))
+    return (comp_list[0].get_config() if comp_list else None), (filt or None)

@@ -1,0 +1,104 @@
+"""Any numcodecs codec, as v3 ``numcodecs.<id>`` codecs and as v2 filters/compressors.
+
+numcodecs objects are created from their config through the numcodecs registry; the
+object codecs that can run code or build arbitrary objects (pickle, msgpack, json,
+vlen-array) are refused unless the caller explicitly allows them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numcodecs
+import numpy as np
+
+from ..errors import CodecError
+from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec
+
+UNSAFE_IDS = frozenset({"pickle", "msgpack2", "json2", "vlen-array"})
+#: numcodecs ids that zarr-python 3 treats as array -> array
+ARRAY_TO_ARRAY_IDS = frozenset({"delta", "fixedscaleoffset", "quantize", "bitround", "packbits",
+                                "astype"})
+ARRAY_TO_BYTES_IDS = frozenset({"pcodec", "zfpy"})
+
+
+def numcodecs_from_config(config: dict[str, Any], where: str, allow_unsafe: bool = False) -> Any:
+    """A numcodecs codec from its ``{"id": ..., ...}`` config, with the safety check."""
+    codec_id = config.get("id")
+    if not isinstance(codec_id, str):
+        raise CodecError(f"{where}: codec config without an 'id': {config!r}")
+    if codec_id in UNSAFE_IDS and not allow_unsafe:
+        raise CodecError(
+            f"{where}: codec {codec_id!r} can execute code or build arbitrary objects and is "
+            "refused; pass allow_unsafe_codecs=True only for data you trust"
+        )
+    try:
+        return numcodecs.get_codec(dict(config))
+    except Exception as e:  # unknown id (ValueError) or bad parameters (TypeError, ...)
+        raise CodecError(f"{where}: cannot build numcodecs codec {config!r}: {e}") from e
+
+
+class _NumcodecsMixin:
+    codec_id: str
+
+    def __init__(self, codec: Any) -> None:
+        self.codec = codec
+        self.codec_id = codec.codec_id
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"numcodecs.{self.codec_id}"
+
+    def configuration(self) -> dict[str, Any]:
+        config = dict(self.codec.get_config())
+        config.pop("id", None)
+        return config
+
+
+class NumcodecsBytesCodec(_NumcodecsMixin, BytesBytesCodec):
+    """A numcodecs compressor or checksum used as a v3 bytes -> bytes codec."""
+
+    def encode(self, data: Any) -> Any:
+        return self.codec.encode(data)
+
+    def decode(self, data: Any, out: memoryview | None = None) -> Any:
+        if out is not None:
+            self.codec.decode(data, out=out)
+            return out
+        return self.codec.decode(data)
+
+
+class NumcodecsArrayCodec(_NumcodecsMixin, ArrayArrayCodec):
+    """A numcodecs filter (delta, fixedscaleoffset...) used as an array -> array codec."""
+
+    def output_spec(self, spec: ChunkSpec) -> ChunkSpec:
+        probe = self.codec.encode(np.zeros((1,) * max(1, len(spec.shape)), dtype=spec.dtype))
+        return ChunkSpec(spec.shape, np.asarray(probe).dtype)
+
+    def encode(self, chunk: np.ndarray) -> np.ndarray:
+        out = np.asarray(self.codec.encode(np.ascontiguousarray(chunk)))
+        return out.reshape(chunk.shape) if out.size == chunk.size else out
+
+    def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        out = np.asarray(self.codec.decode(np.ascontiguousarray(chunk)))
+        return out.view(spec.dtype).reshape(spec.shape) if out.dtype != spec.dtype else out.reshape(spec.shape)
+
+
+class NumcodecsArrayBytesCodec(_NumcodecsMixin, ArrayBytesCodec):
+    """A numcodecs codec that serializes an array itself (pcodec, zfpy)."""
+
+    def encode(self, chunk: np.ndarray) -> Any:
+        return self.codec.encode(np.ascontiguousarray(chunk))
+
+    def decode(self, data: Any, spec: ChunkSpec) -> np.ndarray:
+        out = np.asarray(self.codec.decode(data))
+        return out.view(spec.dtype).reshape(spec.shape)
+
+
+def wrap_numcodecs(codec: Any) -> ArrayArrayCodec | ArrayBytesCodec | BytesBytesCodec:
+    """The v3 codec kind for a numcodecs object, following zarr-python's classification."""
+    if codec.codec_id in ARRAY_TO_ARRAY_IDS:
+        return NumcodecsArrayCodec(codec)
+    if codec.codec_id in ARRAY_TO_BYTES_IDS:
+        return NumcodecsArrayBytesCodec(codec)
+    return NumcodecsBytesCodec(codec)

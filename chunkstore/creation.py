@@ -1,0 +1,170 @@
+"""Building the metadata of new nodes from user arguments, and writing node documents."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .codecs.convert import v2_codecs, v3_codec_chain
+from .errors import ContainsArrayError, ContainsGroupError, MetadataError, UnsupportedError
+from .metadata import (
+    ArrayMetadata,
+    ArrayMetadataV2,
+    ArrayMetadataV3,
+    NodeMetadata,
+    default_fill_value,
+    is_array,
+    join_path,
+    node_keys,
+    normalize_fill_value,
+    try_load_node,
+)
+from .metadata.dtypes import dtype_from_v2, v3_name_of
+from .metadata.json_io import check_json_value
+from .storage.base import Store, validate_key
+
+TARGET_CHUNK_BYTES = 1 << 20
+
+
+def normalize_path(path: str | None) -> str:
+    """``"/a/b/"`` -> ``"a/b"``; ``None`` or ``"/"`` -> ``""`` (the root)."""
+    if path is None:
+        return ""
+    path = str(path).strip("/")
+    if path:
+        validate_key(path)
+    return path
+
+
+def normalize_shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, int | np.integer):
+        shape = (shape,)
+    try:
+        out = tuple(int(s) for s in shape)
+    except TypeError as e:
+        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from e
+    if any(s < 0 for s in out):
+        raise ValueError(f"shape must not be negative, got {out}")
+    return out
+
+
+def auto_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Chunks of about 1 MiB: halve the largest axis until the chunk is small enough."""
+    chunks = [max(1, s) for s in shape]
+    while math.prod(chunks) * itemsize > TARGET_CHUNK_BYTES and max(chunks) > 1:
+        i = chunks.index(max(chunks))
+        chunks[i] = math.ceil(chunks[i] / 2)
+    return tuple(chunks)
+
+
+def normalize_chunks(chunks: Any, shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """User chunks -> a tuple of positive ints (None / -1 in an axis = the whole axis)."""
+    if chunks is None or chunks is True or chunks == "auto":
+        return auto_chunks(shape, itemsize)
+    if isinstance(chunks, int | np.integer):
+        chunks = (int(chunks),) * len(shape)
+    chunks = tuple(chunks)
+    if len(chunks) != len(shape):
+        raise ValueError(f"chunks {chunks} do not match the {len(shape)}-d shape {shape}")
+    out = []
+    for c, s in zip(chunks, shape, strict=True):
+        if c is None or c == -1:
+            c = max(1, s)
+        c = int(c)
+        if c < 1:
+            raise ValueError(f"chunk sizes must be positive, got {chunks}")
+        out.append(c)
+    return tuple(out)
+
+
+def _key_encoding(chunk_key_encoding: Any, dimension_separator: str | None) -> tuple[str, str]:
+    if chunk_key_encoding is None:
+        return ("default", dimension_separator or "/")
+    if isinstance(chunk_key_encoding, str):
+        name, sep = chunk_key_encoding, None
+    elif isinstance(chunk_key_encoding, tuple):
+        name, sep = chunk_key_encoding
+    else:
+        name = chunk_key_encoding.get("name")
+        sep = chunk_key_encoding.get("separator") or (
+            chunk_key_encoding.get("configuration") or {}).get("separator")
+    if name not in ("default", "v2"):
+        raise UnsupportedError(f"chunk_key_encoding {name!r} is not supported")
+    return (name, sep or ("/" if name == "default" else "."))
+
+
+def build_array_metadata(
+    *, shape: Any, dtype: Any, chunks: Any = None, fill_value: Any = None, order: str = "C",
+    compressors: Any = "auto", filters: Any = None, codecs: Any = None, zarr_format: int = 3,
+    dimension_names: Sequence[str | None] | None = None, attributes: dict | None = None,
+    chunk_key_encoding: Any = None, dimension_separator: str | None = None, where: str = "array",
+    allow_unsafe_codecs: bool = False,
+) -> ArrayMetadata:
+    """Validated metadata for a new array."""
+    shape = normalize_shape(shape)
+    try:
+        np_dtype = np.dtype(dtype)
+    except TypeError as e:
+        raise UnsupportedError(f"{where}: unsupported dtype {dtype!r}") from e
+    chunk_shape = normalize_chunks(chunks, shape, np_dtype.itemsize)
+    if order not in ("C", "F"):
+        raise ValueError(f"{where}: order must be 'C' or 'F', got {order!r}")
+    attributes = check_json_value(dict(attributes or {}), f"{where}: attributes")
+    if zarr_format == 3:
+        v3_name_of(np_dtype, where)
+        fill = (default_fill_value(np_dtype) if fill_value is None
+                else normalize_fill_value(fill_value, np_dtype, where))
+        if dimension_names is not None:
+            dimension_names = tuple(dimension_names)
+            if len(dimension_names) != len(shape):
+                raise MetadataError(f"{where}: dimension_names {list(dimension_names)} do not "
+                                    f"match the {len(shape)}-d shape")
+        chain = v3_codec_chain(dtype=np_dtype.newbyteorder("="), chunk_shape=chunk_shape,
+                               compressors=compressors, filters=filters, codecs=codecs,
+                               order=order, where=where, allow_unsafe=allow_unsafe_codecs)
+        return ArrayMetadataV3(
+            shape=shape, dtype=np_dtype.newbyteorder("="), chunk_shape=chunk_shape,
+            fill_value=fill, codecs=tuple(chain),
+            chunk_key_encoding=_key_encoding(chunk_key_encoding, dimension_separator),
+            attributes=attributes, dimension_names=dimension_names)
+    if zarr_format == 2:
+        if codecs is not None:
+            raise ValueError(f"{where}: 'codecs' is for Zarr v3; use compressors/filters for v2")
+        np_dtype = dtype_from_v2(np_dtype.str, where)
+        compressor, v2_filters = v2_codecs(compressors=compressors, filters=filters, where=where,
+                                           allow_unsafe=allow_unsafe_codecs)
+        sep = dimension_separator
+        if sep is None and chunk_key_encoding is not None:
+            sep = _key_encoding(chunk_key_encoding, None)[1]
+        sep = sep or "."
+        if sep not in (".", "/"):
+            raise ValueError(f"{where}: dimension_separator must be '.' or '/', got {sep!r}")
+        fill = normalize_fill_value(fill_value, np_dtype, where) if fill_value is not None else (
+            default_fill_value(np_dtype))
+        return ArrayMetadataV2(
+            shape=shape, dtype=np_dtype, chunk_shape=chunk_shape, fill_value=fill,
+            compressor=compressor, filters=v2_filters, order=order, dimension_separator=sep,
+            attributes=attributes)
+    raise ValueError(f"{where}: zarr_format must be 2 or 3, got {zarr_format!r}")
+
+
+def check_can_create(store: Store, path: str, overwrite: bool) -> None:
+    """Refuse (or clear, with ``overwrite``) an existing node at ``path``."""
+    existing = try_load_node(store, path)
+    if existing is None:
+        return
+    if not overwrite:
+        kind = ContainsArrayError if is_array(existing) else ContainsGroupError
+        what = "an array" if is_array(existing) else "a group"
+        raise kind(f"{what} already exists at path {path or '/'!r} in {store!r}")
+    store.delete_prefix(path)
+
+
+def write_metadata(store: Store, path: str, metadata: NodeMetadata) -> None:
+    """Store a node's documents (each one replaced atomically by the store)."""
+    where = f"{store!r}/{join_path(path, node_keys(metadata)[0])}"
+    docs = metadata.documents(where)
+    store.set_many({join_path(path, k): v for k, v in docs.items()})

@@ -1,0 +1,54 @@
+"""Exceptions raised by chunkstore.
+
+Every exception carries a message that names the array/group path and the key or
+metadata field concerned, so a failure in a large hierarchy can be traced.
+"""
+
+from __future__ import annotations
+
+
+class ChunkstoreError(Exception):
+    """Base class of every chunkstore-specific exception."""
+
+
+class InvalidKeyError(ChunkstoreError, ValueError):
+    """A store key is malformed or would escape the store's root."""
+
+
+class ReadOnlyError(ChunkstoreError, PermissionError):
+    """A write was attempted on a store or node opened read-only."""
+
+
+class MetadataError(ChunkstoreError, ValueError):
+    """A metadata document is malformed, unsupported or inconsistent."""
+
+
+class UnsupportedError(MetadataError):
+    """A metadata document uses a feature chunkstore does not implement."""
+
+
+class CodecError(ChunkstoreError, ValueError):
+    """A codec is unknown, misconfigured, or refused for safety."""
+
+
+class ChunkDecodeError(ChunkstoreError, ValueError):
+    """A stored chunk could not be decoded (truncated, corrupt, wrong size)."""
+
+
+class NodeNotFoundError(ChunkstoreError, FileNotFoundError, KeyError):
+    """No array or group exists at the requested path."""
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ContainsArrayError(ChunkstoreError, FileExistsError):
+    """An array already exists where a new node (or a group) was requested."""
+
+
+class ContainsGroupError(ChunkstoreError, FileExistsError):
+    """A group already exists where a new node (or an array) was requested."""
+
+
+class NodeTypeError(ChunkstoreError, TypeError):
+    """The node at a path is of the other kind (a group opened as an array, ...)."""

@@ -1,0 +1,320 @@
+"""Pure selection math: a selection -> the chunks it touches and where data goes.
+
+No IO here. Every indexer yields ``ChunkProjection``s: for each touched chunk, the part
+of the chunk (``chunk_selection``) and the part of the output (``out_selection``) that
+correspond, and whether the chunk is covered entirely (so a write needs no read).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+Selection = Any
+
+
+class ChunkProjection(NamedTuple):
+    chunk_coords: tuple[int, ...]
+    chunk_selection: tuple[Any, ...]
+    out_selection: tuple[Any, ...]
+    is_complete: bool
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_)
+
+
+def normalize_int(i: Any, dim_len: int, axis: int) -> int:
+    i = int(i)
+    if i < 0:
+        i += dim_len
+    if not 0 <= i < dim_len:
+        raise IndexError(f"index {i if i >= 0 else i - dim_len} is out of bounds for axis "
+                         f"{axis} with size {dim_len}")
+    return i
+
+
+def expand_ellipsis(selection: Selection, ndim: int) -> tuple[Any, ...]:
+    """A selection as a tuple of one entry per axis (Ellipsis and missing axes -> ``:``)."""
+    if not isinstance(selection, tuple):
+        selection = (selection,)
+    n_ellipsis = sum(1 for s in selection if s is Ellipsis)
+    if n_ellipsis > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if any(s is None for s in selection):
+        raise IndexError("np.newaxis / None is not supported in selections")
+    if n_ellipsis:
+        i = next(k for k, s in enumerate(selection) if s is Ellipsis)
+        fill = ndim - (len(selection) - 1)
+        selection = selection[:i] + (slice(None),) * fill + selection[i + 1:]
+    if len(selection) > ndim:
+        raise IndexError(f"too many indices: array is {ndim}-dimensional, but "
+                         f"{len(selection)} were indexed")
+    return tuple(selection) + (slice(None),) * (ndim - len(selection))
+
+
+# -- per-axis indexers -------------------------------------------------------------------
+@dataclass
+class _AxisPart:
+    chunk: int
+    chunk_sel: Any  # int | slice | ndarray
+    out_sel: Any    # None (axis dropped) | slice | ndarray
+    complete: bool
+
+
+class _IntAxis:
+    def __init__(self, i: Any, dim_len: int, chunk_len: int, axis: int) -> None:
+        self.i = normalize_int(i, dim_len, axis)
+        self.chunk_len = chunk_len
+        self.nitems = 1
+        self.drop = True
+
+    def parts(self) -> Iterator[_AxisPart]:
+        c, off = divmod(self.i, self.chunk_len)
+        yield _AxisPart(c, off, None, self.chunk_len == 1)
+
+
+class _SliceAxis:
+    def __init__(self, s: slice, dim_len: int, chunk_len: int, axis: int) -> None:
+        if s.step == 0:
+            raise ValueError(f"slice step cannot be zero (axis {axis})")
+        start, stop, step = s.indices(dim_len)
+        n = len(range(start, stop, step))
+        self.reverse = step < 0
+        if self.reverse and n:  # walk the same elements forwards, fill the output backwards
+            start, step = start + (n - 1) * step, -step
+            stop = start + (n - 1) * step + 1
+        self.start, self.stop, self.step, self.nitems = start, stop, step, n
+        self.dim_len, self.chunk_len = dim_len, chunk_len
+        self.drop = False
+
+    def parts(self) -> Iterator[_AxisPart]:
+        if not self.nitems:
+            return
+        cl, step = self.chunk_len, self.step
+        last = self.start + (self.nitems - 1) * step
+        for c in range(self.start // cl, last // cl + 1):
+            cs = c * cl
+            first = self.start if self.start >= cs else self.start + -(-(cs - self.start) // step) * step
+            limit = min(last + 1, cs + cl)
+            if first >= limit:
+                continue
+            count = -(-(limit - first) // step)
+            o = (first - self.start) // step
+            if self.reverse:
+                lo = self.nitems - 1 - o
+                hi = lo - count
+                out_sel = slice(lo, hi if hi >= 0 else None, -1)
+            else:
+                out_sel = slice(o, o + count)
+            complete = step == 1 and first == cs and count == min(cl, self.dim_len - cs)
+            yield _AxisPart(c, slice(first - cs, limit - cs, step), out_sel, complete)
+
+
+class _ArrayAxis:
+    """Integer array (any order, repeats, negatives) or bool mask along one axis."""
+
+    def __init__(self, idx: Any, dim_len: int, chunk_len: int, axis: int) -> None:
+        arr = np.asarray(idx)
+        if arr.dtype == bool:
+            if arr.shape != (dim_len,):
+                raise IndexError(f"boolean index of shape {arr.shape} does not match axis {axis} "
+                                 f"of size {dim_len}")
+            arr = np.flatnonzero(arr)
+        elif arr.size == 0:
+            arr = arr.astype(np.intp)
+        elif arr.dtype.kind not in "iu":
+            raise IndexError(f"arrays used as indices must be of integer or boolean type "
+                             f"(axis {axis}, got {arr.dtype})")
+        if arr.ndim != 1:
+            raise IndexError(f"orthogonal index arrays must be 1-d (axis {axis}, got {arr.ndim}-d)")
+        arr = arr.astype(np.intp, copy=True)
+        neg = arr < 0
+        arr[neg] += dim_len
+        if arr.size and (arr.min() < 0 or arr.max() >= dim_len):
+            bad = np.asarray(idx)[(arr < 0) | (arr >= dim_len)][0]
+            raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {dim_len}")
+        self.idx, self.chunk_len, self.dim_len = arr, chunk_len, dim_len
+        self.nitems = arr.size
+        self.drop = False
+
+    def parts(self) -> Iterator[_AxisPart]:
+        if not self.nitems:
+            return
+        chunks = self.idx // self.chunk_len
+        if np.all(chunks[1:] >= chunks[:-1]):
+            order = None
+            sorted_chunks = chunks
+        else:
+            order = np.argsort(chunks, kind="stable")
+            sorted_chunks = chunks[order]
+        bounds = np.flatnonzero(np.diff(sorted_chunks)) + 1
+        starts = np.concatenate(([0], bounds))
+        stops = np.concatenate((bounds, [sorted_chunks.size]))
+        for lo, hi in zip(starts.tolist(), stops.tolist(), strict=True):
+            c = int(sorted_chunks[lo])
+            if order is None:
+                positions = slice(lo, hi)
+                local = self.idx[lo:hi] - c * self.chunk_len
+            else:
+                positions = order[lo:hi]
+                local = self.idx[positions] - c * self.chunk_len
+            valid = min(self.chunk_len, self.dim_len - c * self.chunk_len)
+            complete = local.size == valid and np.array_equal(local, np.arange(valid))
+            yield _AxisPart(c, local, positions, bool(complete))
+
+
+def _axis_indexer(sel: Any, dim_len: int, chunk_len: int, axis: int, allow_arrays: bool):
+    if _is_int(sel):
+        return _IntAxis(sel, dim_len, chunk_len, axis)
+    if isinstance(sel, slice):
+        return _SliceAxis(sel, dim_len, chunk_len, axis)
+    if allow_arrays and (isinstance(sel, np.ndarray | list | tuple | range) or
+                         np.ndim(sel) > 0):
+        return _ArrayAxis(sel, dim_len, chunk_len, axis)
+    if isinstance(sel, np.ndarray) and sel.ndim == 0 and sel.dtype.kind in "iu":
+        return _IntAxis(int(sel), dim_len, chunk_len, axis)
+    kind = "basic" if not allow_arrays else "orthogonal"
+    raise IndexError(f"unsupported {kind} selection item {sel!r} for axis {axis}; use .oindex "
+                     "for integer arrays/masks per axis or .vindex for coordinates")
+
+
+def _ix(selection: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Make a mixed int/slice/array tuple index orthogonally (np.ix_ where needed)."""
+    n_arrays = sum(isinstance(s, np.ndarray) for s in selection)
+    n_ints = sum(_is_int(s) for s in selection)
+    # one array alone indexes orthogonally; ints or more arrays would make NumPy
+    # broadcast them together (and move the axes), so mesh every array/slice axis
+    if n_arrays == 0 or (n_arrays == 1 and n_ints == 0):
+        return selection
+    # with two or more arrays, every non-int axis becomes an open-mesh array
+    expanded = [s if isinstance(s, np.ndarray) else (np.arange(s.start, s.stop, s.step)
+                if isinstance(s, slice) else None) for s in selection]
+    keep = [e for e in expanded if e is not None]
+    meshes = iter(np.ix_(*keep))
+    return tuple(next(meshes) if e is not None else s for e, s in zip(expanded, selection, strict=True))
+
+
+class OrthogonalIndexer:
+    """Basic (ints, slices, Ellipsis) or orthogonal (plus int arrays / masks per axis)."""
+
+    def __init__(self, selection: Selection, shape: Sequence[int], chunks: Sequence[int],
+                 orthogonal: bool = True) -> None:
+        sel = expand_ellipsis(selection, len(shape))
+        self.axes = [_axis_indexer(s, n, c, i, orthogonal)
+                     for i, (s, n, c) in enumerate(zip(sel, shape, chunks, strict=True))]
+        self.shape = tuple(ax.nitems for ax in self.axes if not ax.drop)
+        self.is_basic = all(isinstance(ax, _IntAxis | _SliceAxis) for ax in self.axes)
+
+    def __iter__(self) -> Iterator[ChunkProjection]:
+        per_axis = [list(ax.parts()) for ax in self.axes]
+        for combo in itertools.product(*per_axis):
+            chunk_sel = _ix(tuple(p.chunk_sel for p in combo))
+            out_sel = _ix(tuple(p.out_sel for p in combo if p.out_sel is not None))
+            yield ChunkProjection(tuple(p.chunk for p in combo), chunk_sel, out_sel,
+                                  all(p.complete for p in combo))
+
+
+class BasicIndexer(OrthogonalIndexer):
+    """Ints (negative too), slices with any non-zero step, Ellipsis."""
+
+    def __init__(self, selection: Selection, shape: Sequence[int], chunks: Sequence[int]) -> None:
+        super().__init__(selection, shape, chunks, orthogonal=False)
+
+
+class CoordinateIndexer:
+    """Points given by one integer array per axis (broadcast together), or a bool mask."""
+
+    def __init__(self, selection: Selection, shape: Sequence[int], chunks: Sequence[int]) -> None:
+        ndim = len(shape)
+        if not isinstance(selection, tuple):
+            selection = (selection,)
+        if len(selection) == 1 and np.asarray(selection[0]).dtype == bool:
+            mask = np.asarray(selection[0])
+            if mask.shape != tuple(shape):
+                raise IndexError(f"boolean mask of shape {mask.shape} does not match the array "
+                                 f"shape {tuple(shape)}")
+            selection = np.nonzero(mask)
+        if len(selection) != ndim:
+            raise IndexError(f"coordinate selection needs one index array per axis: array is "
+                             f"{ndim}-dimensional, got {len(selection)}")
+        arrays = []
+        for axis, s in enumerate(selection):
+            a = np.asarray(s)
+            if isinstance(s, slice) or (a.dtype.kind not in "iu" and a.size):
+                raise IndexError(f"coordinate selection for axis {axis} must be integers, got "
+                                 f"{s!r}")
+            arrays.append(a.astype(np.intp))
+        try:
+            arrays = np.broadcast_arrays(*arrays)
+        except ValueError as e:
+            raise IndexError(f"coordinate arrays cannot be broadcast together: {e}") from None
+        self.shape = arrays[0].shape if arrays else ()
+        coords = []
+        for axis, (a, n) in enumerate(zip(arrays, shape, strict=True)):
+            a = a.reshape(-1).copy()
+            a[a < 0] += n
+            if a.size and (a.min() < 0 or a.max() >= n):
+                bad = a[(a < 0) | (a >= n)][0]
+                raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n}")
+            coords.append(a)
+        self.coords, self.chunks, self.array_shape = coords, tuple(chunks), tuple(shape)
+
+    def __iter__(self) -> Iterator[ChunkProjection]:
+        npoints = int(np.prod(self.shape, dtype=np.int64))
+        if npoints == 0:
+            return
+        chunk_idx = [c // cl for c, cl in zip(self.coords, self.chunks, strict=True)]
+        grid = [math.ceil(n / cl) for n, cl in zip(self.array_shape, self.chunks, strict=True)]
+        linear = np.ravel_multi_index(chunk_idx, grid) if grid else np.zeros(npoints, np.intp)
+        order = np.argsort(linear, kind="stable")
+        sorted_lin = linear[order]
+        bounds = np.flatnonzero(np.diff(sorted_lin)) + 1
+        for positions in np.split(order, bounds):
+            cc = tuple(int(ci[positions[0]]) for ci in chunk_idx)
+            local = tuple(c[positions] - k * cl
+                          for c, k, cl in zip(self.coords, cc, self.chunks, strict=True))
+            yield ChunkProjection(cc, local, (positions,), False)
+
+
+def block_selection_to_basic(selection: Selection, shape: Sequence[int],
+                             chunks: Sequence[int]) -> tuple[slice, ...]:
+    """Translate a selection in units of chunks (ints / step-1 slices) into element slices."""
+    sel = expand_ellipsis(selection, len(shape))
+    out = []
+    for axis, (s, n, cl) in enumerate(zip(sel, shape, chunks, strict=True)):
+        nblocks = math.ceil(n / cl)
+        if _is_int(s):
+            b = normalize_int(s, nblocks, axis)
+            out.append(slice(b * cl, min(n, (b + 1) * cl)))
+        elif isinstance(s, slice):
+            if s.step not in (None, 1):
+                raise IndexError(f"block selection slices must have step 1 (axis {axis})")
+            start, stop, _ = s.indices(nblocks)
+            out.append(slice(start * cl, min(n, max(start, stop) * cl)))
+        else:
+            raise IndexError(f"block selection supports ints and slices only (axis {axis}, "
+                             f"got {s!r})")
+    return tuple(out)
+
+
+def chunk_grid_shape(shape: Sequence[int], chunks: Sequence[int]) -> tuple[int, ...]:
+    """Number of chunks along each axis."""
+    return tuple(math.ceil(n / c) for n, c in zip(shape, chunks, strict=True))
+
+
+def chunk_region(coords: Sequence[int], shape: Sequence[int], chunks: Sequence[int]
+                 ) -> tuple[slice, ...]:
+    """The slices of the array a chunk covers (clipped at the array edge)."""
+    return tuple(slice(c * cl, min(n, (c + 1) * cl))
+                 for c, n, cl in zip(coords, shape, chunks, strict=True))
+
+
+def all_chunk_coords(shape: Sequence[int], chunks: Sequence[int]) -> Iterator[tuple[int, ...]]:
+    """Every chunk's grid coordinates in C order."""
+    return itertools.product(*(range(g) for g in chunk_grid_shape(shape, chunks)))

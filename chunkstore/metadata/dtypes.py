@@ -1,0 +1,205 @@
+"""Data types and fill values: NumPy dtypes <-> Zarr v3 names and v2 dtype strings.
+
+Fill values are encoded exactly as the specs say: numbers as JSON numbers, non-finite
+floats as "NaN" / "Infinity" / "-Infinity", complex as ``[real, imag]``; on read the
+v3 hex form of the raw bits (``"0x7fc00001"``) is accepted too, its width checked
+against the type.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import MetadataError, UnsupportedError
+
+# v3 core data type names -> NumPy dtype (native byte order)
+V3_NUMERIC: dict[str, np.dtype] = {
+    name: np.dtype(name)
+    for name in (
+        "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+        "float16", "float32", "float64", "complex64", "complex128",
+    )
+}
+V2_KINDS = "biufc"  # bool, signed, unsigned, float, complex
+
+
+def v3_name_of(dtype: np.dtype, where: str = "array") -> str:
+    """The v3 ``data_type`` name of a numeric NumPy dtype."""
+    dtype = np.dtype(dtype)
+    name = dtype.newbyteorder("=").name if dtype.kind in V2_KINDS else None
+    if name in V3_NUMERIC:
+        return name
+    raise UnsupportedError(f"{where}: data type {dtype!r} is not supported in Zarr v3 here")
+
+
+def dtype_from_v3(data_type: Any, where: str) -> np.dtype:
+    """Parse a v3 ``data_type`` field."""
+    if isinstance(data_type, str) and data_type in V3_NUMERIC:
+        return V3_NUMERIC[data_type]
+    raise UnsupportedError(f"{where}: field 'data_type': unsupported data type {data_type!r}")
+
+
+def dtype_from_v2(dtype_str: Any, where: str) -> np.dtype:
+    """Parse a v2 ``dtype`` field (a NumPy type string with byte order)."""
+    if not isinstance(dtype_str, str):
+        raise UnsupportedError(
+            f"{where}: field 'dtype': structured or non-string dtypes are not supported "
+            f"({dtype_str!r})"
+        )
+    try:
+        dtype = np.dtype(dtype_str)
+    except TypeError as e:
+        raise MetadataError(f"{where}: field 'dtype': invalid dtype {dtype_str!r}") from e
+    if dtype.kind not in V2_KINDS:
+        raise UnsupportedError(f"{where}: field 'dtype': unsupported data type {dtype_str!r}")
+    return dtype
+
+
+def v2_str_of(dtype: np.dtype) -> str:
+    """The v2 ``dtype`` string, e.g. ``"<f8"``, ``"|b1"``."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in V2_KINDS:
+        raise UnsupportedError(f"data type {dtype!r} is not supported in Zarr v2 here")
+    return dtype.str
+
+
+# -- fill values -----------------------------------------------------------------------
+_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_FLOAT_STRUCT = {2: "e", 4: "f", 8: "d"}
+
+
+def _float_from_json(value: Any, dtype: np.dtype, where: str) -> float:
+    if isinstance(value, bool):
+        raise MetadataError(f"{where}: field 'fill_value': {value!r} is not a float")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        if value in _NONFINITE:
+            return _NONFINITE[value]
+        if value.startswith("0x"):
+            width = 2 * dtype.itemsize
+            digits = value[2:]
+            if len(digits) != width:
+                raise MetadataError(
+                    f"{where}: field 'fill_value': hex {value!r} must have {width} digits "
+                    f"for {dtype.name}"
+                )
+            try:
+                raw = bytes.fromhex(digits)
+            except ValueError as e:
+                raise MetadataError(f"{where}: field 'fill_value': bad hex {value!r}") from e
+            return np.frombuffer(raw, dtype=dtype.newbyteorder(">"))[0]
+    raise MetadataError(f"{where}: field 'fill_value': {value!r} is not valid for {dtype.name}")
+
+
+def _float_to_json(value: Any, dtype: np.dtype) -> Any:
+    f = float(value)
+    if math.isnan(f):
+        # a non-default NaN payload is kept exactly, as hex of the raw bits
+        canonical = np.array(np.nan, dtype=dtype).tobytes()
+        raw = np.array(value, dtype=dtype).tobytes()
+        if raw != canonical and dtype.itemsize in _FLOAT_STRUCT:
+            return "0x" + np.array(value, dtype=dtype).astype(dtype.newbyteorder(">")).tobytes().hex()
+        return "NaN"
+    if math.isinf(f):
+        return "Infinity" if f > 0 else "-Infinity"
+    return int(f) if f.is_integer() and abs(f) < 2**53 else f
+
+
+def parse_fill_value(value: Any, dtype: np.dtype, where: str, *, allow_none: bool = False):
+    """Decode a JSON fill value into a NumPy scalar of ``dtype`` (None if allowed)."""
+    if value is None:
+        if allow_none:
+            return None
+        raise MetadataError(f"{where}: field 'fill_value' must not be null")
+    kind = dtype.kind
+    try:
+        if kind == "b":
+            if not isinstance(value, bool | int) or (isinstance(value, int) and value not in (0, 1)):
+                raise MetadataError(f"{where}: field 'fill_value': {value!r} is not a bool")
+            return np.bool_(bool(value))
+        if kind in "iu":
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise MetadataError(f"{where}: field 'fill_value': {value!r} is not an integer")
+            info = np.iinfo(dtype)
+            if not info.min <= value <= info.max:
+                raise MetadataError(
+                    f"{where}: field 'fill_value': {value} is out of range for {dtype.name}"
+                )
+            return dtype.type(value)
+        if kind == "f":
+            return np.array(_float_from_json(value, dtype, where), dtype=dtype)[()]
+        if kind == "c":
+            if not isinstance(value, list | tuple) or len(value) != 2:
+                raise MetadataError(
+                    f"{where}: field 'fill_value': complex fill must be [real, imag], "
+                    f"got {value!r}"
+                )
+            part = np.dtype(f"f{dtype.itemsize // 2}")
+            re = _float_from_json(value[0], part, where)
+            im = _float_from_json(value[1], part, where)
+            return np.array(complex(re, im), dtype=dtype)[()]
+    except MetadataError:
+        raise
+    except (TypeError, ValueError, OverflowError) as e:
+        raise MetadataError(f"{where}: field 'fill_value': {value!r} invalid: {e}") from e
+    raise UnsupportedError(f"{where}: field 'fill_value' for data type {dtype!r}")
+
+
+def fill_value_to_json(value: Any, dtype: np.dtype) -> Any:
+    """Encode a fill value for JSON as the specs require."""
+    if value is None:
+        return None
+    kind = dtype.kind
+    if kind == "b":
+        return bool(value)
+    if kind in "iu":
+        return int(value)
+    if kind == "f":
+        return _float_to_json(np.array(value, dtype=dtype)[()], dtype)
+    if kind == "c":
+        c = complex(value)
+        part = np.dtype(f"f{dtype.itemsize // 2}")
+        return [_float_to_json(part.type(c.real), part), _float_to_json(part.type(c.imag), part)]
+    raise UnsupportedError(f"cannot encode a fill value for data type {dtype!r}")
+
+
+def normalize_fill_value(value: Any, dtype: np.dtype, where: str = "array"):
+    """Turn a user-given fill value into a NumPy scalar of ``dtype`` (None stays None)."""
+    if value is None:
+        return None
+    try:
+        arr = np.array(value, dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise MetadataError(f"{where}: fill_value {value!r} does not fit {dtype}") from e
+    if arr.ndim != 0:
+        raise MetadataError(f"{where}: fill_value must be a scalar, got {value!r}")
+    if dtype.kind in "iu" and not isinstance(value, np.generic | int | bool):
+        if isinstance(value, float) and not float(value).is_integer():
+            raise MetadataError(f"{where}: fill_value {value!r} is not an integer")
+    return arr[()]
+
+
+def default_fill_value(dtype: np.dtype):
+    """The fill value used when none is given: zero of the type."""
+    return np.zeros((), dtype=dtype)[()]
+
+
+def fill_equal(a: Any, b: Any) -> bool:
+    """Fill values compare equal, NaN to NaN included (bitwise for floats)."""
+    if a is None or b is None:
+        return a is None and b is None
+    a_arr, b_arr = np.asarray(a), np.asarray(b)
+    return a_arr.dtype == b_arr.dtype and a_arr.tobytes() == b_arr.tobytes()
+
+
+__all__ = [
+    "V3_NUMERIC", "v3_name_of", "dtype_from_v3", "dtype_from_v2", "v2_str_of",
+    "parse_fill_value", "fill_value_to_json", "normalize_fill_value", "default_fill_value",
+    "fill_equal",
+]

@@ -1,0 +1,222 @@
+"""Zarr v3 ``zarr.json`` documents for arrays and groups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import MetadataError, UnsupportedError
+from .dtypes import dtype_from_v3, fill_value_to_json, parse_fill_value, v3_name_of
+from .json_io import dump_json, require, shape_tuple
+
+_ARRAY_FIELDS = {
+    "zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
+    "fill_value", "codecs", "attributes", "dimension_names", "storage_transformers",
+}
+_GROUP_FIELDS = {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
+
+
+def normalize_codec_json(codec: Any, where: str) -> dict[str, Any]:
+    """A v3 codec entry as ``{"name": ..., "configuration": {...}}``."""
+    if isinstance(codec, str):
+        return {"name": codec, "configuration": {}}
+    if not isinstance(codec, dict) or not isinstance(codec.get("name"), str):
+        raise MetadataError(f"{where}: field 'codecs': invalid codec entry {codec!r}")
+    config = codec.get("configuration", {})
+    if not isinstance(config, dict):
+        raise MetadataError(f"{where}: field 'codecs': configuration of {codec['name']!r} "
+                            "must be an object")
+    out = {"name": codec["name"], "configuration": dict(config)}
+    for key, value in codec.items():
+        if key not in ("name", "configuration"):
+            out[key] = value
+    return out
+
+
+def _check_extensions(doc: dict[str, Any], known: set[str], where: str) -> dict[str, Any]:
+    """Unknown top-level fields are kept if they say ``must_understand: false``."""
+    extra = {}
+    for key, value in doc.items():
+        if key in known:
+            continue
+        if isinstance(value, dict) and value.get("must_understand") is False:
+            extra[key] = value
+        else:
+            raise UnsupportedError(
+                f"{where}: unknown field {key!r} must be understood (no 'must_understand': false)"
+            )
+    return extra
+
+
+def _chunk_key_encoding(value: Any, where: str) -> tuple[str, str]:
+    if value is None:
+        return ("default", "/")
+    if isinstance(value, str):
+        value = {"name": value}
+    if not isinstance(value, dict):
+        raise MetadataError(f"{where}: field 'chunk_key_encoding' is invalid: {value!r}")
+    name = value.get("name")
+    config = value.get("configuration") or {}
+    if name == "default":
+        sep = config.get("separator", "/")
+    elif name == "v2":
+        sep = config.get("separator", ".")
+    else:
+        raise UnsupportedError(f"{where}: field 'chunk_key_encoding': unknown name {name!r}")
+    if sep not in ("/", "."):
+        raise MetadataError(f"{where}: field 'chunk_key_encoding': bad separator {sep!r}")
+    return (name, sep)
+
+
+@dataclass(frozen=True)
+class ArrayMetadataV3:
+    """The contents of an array's ``zarr.json`` (immutable; use ``replace``)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    chunk_shape: tuple[int, ...]
+    fill_value: Any
+    codecs: tuple[dict[str, Any], ...]
+    chunk_key_encoding: tuple[str, str] = ("default", "/")
+    attributes: dict[str, Any] = field(default_factory=dict)
+    dimension_names: tuple[str | None, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    zarr_format = 3
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        return self.chunk_shape
+
+    @property
+    def order(self) -> str:
+        """'F' when the first codec is a transpose reversing the axes, else 'C'."""
+        if self.codecs and self.codecs[0]["name"] == "transpose" and self.ndim > 1:
+            order = self.codecs[0]["configuration"].get("order")
+            if list(order) == list(range(self.ndim))[::-1]:
+                return "F"
+        return "C"
+
+    def chunk_key(self, coords: tuple[int, ...]) -> str:
+        """Store key of a chunk, relative to the array's path."""
+        name, sep = self.chunk_key_encoding
+        if name == "default":
+            return sep.join(("c", *map(str, coords)))
+        return sep.join(map(str, coords)) if coords else "0"
+
+    def replace(self, **changes: Any) -> ArrayMetadataV3:
+        return replace(self, **changes)
+
+    # -- JSON ----------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        name, sep = self.chunk_key_encoding
+        doc: dict[str, Any] = {
+            "zarr_format": 3,
+            "node_type": "array",
+            "shape": list(self.shape),
+            "data_type": v3_name_of(self.dtype),
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(self.chunk_shape)}},
+            "chunk_key_encoding": {"name": name, "configuration": {"separator": sep}},
+            "fill_value": fill_value_to_json(self.fill_value, self.dtype),
+            "codecs": [dict(c) for c in self.codecs],
+            "attributes": self.attributes,
+        }
+        if self.dimension_names is not None:
+            doc["dimension_names"] = list(self.dimension_names)
+        doc.update(self.extra)
+        return doc
+
+    def documents(self, where: str = "zarr.json") -> dict[str, bytes]:
+        """The documents to store, by key relative to the node's path."""
+        return {"zarr.json": dump_json(self.to_json(), where)}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any], where: str) -> ArrayMetadataV3:
+        if doc.get("zarr_format") != 3:
+            raise MetadataError(f"{where}: field 'zarr_format' must be 3, got {doc.get('zarr_format')!r}")
+        if doc.get("node_type") != "array":
+            raise MetadataError(f"{where}: field 'node_type' must be 'array'")
+        extra = _check_extensions(doc, _ARRAY_FIELDS, where)
+        shape = shape_tuple(require(doc, "shape", list, where), "shape", where)
+        dtype = dtype_from_v3(require(doc, "data_type", (str, dict), where), where)
+        grid = require(doc, "chunk_grid", dict, where)
+        if grid.get("name") != "regular":
+            raise UnsupportedError(f"{where}: field 'chunk_grid': only 'regular' is supported, "
+                                   f"got {grid.get('name')!r}")
+        chunk_shape = shape_tuple((grid.get("configuration") or {}).get("chunk_shape"),
+                                  "chunk_grid.chunk_shape", where, positive=True)
+        if len(chunk_shape) != len(shape):
+            raise MetadataError(f"{where}: field 'chunk_grid': chunk_shape {list(chunk_shape)} "
+                                f"does not match the {len(shape)}-d shape")
+        if doc.get("storage_transformers"):
+            raise UnsupportedError(f"{where}: field 'storage_transformers' is not supported "
+                                   f"({doc['storage_transformers']!r})")
+        codecs = require(doc, "codecs", list, where)
+        if not codecs:
+            raise MetadataError(f"{where}: field 'codecs' must list at least one codec")
+        dim_names = doc.get("dimension_names")
+        if dim_names is not None:
+            if not isinstance(dim_names, list) or len(dim_names) != len(shape) or not all(
+                n is None or isinstance(n, str) for n in dim_names
+            ):
+                raise MetadataError(f"{where}: field 'dimension_names' is invalid: {dim_names!r}")
+            dim_names = tuple(dim_names)
+        attributes = doc.get("attributes", {})
+        if not isinstance(attributes, dict):
+            raise MetadataError(f"{where}: field 'attributes' must be an object")
+        return cls(
+            shape=shape,
+            dtype=dtype,
+            chunk_shape=chunk_shape,
+            fill_value=parse_fill_value(require(doc, "fill_value", object, where), dtype, where),
+            codecs=tuple(normalize_codec_json(c, where) for c in codecs),
+            chunk_key_encoding=_chunk_key_encoding(doc.get("chunk_key_encoding"), where),
+            attributes=attributes,
+            dimension_names=dim_names,
+            extra=extra,
+        )
+
+
+@dataclass(frozen=True)
+class GroupMetadataV3:
+    """The contents of a group's ``zarr.json``."""
+
+    attributes: dict[str, Any] = field(default_factory=dict)
+    consolidated_metadata: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    zarr_format = 3
+
+    def replace(self, **changes: Any) -> GroupMetadataV3:
+        return replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"zarr_format": 3, "node_type": "group", "attributes": self.attributes}
+        if self.consolidated_metadata is not None:
+            doc["consolidated_metadata"] = self.consolidated_metadata
+        doc.update(self.extra)
+        return doc
+
+    def documents(self, where: str = "zarr.json") -> dict[str, bytes]:
+        return {"zarr.json": dump_json(self.to_json(), where)}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any], where: str) -> GroupMetadataV3:
+        if doc.get("zarr_format") != 3:
+            raise MetadataError(f"{where}: field 'zarr_format' must be 3")
+        if doc.get("node_type") != "group":
+            raise MetadataError(f"{where}: field 'node_type' must be 'group'")
+        extra = _check_extensions(doc, _GROUP_FIELDS, where)
+        attributes = doc.get("attributes", {})
+        if not isinstance(attributes, dict):
+            raise MetadataError(f"{where}: field 'attributes' must be an object")
+        consolidated = doc.get("consolidated_metadata")
+        if consolidated is not None and not isinstance(consolidated, dict):
+            raise MetadataError(f"{where}: field 'consolidated_metadata' must be an object")
+        return cls(attributes=attributes, consolidated_metadata=consolidated, extra=extra)

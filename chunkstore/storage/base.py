@@ -1,0 +1,170 @@
+"""The byte-level key-value Store interface every backend implements.
+
+Keys are ``/``-separated relative paths (``"x/zarr.json"``, ``"x/c/0/1"``). Values are
+bytes. A missing key reads as ``None``; it is never an error at this layer.
+
+Byte ranges are ``(start, stop)`` half-open pairs: ``stop=None`` means "to the end",
+a negative ``start`` with ``stop=None`` means "the last ``-start`` bytes".
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from ..errors import InvalidKeyError, ReadOnlyError
+
+ByteRange = tuple[int, int | None]
+BytesLike = bytes | bytearray | memoryview
+
+
+def validate_key(key: str) -> str:
+    """Return ``key`` if it is a safe relative store key, else raise InvalidKeyError.
+
+    Rejected: empty keys, absolute paths, backslashes, empty segments (``a//b``),
+    ``.`` and ``..`` segments, NUL bytes.
+    """
+    if not isinstance(key, str):
+        raise InvalidKeyError(f"store key must be a str, got {type(key).__name__}: {key!r}")
+    if not key:
+        raise InvalidKeyError("store key is empty")
+    if "\\" in key or "\x00" in key:
+        raise InvalidKeyError(f"store key {key!r} contains a backslash or NUL byte")
+    if key.startswith("/") or (len(key) > 1 and key[1] == ":"):
+        raise InvalidKeyError(f"store key {key!r} is an absolute path")
+    for part in key.split("/"):
+        if part in ("", ".", ".."):
+            raise InvalidKeyError(f"store key {key!r} has an empty, '.' or '..' segment")
+    return key
+
+
+def normalize_prefix(prefix: str) -> str:
+    """Turn a directory-like prefix into ``"a/b/"`` form (``""`` stays the root)."""
+    prefix = prefix.strip("/")
+    if prefix:
+        validate_key(prefix)
+        return prefix + "/"
+    return ""
+
+
+def slice_range(data: bytes, byte_range: ByteRange | None) -> bytes:
+    """Apply a byte range to an in-memory value."""
+    if byte_range is None:
+        return data
+    start, stop = byte_range
+    if start < 0 and stop is None:
+        return data[start:] if -start <= len(data) else data
+    return data[start:stop]
+
+
+class Store(ABC):
+    """A key-value store of bytes.
+
+    Subclasses implement ``get``, ``set``, ``delete``, ``list_prefix`` and ``list_dir``
+    and ``_description`` (what pickling sends, so a worker can re-open the store);
+    batched calls default to loops and are overridden where a backend can do better
+    (thread pool for files, concurrent requests for remote stores).
+    """
+
+    #: the backend can read a byte range without fetching the whole value cheaply
+    supports_partial_reads: bool = True
+
+    def __init__(self, read_only: bool = False) -> None:
+        self._read_only = bool(read_only)
+
+    # -- identity ----------------------------------------------------------------
+    @property
+    def read_only(self) -> bool:
+        """True when the store refuses writes."""
+        return self._read_only
+
+    @abstractmethod
+    def _description(self) -> tuple[Any, ...]:
+        """Positional arguments that rebuild an equivalent store."""
+
+    def __reduce__(self):
+        return (type(self)._from_description, self._description())
+
+    @classmethod
+    def _from_description(cls, *args: Any) -> Store:
+        return cls(*args)
+
+    def with_read_only(self, read_only: bool = True) -> Store:
+        """A store on the same data with the given read-only flag."""
+        fn, args = self.__reduce__()
+        clone = fn(*args)
+        clone._read_only = bool(read_only)
+        return clone
+
+    def _check_writable(self, key: str) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"cannot write key {key!r}: {self!r} is read-only")
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release resources (files, sessions). Further use may re-open lazily."""
+
+    # -- single-key operations -----------------------------------------------------
+    @abstractmethod
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """The value at ``key`` (or the given byte range of it), or None if missing."""
+
+    @abstractmethod
+    def set(self, key: str, value: BytesLike) -> None:
+        """Store ``value`` at ``key``, replacing any old value atomically where possible."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove ``key``; a missing key is not an error."""
+
+    def exists(self, key: str) -> bool:
+        """True if a value is stored at ``key``."""
+        return self.get(key) is not None
+
+    def getsize(self, key: str) -> int | None:
+        """Size in bytes of the value at ``key``, or None if missing."""
+        value = self.get(key)
+        return None if value is None else len(value)
+
+    # -- listing -------------------------------------------------------------------
+    @abstractmethod
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        """Every key that starts with ``prefix`` (a plain string prefix)."""
+
+    @abstractmethod
+    def list_dir(self, prefix: str) -> Iterator[str]:
+        """Names of the immediate children (keys and sub-directories) below ``prefix``."""
+
+    def list(self) -> Iterator[str]:
+        """Every key in the store."""
+        return self.list_prefix("")
+
+    # -- batched operations ----------------------------------------------------------
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """Values of ``keys`` in order (None for missing ones), fetched as one batch."""
+        return [self.get(k) for k in keys]
+
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        """Byte ranges of several keys, in order, as one batch."""
+        return [self.get(k, r) for k, r in requests]
+
+    def set_many(self, items: Mapping[str, BytesLike] | Iterable[tuple[str, BytesLike]]) -> None:
+        """Store several values as one batch (each key replaced atomically)."""
+        pairs = items.items() if isinstance(items, Mapping) else items
+        for key, value in pairs:
+            self.set(key, value)
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Delete several keys as one batch; missing keys are ignored."""
+        for key in keys:
+            self.delete(key)
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Delete every key under the directory ``prefix`` (``""`` clears the store)."""
+        self.delete_many(list(self.list_prefix(normalize_prefix(prefix))))

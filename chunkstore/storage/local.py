@@ -1,0 +1,175 @@
+"""LocalStore: a directory on the local file system.
+
+Every write goes to a temporary file in the destination directory and is then
+``os.replace``-d over the key, so a reader or a crash sees the old or the new value,
+never a torn one. Keys are confined to the root: ``..``, absolute paths and
+symlinks that lead outside are refused.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..concurrency import run_batched
+from ..errors import InvalidKeyError
+from .base import ByteRange, BytesLike, Store, normalize_prefix, validate_key
+
+_TEMP_PREFIX = ".chunkstore-tmp-"
+
+
+class LocalStore(Store):
+    """Keys as files below ``root`` (a directory, created on first write)."""
+
+    supports_partial_reads = True
+
+    def __init__(self, root: str | os.PathLike[str], read_only: bool = False) -> None:
+        super().__init__(read_only)
+        self.root = Path(root).expanduser().absolute()
+        self._real_root: str | None = None
+
+    def _description(self) -> tuple[Any, ...]:
+        return (str(self.root), self._read_only)
+
+    def __repr__(self) -> str:
+        return f"LocalStore({str(self.root)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LocalStore) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(("LocalStore", str(self.root)))
+
+    # -- paths -----------------------------------------------------------------------
+    def _path(self, key: str) -> str:
+        """The file path of ``key``, refusing anything that resolves outside the root."""
+        path = os.path.join(self.root, validate_key(key))
+        if self._real_root is None:
+            self._real_root = os.path.realpath(self.root)
+        real_parent = os.path.realpath(os.path.dirname(path))
+        if real_parent != self._real_root and not real_parent.startswith(self._real_root + os.sep):
+            raise InvalidKeyError(f"store key {key!r} resolves outside the root of {self!r}")
+        if os.path.islink(path):
+            target = os.path.realpath(path)
+            if not target.startswith(self._real_root + os.sep):
+                raise InvalidKeyError(f"store key {key!r} is a symlink leading outside {self!r}")
+        return path
+
+    # -- reads -----------------------------------------------------------------------
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                if byte_range is None:
+                    return f.read()
+                start, stop = byte_range
+                if start < 0 and stop is None:
+                    size = os.fstat(f.fileno()).st_size
+                    f.seek(max(0, size + start))
+                    return f.read()
+                f.seek(start)
+                return f.read() if stop is None else f.read(max(0, stop - start))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except IsADirectoryError:
+            return None
+
+    def exists(self, key: str) -> bool:
+        return os.path.isfile(self._path(key))
+
+    def getsize(self, key: str) -> int | None:
+        try:
+            return os.path.getsize(self._path(key))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        return run_batched(self.get, keys, min_parallel=8)
+
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        return run_batched(lambda kr: self.get(*kr), requests, min_parallel=8)
+
+    # -- writes ----------------------------------------------------------------------
+    def set(self, key: str, value: BytesLike) -> None:
+        self._check_writable(key)
+        path = self._path(key)
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(value)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+
+    def set_many(self, items: Mapping[str, BytesLike] | Iterable[tuple[str, BytesLike]]) -> None:
+        pairs = list(items.items() if isinstance(items, Mapping) else items)
+        run_batched(lambda kv: self.set(*kv), pairs, min_parallel=8)
+
+    def delete(self, key: str) -> None:
+        self._check_writable(key)
+        path = self._path(key)
+        try:
+            os.unlink(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except IsADirectoryError:
+            return
+        self._prune_empty_dirs(os.path.dirname(path))
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        run_batched(self.delete, list(keys), min_parallel=8)
+
+    def delete_prefix(self, prefix: str) -> None:
+        base = normalize_prefix(prefix)
+        self._check_writable(base or "/")
+        self.delete_many(list(self.list_prefix(base)))
+
+    def _prune_empty_dirs(self, directory: str) -> None:
+        root = str(self.root)
+        while directory != root and directory.startswith(root):
+            try:
+                os.rmdir(directory)
+            except OSError as e:
+                if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.EBUSY):
+                    return
+                raise
+            directory = os.path.dirname(directory)
+
+    # -- listing -----------------------------------------------------------------------
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        root = str(self.root)
+        # walk only the deepest directory the prefix names
+        head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start = os.path.join(root, head) if head else root
+        if not os.path.isdir(start):
+            return iter(())
+        keys = []
+        for dirpath, _dirs, files in os.walk(start):
+            rel = os.path.relpath(dirpath, root)
+            rel = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+            for name in files:
+                if name.startswith(_TEMP_PREFIX):
+                    continue
+                key = rel + name
+                if key.startswith(prefix):
+                    keys.append(key)
+        return iter(sorted(keys))
+
+    def list_dir(self, prefix: str) -> Iterator[str]:
+        base = normalize_prefix(prefix)
+        directory = os.path.join(self.root, base) if base else str(self.root)
+        try:
+            names = os.listdir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return iter(())
+        return iter(sorted(n for n in names if not n.startswith(_TEMP_PREFIX)))

@@ -1,0 +1,63 @@
+"""MemoryStore: a dict of bytes, for tests, scratch arrays and small data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+from .base import ByteRange, BytesLike, Store, normalize_prefix, slice_range, validate_key
+
+
+class MemoryStore(Store):
+    """Keys and values held in a Python dict.
+
+    Pickling copies the contents (a memory store cannot be shared across processes).
+    Pass ``data`` to wrap an existing dict-like mapping of str -> bytes.
+    """
+
+    supports_partial_reads = True
+
+    def __init__(self, data: MutableMapping[str, bytes] | None = None, read_only: bool = False):
+        super().__init__(read_only)
+        self._data: MutableMapping[str, bytes] = {} if data is None else data
+
+    def _description(self) -> tuple[Any, ...]:
+        return (dict(self._data), self._read_only)
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(<{len(self._data)} keys>)"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MemoryStore) and other._data is self._data
+
+    def __hash__(self) -> int:
+        return id(self._data)
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        value = self._data.get(validate_key(key))
+        if value is None:
+            return None
+        return slice_range(bytes(value), byte_range) if byte_range else bytes(value)
+
+    def set(self, key: str, value: BytesLike) -> None:
+        self._check_writable(key)
+        self._data[validate_key(key)] = bytes(value)
+
+    def delete(self, key: str) -> None:
+        self._check_writable(key)
+        self._data.pop(validate_key(key), None)
+
+    def exists(self, key: str) -> bool:
+        return validate_key(key) in self._data
+
+    def getsize(self, key: str) -> int | None:
+        value = self._data.get(validate_key(key))
+        return None if value is None else len(value)
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        return iter([k for k in list(self._data) if k.startswith(prefix)])
+
+    def list_dir(self, prefix: str) -> Iterator[str]:
+        base = normalize_prefix(prefix)
+        names = {k[len(base):].split("/", 1)[0] for k in list(self._data) if k.startswith(base)}
+        return iter(sorted(names))
