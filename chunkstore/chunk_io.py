@@ -132,17 +132,20 @@ class ChunkEngine:
                 locked = [p for p in batch if not p.is_complete]
                 batch = [p for p in batch if p.is_complete]
                 run_batched(lambda p: self._write_locked(p, value), locked, min_parallel=1)
-            keys = [self.key_of(p.chunk_coords) for p in batch]
-            partial = [i for i, p in enumerate(batch) if not p.is_complete]
-            existing: dict[int, Any] = {}
-            if partial:
-                blobs = self.store.get_many([keys[i] for i in partial])
-                existing = dict(zip(partial, blobs, strict=True))
-            results = run_batched(
-                lambda i: self._encode_one(batch[i], keys[i], existing.get(i), value,
-                                           encoded_scalar if scalar else None),
-                list(range(len(batch))))
-            self._commit(keys, results)
+            self._write_batch(batch, value, encoded_scalar if scalar else None)
+
+    def _write_batch(self, batch: list[ChunkProjection], value: np.ndarray,
+                     scalar_cache: dict | None) -> None:
+        keys = [self.key_of(p.chunk_coords) for p in batch]
+        partial = [i for i, p in enumerate(batch) if not p.is_complete]
+        existing: dict[int, Any] = {}
+        if partial:
+            blobs = self.store.get_many([keys[i] for i in partial])
+            existing = dict(zip(partial, blobs, strict=True))
+        results = run_batched(
+            lambda i: self._encode_one(batch[i], keys[i], existing.get(i), value, scalar_cache),
+            list(range(len(batch))))
+        self._commit(keys, results)
 
     def _assemble(self, proj: ChunkProjection, key: str, blob: Any, value: np.ndarray
                   ) -> np.ndarray:

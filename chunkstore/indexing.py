@@ -213,9 +213,12 @@ class OrthogonalIndexer:
 
     def __iter__(self) -> Iterator[ChunkProjection]:
         per_axis = [list(ax.parts()) for ax in self.axes]
+        mesh = not self.is_basic
         for combo in itertools.product(*per_axis):
-            chunk_sel = _ix(tuple(p.chunk_sel for p in combo))
-            out_sel = _ix(tuple(p.out_sel for p in combo if p.out_sel is not None))
+            chunk_sel = tuple(p.chunk_sel for p in combo)
+            out_sel = tuple(p.out_sel for p in combo if p.out_sel is not None)
+            if mesh:
+                chunk_sel, out_sel = _ix(chunk_sel), _ix(out_sel)
             yield ChunkProjection(tuple(p.chunk for p in combo), chunk_sel, out_sel,
                                   all(p.complete for p in combo))
 

@@ -9,8 +9,9 @@ symlinks that lead outside are refused.
 from __future__ import annotations
 
 import errno
+import itertools
 import os
-import tempfile
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,25 @@ from ..errors import InvalidKeyError
 from .base import ByteRange, BytesLike, Store, normalize_prefix, validate_key
 
 _TEMP_PREFIX = ".chunkstore-tmp-"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_BINARY", 0)
+_counter = itertools.count()
+
+
+def _read_exact(fd: int, offset: int, length: int) -> bytes:
+    """``length`` bytes at ``offset`` (fewer only at end of file)."""
+    data = os.pread(fd, length, offset)
+    if len(data) == length or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < length:
+        more = os.pread(fd, length - got, offset + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
 
 
 class LocalStore(Store):
@@ -31,6 +51,7 @@ class LocalStore(Store):
         super().__init__(read_only)
         self.root = Path(root).expanduser().absolute()
         self._real_root: str | None = None
+        self._safe_dirs: set[str] = set()
 
     def _description(self) -> tuple[Any, ...]:
         return (str(self.root), self._read_only)
@@ -46,37 +67,58 @@ class LocalStore(Store):
 
     # -- paths -----------------------------------------------------------------------
     def _path(self, key: str) -> str:
-        """The file path of ``key``, refusing anything that resolves outside the root."""
+        """The file path of ``key``, refusing anything that resolves outside the root.
+
+        A directory is resolved (symlinks followed) once and then remembered, so the
+        per-key cost is a dict lookup; the final component is opened with O_NOFOLLOW.
+        """
         path = os.path.join(self.root, validate_key(key))
-        if self._real_root is None:
-            self._real_root = os.path.realpath(self.root)
-        real_parent = os.path.realpath(os.path.dirname(path))
-        if real_parent != self._real_root and not real_parent.startswith(self._real_root + os.sep):
-            raise InvalidKeyError(f"store key {key!r} resolves outside the root of {self!r}")
-        if os.path.islink(path):
-            target = os.path.realpath(path)
-            if not target.startswith(self._real_root + os.sep):
-                raise InvalidKeyError(f"store key {key!r} is a symlink leading outside {self!r}")
+        parent = os.path.dirname(path)
+        if parent not in self._safe_dirs:
+            if self._real_root is None:
+                self._real_root = os.path.realpath(self.root)
+            real_parent = os.path.realpath(parent)
+            if real_parent != self._real_root and not real_parent.startswith(
+                    self._real_root + os.sep):
+                raise InvalidKeyError(f"store key {key!r} resolves outside the root of {self!r}")
+            if os.path.isdir(parent):
+                self._safe_dirs.add(parent)
         return path
+
+    def _check_link(self, key: str, path: str) -> None:
+        """Called when O_NOFOLLOW met a symlink: allow it only if it stays inside the root."""
+        target = os.path.realpath(path)
+        if not target.startswith(os.path.realpath(self.root) + os.sep):
+            raise InvalidKeyError(f"store key {key!r} is a symlink leading outside {self!r}")
 
     # -- reads -----------------------------------------------------------------------
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         path = self._path(key)
         try:
-            with open(path, "rb") as f:
-                if byte_range is None:
-                    return f.read()
+            fd = os.open(path, _READ_FLAGS)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                raise
+            self._check_link(key, path)
+            fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            if byte_range is None:
+                start, stop = 0, size
+            else:
                 start, stop = byte_range
                 if start < 0 and stop is None:
-                    size = os.fstat(f.fileno()).st_size
-                    f.seek(max(0, size + start))
-                    return f.read()
-                f.seek(start)
-                return f.read() if stop is None else f.read(max(0, stop - start))
-        except (FileNotFoundError, NotADirectoryError):
-            return None
+                    start = max(0, size + start)
+                stop = size if stop is None else min(stop, size)
+            if stop <= start:
+                return b""
+            return _read_exact(fd, start, stop - start)
         except IsADirectoryError:
             return None
+        finally:
+            os.close(fd)
 
     def exists(self, key: str) -> bool:
         return os.path.isfile(self._path(key))
@@ -98,11 +140,25 @@ class LocalStore(Store):
         self._check_writable(key)
         path = self._path(key)
         directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=directory)
+        if directory not in self._safe_dirs:
+            os.makedirs(directory, exist_ok=True)
+            self._path(key)  # re-check the (new) directory and remember it
+        tmp = os.path.join(directory, f"{_TEMP_PREFIX}{os.getpid()}-{threading.get_ident()}-"
+                                      f"{next(_counter)}")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(value)
+            fd = os.open(tmp, flags, 0o644)
+        except FileNotFoundError:  # the directory was removed since we remembered it
+            self._safe_dirs.discard(directory)
+            os.makedirs(directory, exist_ok=True)
+            fd = os.open(tmp, flags, 0o644)
+        try:
+            try:
+                view = memoryview(value).cast("B")
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
             os.replace(tmp, path)
         except BaseException:
             try:
@@ -139,6 +195,7 @@ class LocalStore(Store):
         while directory != root and directory.startswith(root):
             try:
                 os.rmdir(directory)
+                self._safe_dirs.discard(directory)
             except OSError as e:
                 if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.EBUSY):
                     return
