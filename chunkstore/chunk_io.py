@@ -20,6 +20,7 @@ from .codecs import Pipeline
 from .concurrency import run_batched
 from .errors import ChunkDecodeError, ChunkstoreError
 from .indexing import ChunkProjection
+from .ranged_read import RangePlanner
 from .storage.base import Store
 
 BATCH_BYTES = 256 * 2**20  # decoded bytes per batch: bounds memory of huge selections
@@ -62,6 +63,11 @@ class ChunkEngine:
         self.synchronizer = synchronizer
         self.write_empty_chunks = write_empty_chunks
         self.chunk_nbytes = max(1, int(np.prod(chunk_shape, dtype=np.int64)) * self.dtype.itemsize)
+        self.ranges: RangePlanner | None = None
+        if pipeline.fixed_size and store.supports_partial_reads and self.dtype.kind != "O":
+            stored = (pipeline.array_bytes._stored_dtype(self.dtype)
+                      if pipeline.zarr_format == 3 else self.dtype)
+            self.ranges = RangePlanner(tuple(chunk_shape), stored)
 
     # -- helpers ---------------------------------------------------------------------------
     def _batches(self, projections: Iterable[ChunkProjection]) -> Iterator[list[ChunkProjection]]:
@@ -93,12 +99,49 @@ class ChunkEngine:
 
     # -- reads ---------------------------------------------------------------------------------
     def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
-        """Fill ``out`` from every projected chunk (missing chunks read as fill_value)."""
+        """Fill ``out`` from every projected chunk (missing chunks read as fill_value).
+
+        Per batch: one ``get_many`` for whole chunks and, for uncompressed chunks of
+        which only a small part is needed, one ``get_ranges`` for just those bytes.
+        """
         for batch in self._batches(projections):
-            keys = [self.key_of(p.chunk_coords) for p in batch]
-            blobs = self.store.get_many(keys)
-            run_batched(lambda item: self._read_one(out, *item),
-                        list(zip(batch, keys, blobs, strict=True)))
+            whole, ranged = batch, []
+            if self.ranges is not None:
+                whole = []
+                for p in batch:
+                    plan = None if p.is_complete else self.ranges.plan(p.chunk_selection)
+                    if plan is None:
+                        whole.append(p)
+                    else:
+                        ranged.append((p, plan))
+            if whole:
+                keys = [self.key_of(p.chunk_coords) for p in whole]
+                blobs = self.store.get_many(keys)
+                run_batched(lambda item: self._read_one(out, *item),
+                            list(zip(whole, keys, blobs, strict=True)))
+            if ranged:
+                self._read_ranged(ranged, out)
+
+    def _read_ranged(self, items: list, out: np.ndarray) -> None:
+        requests = [(self.key_of(p.chunk_coords), r) for p, plan in items for r in plan.ranges]
+        # a missing chunk answers None to every range: probe each key with its first range
+        parts = self.store.get_ranges(requests) if requests else []
+        planner = self.ranges
+        pos = 0
+        for proj, plan in items:
+            n = len(plan.ranges)
+            got, pos = parts[pos:pos + n], pos + n
+            if n and got[0] is None:
+                out[proj.out_selection] = self.read_fill
+                continue
+            key = self.key_of(proj.chunk_coords)
+            flat = _scratch_buffer((planner.nelements,), planner.stored_dtype)
+            try:
+                values = planner.gather(plan, got, flat)
+            except ValueError as e:
+                raise ChunkDecodeError(f"array {self.name!r}: cannot decode chunk {key!r}: {e}"
+                                       ) from e
+            out[proj.out_selection] = values
 
     def _read_one(self, out: np.ndarray, proj: ChunkProjection, key: str, blob: Any) -> None:
         if blob is None:

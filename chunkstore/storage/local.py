@@ -26,6 +26,20 @@ _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_BINARY", 0)
 _counter = itertools.count()
 
 
+def _read_range(fd: int, size: int, byte_range: ByteRange | None) -> bytes:
+    """The bytes of ``byte_range`` of an open file of ``size`` bytes."""
+    if byte_range is None:
+        start, stop = 0, size
+    else:
+        start, stop = byte_range
+        if start < 0 and stop is None:
+            start = max(0, size + start)
+        stop = size if stop is None else min(stop, size)
+    if stop <= start:
+        return b""
+    return _read_exact(fd, start, stop - start)
+
+
 def _read_exact(fd: int, offset: int, length: int) -> bytes:
     """``length`` bytes at ``offset`` (fewer only at end of file)."""
     data = os.pread(fd, length, offset)
@@ -92,29 +106,25 @@ class LocalStore(Store):
             raise InvalidKeyError(f"store key {key!r} is a symlink leading outside {self!r}")
 
     # -- reads -----------------------------------------------------------------------
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+    def _open_for_read(self, key: str) -> int | None:
+        """A read-only file descriptor for ``key`` (None if missing)."""
         path = self._path(key)
         try:
-            fd = os.open(path, _READ_FLAGS)
+            return os.open(path, _READ_FLAGS)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         except OSError as e:
             if e.errno != errno.ELOOP:
                 raise
             self._check_link(key, path)
-            fd = os.open(path, os.O_RDONLY)
+            return os.open(path, os.O_RDONLY)
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        fd = self._open_for_read(key)
+        if fd is None:
+            return None
         try:
-            size = os.fstat(fd).st_size
-            if byte_range is None:
-                start, stop = 0, size
-            else:
-                start, stop = byte_range
-                if start < 0 and stop is None:
-                    start = max(0, size + start)
-                stop = size if stop is None else min(stop, size)
-            if stop <= start:
-                return b""
-            return _read_exact(fd, start, stop - start)
+            return _read_range(fd, os.fstat(fd).st_size, byte_range)
         except IsADirectoryError:
             return None
         finally:
@@ -133,7 +143,30 @@ class LocalStore(Store):
         return run_batched(self.get, keys, min_parallel=8)
 
     def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        return run_batched(lambda kr: self.get(*kr), requests, min_parallel=8)
+        """Each file is opened once for all of its ranges; files are read in parallel."""
+        by_key: dict[str, list[int]] = {}
+        for i, (key, _) in enumerate(requests):
+            by_key.setdefault(key, []).append(i)
+        results: list[bytes | None] = [None] * len(requests)
+
+        def read_key(item: tuple[str, list[int]]) -> None:
+            key, positions = item
+            for i, value in zip(positions, self._read_ranges(key, [requests[i][1] for i in positions]),
+                                strict=True):
+                results[i] = value
+
+        run_batched(read_key, list(by_key.items()), min_parallel=4)
+        return results
+
+    def _read_ranges(self, key: str, ranges: list[ByteRange | None]) -> list[bytes | None]:
+        fd = self._open_for_read(key)
+        if fd is None:
+            return [None] * len(ranges)
+        try:
+            size = os.fstat(fd).st_size
+            return [_read_range(fd, size, r) for r in ranges]
+        finally:
+            os.close(fd)
 
     # -- writes ----------------------------------------------------------------------
     def set(self, key: str, value: BytesLike) -> None:
