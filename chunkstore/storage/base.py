@@ -90,6 +90,10 @@ class Store(ABC):
     def _from_description(cls, *args: Any) -> Store:
         return cls(*args)
 
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        """Identity of the data location (not of the read-only flag), for Dask names."""
+        return (type(self).__name__, repr(self))
+
     def with_read_only(self, read_only: bool = True) -> Store:
         """A store on the same data with the given read-only flag."""
         fn, args = self.__reduce__()

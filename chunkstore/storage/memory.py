@@ -33,6 +33,9 @@ class MemoryStore(Store):
     def __hash__(self) -> int:
         return id(self._data)
 
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        return ("MemoryStore", id(self._data))
+
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         value = self._data.get(validate_key(key))
         if value is None:

@@ -1,0 +1,14 @@
+"""The Dask layer: lazy reads, chunk-aligned writes, bounded-memory rechunk and transpose.
+
+>>> import chunkstore as cs
+>>> x = cs.dask.from_store(cs.array(np.ones((4, 4)), chunks=(2, 2)))
+"""
+
+import numpy as np  # noqa: F401  (used by the doctest above)
+
+from .io import from_store, to_store
+from .planner import PlanError, Stage, parse_bytes, plan_rechunk
+from .rechunk import RechunkPlan, TransposedSource, rechunk, transpose
+
+__all__ = ["PlanError", "RechunkPlan", "Stage", "TransposedSource", "from_store",
+           "parse_bytes", "plan_rechunk", "rechunk", "to_store", "transpose"]

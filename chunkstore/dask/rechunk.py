@@ -1,0 +1,235 @@
+"""Bounded-memory rechunk and transpose-and-rewrite of stored arrays, run with Dask.
+
+``rechunk`` returns a plan (``describe()`` shows stages, tasks, bytes and the memory one
+task holds) and ``execute()`` runs it on the current scheduler: the threaded one, or a
+``distributed.Client`` if one is active. Each task copies one block, reading whole
+source chunks and writing whole target chunks (see ``planner``), so no task holds more
+than about ``max_mem`` and no write needs a lock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import numpy as np
+from dask.base import tokenize
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
+
+from ..api import create_array, open_array
+from ..array import Array
+from ..creation import normalize_chunks, normalize_path
+from .planner import Stage, parse_bytes, plan_rechunk
+
+
+@dataclass(frozen=True)
+class TransposedSource:
+    """A read-only view of an Array with permuted axes (``np.transpose`` semantics)."""
+
+    array: Array
+    axes: tuple[int, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape[a] for a in self.axes)
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        return tuple(self.array.chunks[a] for a in self.axes)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.array.dtype
+
+    def read_region(self, region: tuple[slice, ...]) -> np.ndarray:
+        source_region = [slice(None)] * len(self.axes)
+        for out_axis, src_axis in enumerate(self.axes):
+            source_region[src_axis] = region[out_axis]
+        return np.ascontiguousarray(self.array.read_region(tuple(source_region))
+                                    .transpose(self.axes))
+
+
+def _copy_block(source: Any, target: Array, region: tuple[slice, ...], *after: Any) -> None:
+    target.write_region(region, source.read_region(region))
+    return None
+
+
+def _done(*_: Any) -> None:
+    return None
+
+
+class RechunkPlan:
+    """What a rechunk/transpose will do; ``execute()`` does it."""
+
+    def __init__(self, source: Array | TransposedSource, target: Array, stages: list[Stage],
+                 max_mem: int, temp_store: Any, progress: bool) -> None:
+        self.source, self.target, self.stages = source, target, stages
+        self.max_mem, self.temp_store, self.progress = max_mem, temp_store, progress
+        self._temp_arrays: list[Array] = []
+
+    # -- inspection ---------------------------------------------------------------------------
+    @property
+    def ntasks(self) -> int:
+        return sum(s.ntasks for s in self.stages)
+
+    @property
+    def peak_task_memory(self) -> int:
+        return max((s.task_memory for s in self.stages), default=0)
+
+    def describe(self) -> dict[str, Any]:
+        """Stages, tasks, bytes read and written, and the expected peak memory per task."""
+        return {
+            "shape": tuple(self.target.shape),
+            "dtype": str(self.target.dtype),
+            "max_mem": self.max_mem,
+            "ntasks": self.ntasks,
+            "peak_task_memory": self.peak_task_memory,
+            "bytes_read": sum(s.nbytes for s in self.stages),
+            "bytes_written": sum(s.nbytes for s in self.stages),
+            "stages": [
+                {"source_chunks": s.source_chunks, "target_chunks": s.target_chunks,
+                 "block": s.block, "ntasks": s.ntasks, "block_bytes": s.block_bytes,
+                 "task_memory": s.task_memory, "bytes_read": s.nbytes,
+                 "bytes_written": s.nbytes, "intermediate": i < len(self.stages) - 1}
+                for i, s in enumerate(self.stages)
+            ],
+        }
+
+    def __repr__(self) -> str:
+        d = self.describe()
+        lines = [f"RechunkPlan {d['shape']} {d['dtype']}: {len(self.stages)} stage(s), "
+                 f"{d['ntasks']} tasks, peak ~{d['peak_task_memory'] / 2**20:.0f} MiB per task "
+                 f"(max_mem {self.max_mem / 2**20:.0f} MiB)"]
+        for i, s in enumerate(d["stages"], 1):
+            lines.append(f"  stage {i}: {s['source_chunks']} -> {s['target_chunks']} in blocks "
+                         f"{s['block']}: {s['ntasks']} tasks, {s['bytes_read'] / 2**20:.0f} MiB "
+                         f"read and written")
+        return "\n".join(lines)
+
+    # -- execution ----------------------------------------------------------------------------
+    def _intermediate(self, stage: Stage) -> Array:
+        store = self.temp_store if self.temp_store is not None else self.target.store
+        base = self.target.path or "rechunk"
+        path = f"{base}.rechunk-tmp-{uuid.uuid4().hex[:12]}"
+        if self.temp_store is not None:
+            path = f"rechunk-tmp-{uuid.uuid4().hex[:12]}"
+        temp = create_array(store, path, shape=stage.shape, dtype=self.target.dtype,
+                            chunks=stage.target_chunks, zarr_format=3)
+        self._temp_arrays.append(temp)
+        return temp
+
+    def to_delayed(self) -> Delayed:
+        """The whole plan as one Delayed (intermediate arrays are created now)."""
+        layer: dict[Any, Any] = {}
+        token = tokenize(id(self), uuid.uuid4().hex)
+        source: Any = self.source
+        after: tuple[Any, ...] = ()
+        for i, stage in enumerate(self.stages):
+            last = i == len(self.stages) - 1
+            target = self.target if last else self._intermediate(stage)
+            src_key, dst_key = f"rechunk-src-{i}-{token}", f"rechunk-dst-{i}-{token}"
+            layer[src_key], layer[dst_key] = source, target
+            keys = []
+            for j, region in enumerate(stage.blocks()):
+                key = (f"rechunk-copy-{i}-{token}", j)
+                layer[key] = (_copy_block, src_key, dst_key, region, *after)
+                keys.append(key)
+            barrier = f"rechunk-stage-{i}-done-{token}"
+            layer[barrier] = (_done, *keys)
+            after, source = (barrier,), target
+        graph = HighLevelGraph.from_collections(barrier, layer, dependencies=[])
+        return Delayed(barrier, graph)
+
+    def execute(self) -> Array:
+        """Run on the current scheduler; returns the target Array. Temporary arrays are
+        removed afterwards, also on failure."""
+        try:
+            delayed = self.to_delayed()
+            client = _active_client()
+            if client is not None:
+                future = client.compute(delayed)
+                if self.progress:
+                    from distributed import progress
+                    progress(future)
+                future.result()
+            elif self.progress:
+                from dask.diagnostics import ProgressBar
+                with ProgressBar():
+                    dask.compute(delayed)
+            else:
+                dask.compute(delayed)
+        finally:
+            for temp in self._temp_arrays:
+                temp.store.delete_prefix(temp.path)
+            self._temp_arrays.clear()
+        return self.target
+
+
+def _active_client() -> Any:
+    try:
+        from distributed import default_client
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def _create_target(source: Array | TransposedSource, store: Any, path: str | None,
+                   chunks: tuple[int, ...], create_kwargs: dict[str, Any]) -> Array:
+    base = source.array if isinstance(source, TransposedSource) else source
+    kwargs = {"zarr_format": base.zarr_format, "fill_value": base.fill_value,
+              "overwrite": False, **create_kwargs}
+    if isinstance(source, Array) and source.dimension_names is not None:
+        kwargs.setdefault("dimension_names", source.dimension_names)
+    return create_array(store, normalize_path(path), shape=source.shape, dtype=source.dtype,
+                        chunks=chunks, **kwargs)
+
+
+def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
+            max_mem: int | str = "1GiB", temp_store: Any = None, progress: bool = False,
+            *, source_path: str | None = None, **create_kwargs: Any) -> RechunkPlan:
+    """Plan copying ``src`` (an Array, or a store with ``source_path``) into a new array
+    with ``target_chunks`` at ``store``/``path``, never holding more than ``max_mem`` per
+    task. Call ``.execute()`` on the result.
+
+    >>> import chunkstore as cs
+    >>> a = cs.array(np.arange(64.0).reshape(8, 8), chunks=(8, 1))
+    >>> plan = rechunk(a, (1, 8), cs.MemoryStore(), max_mem="1MiB")
+    >>> plan.execute().chunks
+    (1, 8)
+    """
+    source = src if isinstance(src, Array | TransposedSource) else open_array(
+        src, mode="r", path=source_path)
+    chunks = normalize_chunks(target_chunks, tuple(source.shape), source.dtype.itemsize)
+    budget = parse_bytes(max_mem)
+    stages = plan_rechunk(source.shape, source.chunks, chunks, source.dtype.itemsize, budget)
+    target = _create_target(source, store, path, chunks, create_kwargs)
+    return RechunkPlan(source, target, stages, budget, temp_store, progress)
+
+
+def transpose(src: Any, axes: Any, store: Any, path: str | None = None, chunks: Any = None,
+              max_mem: int | str = "1GiB", progress: bool = False, *,
+              temp_store: Any = None, source_path: str | None = None,
+              **create_kwargs: Any) -> Array:
+    """Transpose-and-rewrite: a new array equal to ``np.transpose(src, axes)``.
+
+    Target chunks default to the source chunks permuted, which needs one pass reading
+    and writing each chunk once; other chunks are reached within ``max_mem`` too.
+
+    >>> import chunkstore as cs
+    >>> a = cs.array(np.arange(24).reshape(2, 3, 4), chunks=(1, 3, 2))
+    >>> transpose(a, (2, 0, 1), cs.MemoryStore()).shape
+    (4, 2, 3)
+    """
+    array = src if isinstance(src, Array) else open_array(src, mode="r", path=source_path)
+    axes = tuple(range(array.ndim))[::-1] if axes is None else tuple(int(a) for a in axes)
+    if sorted(axes) != list(range(array.ndim)):
+        raise ValueError(f"array {array.name!r}: axes {axes} are not a permutation of "
+                         f"{array.ndim} axes")
+    view = TransposedSource(array, axes)
+    target_chunks = view.chunks if chunks is None else chunks
+    plan = rechunk(view, target_chunks, store, path, max_mem, temp_store, progress,
+                   **create_kwargs)
+    return plan.execute()

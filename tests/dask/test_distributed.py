@@ -1,0 +1,47 @@
+"""The Dask layer on a real distributed.LocalCluster with worker processes."""
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+import chunkstore.dask as csd
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as c:
+            yield c
+
+
+@pytest.fixture
+def data():
+    return np.random.default_rng(2).standard_normal((64, 48, 20))
+
+
+def test_from_store_on_cluster(client, tmp_path, data):
+    cs.array(data, store=str(tmp_path / "a.zarr"), chunks=(8, 48, 2))
+    x = csd.from_store(str(tmp_path / "a.zarr"))
+    assert np.isclose(x.sum().compute(), data.sum())
+    np.testing.assert_array_equal(x[10:20, ::3].compute(), data[10:20, ::3])
+
+
+def test_to_store_unaligned_on_cluster(client, tmp_path, data):
+    import dask.array as da
+    x = da.from_array(data, chunks=(9, 10, 7))
+    csd.to_store(x, str(tmp_path / "b.zarr"), chunks=(16, 16, 4))
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "b.zarr"))[:], data)
+
+
+def test_rechunk_and_transpose_on_cluster(client, tmp_path, data):
+    cs.array(data, store=str(tmp_path / "a.zarr"), chunks=(8, 48, 2))
+    plan = csd.rechunk(str(tmp_path / "a.zarr"), (64, 4, 20), str(tmp_path / "c.zarr"),
+                       max_mem="200KB")
+    assert len(plan.stages) == 2
+    np.testing.assert_array_equal(plan.execute()[:], data)
+    out = csd.transpose(str(tmp_path / "a.zarr"), (2, 1, 0), str(tmp_path / "t.zarr"),
+                        max_mem="200KB", progress=True)
+    np.testing.assert_array_equal(out[:], data.T)
