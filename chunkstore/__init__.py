@@ -30,13 +30,15 @@ from .errors import (
     UnsupportedError,
 )
 from .storage import LocalStore, MemoryStore, Store
+from .sync import ProcessSynchronizer, ThreadSynchronizer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Array", "ChunkDecodeError", "ChunkstoreError", "CodecError", "ContainsArrayError",
     "ContainsGroupError", "InvalidKeyError", "LocalStore", "MemoryStore", "MetadataError",
-    "NodeNotFoundError", "NodeTypeError", "ReadOnlyError", "Store", "UnsupportedError", "array",
+    "NodeNotFoundError", "NodeTypeError", "ProcessSynchronizer", "ReadOnlyError", "Store",
+    "ThreadSynchronizer", "UnsupportedError", "array",
     "create_array", "empty", "empty_like", "full", "full_like", "ones", "ones_like", "open",
     "open_array", "zeros", "zeros_like",
 ]
