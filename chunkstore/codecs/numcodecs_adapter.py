@@ -24,6 +24,8 @@ ARRAY_TO_BYTES_IDS = frozenset({"pcodec", "zfpy"})
 
 def numcodecs_from_config(config: dict[str, Any], where: str, allow_unsafe: bool = False) -> Any:
     """A numcodecs codec from its ``{"id": ..., ...}`` config, with the safety check."""
+    if not isinstance(config, dict):
+        raise CodecError(f"{where}: codec config must be an object, got {config!r}")
     codec_id = config.get("id")
     if not isinstance(codec_id, str):
         raise CodecError(f"{where}: codec config without an 'id': {config!r}")

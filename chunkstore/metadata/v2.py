@@ -101,6 +101,8 @@ class ArrayMetadataV2:
         if filters is not None:
             if not isinstance(filters, list):
                 raise MetadataError(f"{where}: field 'filters' must be a list or null")
+            if any(f is None for f in filters):
+                raise MetadataError(f"{where}: field 'filters' has a null entry")
             filters = tuple(_codec_config(f, "filters", where) for f in filters) or None
         return cls(
             shape=shape,
