@@ -7,7 +7,13 @@ from typing import Any
 import numpy as np
 
 from .array import Array
-from .creation import build_array_metadata, check_can_create, normalize_path, write_metadata
+from .creation import (
+    build_array_metadata,
+    check_can_create,
+    ensure_parent_groups,
+    normalize_path,
+    write_metadata,
+)
 from .errors import NodeNotFoundError, NodeTypeError
 from .metadata import is_array, try_load_node
 from .storage.resolve import resolve_store
@@ -51,6 +57,7 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any, dtyp
         chunk_key_encoding=chunk_key_encoding, dimension_separator=dimension_separator,
         where=where, allow_unsafe_codecs=allow_unsafe_codecs)
     check_can_create(st, path, overwrite)
+    ensure_parent_groups(st, path, zarr_format)
     write_metadata(st, path, meta)
     return Array(st, path, meta, synchronizer=synchronizer,
                  write_empty_chunks=write_empty_chunks, allow_unsafe_codecs=allow_unsafe_codecs)

@@ -14,6 +14,8 @@ from .metadata import (
     ArrayMetadata,
     ArrayMetadataV2,
     ArrayMetadataV3,
+    GroupMetadataV2,
+    GroupMetadataV3,
     NodeMetadata,
     default_fill_value,
     is_array,
@@ -168,3 +170,23 @@ def write_metadata(store: Store, path: str, metadata: NodeMetadata) -> None:
     where = f"{store!r}/{join_path(path, node_keys(metadata)[0])}"
     docs = metadata.documents(where)
     store.set_many({join_path(path, k): v for k, v in docs.items()})
+
+
+def ensure_parent_groups(store: Store, path: str, zarr_format: int) -> None:
+    """Create the missing groups above ``path`` (root included), as zarr-python does.
+
+    A parent that is an array makes the new node impossible: ContainsArrayError.
+    """
+    if not path:
+        return
+    parts = path.split("/")[:-1]
+    parents = [""] + ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    nodes = [try_load_node(store, p) for p in parents]
+    for parent, node in zip(parents, nodes, strict=True):
+        if node is not None and is_array(node):
+            raise ContainsArrayError(f"cannot create {path!r}: {parent or '/'!r} in {store!r} "
+                                     "is an array")
+    for parent, node in zip(parents, nodes, strict=True):
+        if node is None:
+            meta = GroupMetadataV3() if zarr_format == 3 else GroupMetadataV2()
+            write_metadata(store, parent, meta)
