@@ -22,7 +22,8 @@ from dask.highlevelgraph import HighLevelGraph
 from ..api import create_array, open_array
 from ..array import Array
 from ..creation import normalize_chunks, normalize_path
-from .planner import Stage, parse_bytes, plan_rechunk
+from ..storage.resolve import resolve_store
+from .planner import PlanError, Stage, parse_bytes, plan_rechunk
 
 
 @dataclass(frozen=True)
@@ -111,11 +112,19 @@ class RechunkPlan:
 
     # -- execution ----------------------------------------------------------------------------
     def _intermediate(self, stage: Stage) -> Array:
-        store = self.temp_store if self.temp_store is not None else self.target.store
-        base = self.target.path or "rechunk"
-        path = f"{base}.rechunk-tmp-{uuid.uuid4().hex[:12]}"
+        name = f"rechunk-tmp-{uuid.uuid4().hex[:12]}"
         if self.temp_store is not None:
-            path = f"rechunk-tmp-{uuid.uuid4().hex[:12]}"
+            store, path = resolve_store(self.temp_store), name
+        elif self.target.path:
+            store, path = self.target.store, f"{self.target.path}.{name}"
+        else:
+            # An array at the root of a store cannot have children: use a neighbour.
+            sibling = self.target.store.sibling(f".{name}")
+            if sibling is None:
+                raise PlanError(f"the target of this rechunk is the root array of "
+                                f"{self.target.store!r}, which has no place for intermediate "
+                                "data: pass temp_store=")
+            store, path = sibling, ""
         temp = create_array(store, path, shape=stage.shape, dtype=self.target.dtype,
                             chunks=stage.target_chunks, zarr_format=3)
         self._temp_arrays.append(temp)
@@ -164,6 +173,8 @@ class RechunkPlan:
         finally:
             for temp in self._temp_arrays:
                 temp.store.delete_prefix(temp.path)
+                if not temp.path:
+                    temp.store.remove_root()
             self._temp_arrays.clear()
         return self.target
 

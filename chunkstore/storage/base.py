@@ -101,6 +101,16 @@ class Store(ABC):
         clone._read_only = bool(read_only)
         return clone
 
+    def sibling(self, suffix: str) -> Store | None:
+        """A new, separate store next to this one (its root name + ``suffix``), or None
+        when the backend has no notion of a neighbouring location. Used for scratch
+        data that must not live inside this store, e.g. rechunk intermediates of a
+        root array."""
+        return None
+
+    def remove_root(self) -> None:
+        """Remove the (empty) container of the store itself, where that means anything."""
+
     def _check_writable(self, key: str) -> None:
         if self._read_only:
             raise ReadOnlyError(f"cannot write key {key!r}: {self!r} is read-only")

@@ -79,6 +79,15 @@ class LocalStore(Store):
     def __hash__(self) -> int:
         return hash(("LocalStore", str(self.root)))
 
+    def sibling(self, suffix: str) -> LocalStore:
+        return LocalStore(self.root.with_name(self.root.name + suffix))
+
+    def remove_root(self) -> None:
+        try:
+            os.rmdir(self.root)
+        except OSError:
+            pass
+
     # -- paths -----------------------------------------------------------------------
     def _path(self, key: str) -> str:
         """The file path of ``key``, refusing anything that resolves outside the root.
