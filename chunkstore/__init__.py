@@ -16,6 +16,9 @@ from .api import (
     zeros_like,
 )
 from .array import Array
+from .group import Group
+from .group_api import consolidate_metadata, group, open_group
+from .saving import copy, load, save
 from .errors import (
     ChunkDecodeError,
     ChunkstoreError,
@@ -29,14 +32,16 @@ from .errors import (
     ReadOnlyError,
     UnsupportedError,
 )
-from .storage import LocalStore, MemoryStore, Store
+from .storage import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
 from .sync import ProcessSynchronizer, ThreadSynchronizer
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "ChunkDecodeError", "ChunkstoreError", "CodecError", "ContainsArrayError",
-    "ContainsGroupError", "InvalidKeyError", "LocalStore", "MemoryStore", "MetadataError",
+    "Array", "Group", "consolidate_metadata", "copy", "group", "load", "open_group", "save",
+    "ChunkDecodeError", "ChunkstoreError", "CodecError", "ContainsArrayError",
+    "ContainsGroupError", "FsspecStore", "InvalidKeyError", "LocalStore", "MemoryStore",
+    "MetadataError", "ZipStore",
     "NodeNotFoundError", "NodeTypeError", "ProcessSynchronizer", "ReadOnlyError", "Store",
     "ThreadSynchronizer", "UnsupportedError", "array",
     "create_array", "empty", "empty_like", "full", "full_like", "ones", "ones_like", "open",

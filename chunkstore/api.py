@@ -177,6 +177,6 @@ def open(store: Any = None, mode: str = "a", path: str | None = None, **kwargs: 
     node = try_load_node(st, path, kwargs.get("zarr_format"))
     if node is not None and is_array(node):
         return open_array(st, mode, path, **kwargs)
-    from .group import open_group
+    from .group_api import open_group
     return open_group(st, mode, path, **kwargs)
 

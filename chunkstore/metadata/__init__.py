@@ -8,6 +8,7 @@ from .nodes import (
     is_array,
     join_path,
     load_node,
+    load_nodes,
     node_keys,
     parse_node,
     try_load_node,
@@ -18,5 +19,5 @@ from .v3 import ArrayMetadataV3, GroupMetadataV3
 __all__ = [
     "ArrayMetadata", "ArrayMetadataV2", "ArrayMetadataV3", "GroupMetadata", "GroupMetadataV2",
     "GroupMetadataV3", "NodeMetadata", "default_fill_value", "fill_equal", "is_array",
-    "join_path", "load_node", "node_keys", "normalize_fill_value", "parse_node", "try_load_node",
+    "join_path", "load_node", "load_nodes", "node_keys", "normalize_fill_value", "parse_node", "try_load_node",
 ]

@@ -54,7 +54,8 @@ def require(doc: dict[str, Any], field: str, types: type | tuple[type, ...], whe
     if field not in doc:
         raise MetadataError(f"{where}: missing required field {field!r}")
     value = doc[field]
-    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
+    bool_ok = object in _as_tuple(types) or bool in _as_tuple(types)
+    if not isinstance(value, types) or (isinstance(value, bool) and not bool_ok):
         raise MetadataError(f"{where}: field {field!r} has invalid value {value!r}")
     return value
 

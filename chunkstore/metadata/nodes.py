@@ -68,6 +68,18 @@ def load_node(store: Store, path: str, zarr_format: int | None = None) -> NodeMe
     return node
 
 
+def load_nodes(store: Store, paths: list[str]) -> dict[str, NodeMetadata | None]:
+    """Metadata of several nodes with ONE batched read (None where nothing is there)."""
+    keys = [join_path(p, k) for p in paths for k in METADATA_KEYS]
+    values = store.get_many(keys) if keys else []
+    n = len(METADATA_KEYS)
+    out: dict[str, NodeMetadata | None] = {}
+    for i, p in enumerate(paths):
+        docs = dict(zip(METADATA_KEYS, values[i * n:(i + 1) * n], strict=True))
+        out[p] = parse_node(docs, describe(store, p, "")[:-1])
+    return out
+
+
 def try_load_node(store: Store, path: str, zarr_format: int | None = None) -> NodeMetadata | None:
     """Like load_node, but None when nothing is there."""
     try:

@@ -24,6 +24,13 @@ class MemoryStore(Store):
     def _description(self) -> tuple[Any, ...]:
         return (dict(self._data), self._read_only)
 
+    def with_read_only(self, read_only: bool = True) -> MemoryStore:
+        """A view of the same data (not a copy) with the given read-only flag."""
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone._read_only = bool(read_only)
+        return clone
+
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self._data)} keys>)"
 
