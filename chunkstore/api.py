@@ -33,12 +33,14 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any, dtyp
                  overwrite: bool = False, synchronizer: Any = None,
                  chunk_key_encoding: Any = None, dimension_separator: str | None = None,
                  write_empty_chunks: bool = False, allow_unsafe_codecs: bool = False,
-                 storage_options: dict | None = None, path: str | None = None) -> Array:
+                 storage_options: dict | None = None, path: str | None = None,
+                 compressor: Any = "unset") -> Array:
     """Create a new array and return it.
 
     ``store``: None (memory), a path, ``*.zip``, an fsspec URL, a Store or a dict.
     ``chunks``: per-axis chunk lengths (None in an axis = the whole axis; omitted = ~1 MiB).
-    ``compressors``: "auto" (Blosc lz4, shuffle), None, or numcodecs codecs.
+    ``compressors``: "auto" (Blosc lz4, shuffle), None, or numcodecs codecs
+    (``compressor=`` is accepted too, as the zarr-python 2 spelling of one codec).
 
     >>> a = create_array(None, shape=(100, 100), dtype="i4", chunks=(10, 10))
     >>> a.nchunks
@@ -47,6 +49,10 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any, dtyp
     if shards is not None:
         from .errors import UnsupportedError
         raise UnsupportedError("sharding is not implemented yet")
+    if compressor != "unset":
+        if compressors != "auto":
+            raise TypeError("give compressors= or compressor=, not both")
+        compressors = compressor
     st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
     path = normalize_path(name if name is not None else path)
     where = f"{st!r}/{path}" if path else repr(st)

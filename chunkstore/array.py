@@ -130,6 +130,12 @@ class Array:
         return (pipe.compressor,) if pipe.compressor is not None else ()
 
     @property
+    def compressor(self) -> Any:
+        """The single compressor (zarr-python 2 spelling), or None."""
+        found = self.compressors
+        return found[0] if found else None
+
+    @property
     def filters(self) -> tuple[Any, ...]:
         """The array->array codecs (v3) or the filters (v2)."""
         pipe = self._engine.pipeline
@@ -226,6 +232,12 @@ class Array:
     def _set(self, selection: Any, value: Any, kind: str) -> None:
         self._check_writable()
         indexer = self._indexer(selection, kind)
+        if kind == BASIC and _is_lazy_array(value) and tuple(value.shape) == indexer.shape:
+            region = _as_region(selection, self.shape)
+            if region is not None:  # another Array, an h5py dataset...: block by block
+                from .copying import copy_into_region
+                copy_into_region(value, self, region)
+                return
         scalar = np.ndim(value) == 0
         try:
             arr = np.asarray(value, dtype=self.dtype)
@@ -432,6 +444,31 @@ def _as_mask(mask: Any, array: Array) -> np.ndarray:
         raise IndexError(f"array {array.name!r}: a mask selection needs a bool array of shape "
                          f"{array.shape}, got {mask.dtype} {mask.shape}")
     return mask
+
+
+def _is_lazy_array(value: Any) -> bool:
+    """An array-like that reads on slicing (not an ndarray): copied block by block."""
+    return (not isinstance(value, np.ndarray) and hasattr(value, "shape")
+            and hasattr(value, "dtype") and hasattr(value, "__getitem__") and len(value.shape) > 0)
+
+
+def _as_region(selection: Any, shape: tuple[int, ...]) -> tuple[slice, ...] | None:
+    """``selection`` as unit-step slices per axis, or None when it is anything else."""
+    items = selection if isinstance(selection, tuple) else (selection,)
+    if sum(1 for s in items if s is Ellipsis) > 1 or not all(
+            s is Ellipsis or isinstance(s, slice) for s in items):
+        return None
+    if Ellipsis in items:
+        i = items.index(Ellipsis)
+        items = items[:i] + (slice(None),) * (len(shape) - len(items) + 1) + items[i + 1:]
+    items = items + (slice(None),) * (len(shape) - len(items))
+    region = []
+    for s, n in zip(items, shape, strict=True):
+        start, stop, step = s.indices(n)
+        if step != 1:
+            return None
+        region.append(slice(start, max(start, stop)))
+    return tuple(region)
 
 
 def _kind_of(selection: Any, ndim: int) -> str:

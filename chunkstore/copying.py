@@ -6,6 +6,8 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from .array import Array
 
 COPY_BLOCK_BYTES = 256 * 2**20
@@ -41,3 +43,13 @@ def copy_into(source: Any, target: Array, max_bytes: int = COPY_BLOCK_BYTES) -> 
                          f"of shape {target.shape}")
     for region in block_regions(target.shape, target.chunks, target.dtype.itemsize, max_bytes):
         target[region] = source[region]
+
+
+def copy_into_region(source: Any, target: Array, region: tuple[slice, ...],
+                     max_bytes: int = COPY_BLOCK_BYTES) -> None:
+    """``target[region] = source`` one bounded block at a time (``source`` fills the region)."""
+    shape = tuple(s.stop - s.start for s in region)
+    for block in block_regions(shape, target.chunks, target.dtype.itemsize, max_bytes):
+        dest = tuple(slice(r.start + b.start, r.start + b.stop)
+                     for r, b in zip(region, block, strict=True))
+        target[dest] = np.asarray(source[block])

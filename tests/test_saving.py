@@ -114,3 +114,39 @@ def test_shrink_then_grow_reads_fill_not_stale():
     expected = np.full((10, 10), 5, "i4")
     expected[:6, :6] = np.arange(100).reshape(10, 10)[:6, :6]
     np.testing.assert_array_equal(z[:], expected)
+
+
+def test_assigning_an_array_copies_block_by_block():
+    z1 = cs.empty((3000, 1000), chunks=(100, 1000), dtype="i4")
+    z1[:] = np.arange(3000, dtype="i4")[:, None]
+    z2 = cs.empty_like(z1)
+    import chunkstore.copying as copying
+    old, copying.COPY_BLOCK_BYTES = copying.COPY_BLOCK_BYTES, 1 << 20
+    try:
+        copy_into_region = copying.copy_into_region
+        calls = []
+
+        def spy(source, target, region, max_bytes=1 << 20):
+            calls.append(region)
+            return copy_into_region(source, target, region, max_bytes)
+        copying.copy_into_region = spy
+        z2[:] = z1
+        z2[10:20, 5:7] = z1[0:10, 0:2]  # an ndarray: the plain path
+    finally:
+        copying.COPY_BLOCK_BYTES = old
+        copying.copy_into_region = copy_into_region
+    assert calls == [(slice(0, 3000), slice(0, 1000))]
+    expected = np.arange(3000, dtype="i4")[:, None].repeat(1000, 1)
+    expected[10:20, 5:7] = expected[0:10, 0:2]
+    np.testing.assert_array_equal(z2[:], expected)
+
+
+def test_seed_compressor_spelling():
+    from numcodecs import Blosc
+    comp = Blosc(cname="zstd", clevel=3, shuffle=Blosc.BITSHUFFLE)
+    z = cs.array(np.arange(10000, dtype="i4").reshape(100, 100), chunks=(10, 10),
+                 compressor=comp)
+    assert (z.compressor.cname, z.compressor.shuffle) == ("zstd", "bitshuffle")
+    assert cs.array(np.arange(4), compressor=None).compressor is None
+    with pytest.raises(TypeError, match="not both"):
+        cs.zeros((4,), compressor=comp, compressors=[comp])
