@@ -12,18 +12,18 @@ from .storage.base import Store
 
 
 def walk_nodes(store: Store, path: str = "") -> Iterator[tuple[str, object]]:
-    """``(path, metadata)`` of the node at ``path`` and every node below it (store listing)."""
+    """``(path, metadata)`` of the node at ``path`` and every node below it, sorted by
+    path (one listing and one batched read per level, or the consolidated metadata)."""
     node = try_load_node(store, path)
     if node is None:
         return
     yield path, node
     if is_array(node):
         return
-    for name in store.list_dir(path):
-        if name in ("zarr.json", ".zgroup", ".zattrs", ".zarray", ".zmetadata"):
-            continue
-        child = f"{path}/{name}" if path else name
-        yield from walk_nodes(store, child)
+    from .group_api import open_group
+    below = open_group(store, mode="r", path=path)._descendants(None)
+    for rel in sorted(below):
+        yield (f"{path}/{rel}" if path else rel), below[rel]
 
 
 @dataclass
