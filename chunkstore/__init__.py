@@ -47,3 +47,11 @@ __all__ = [
     "create_array", "empty", "empty_like", "full", "full_like", "ones", "ones_like", "open",
     "open_array", "zeros", "zeros_like",
 ]
+
+
+def __getattr__(name: str):
+    # ``cs.dask`` without importing dask/distributed at ``import chunkstore`` time
+    if name == "dask":
+        import importlib
+        return importlib.import_module(".dask", __name__)
+    raise AttributeError(f"module 'chunkstore' has no attribute {name!r}")

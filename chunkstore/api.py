@@ -39,6 +39,9 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any, dtyp
 
     ``store``: None (memory), a path, ``*.zip``, an fsspec URL, a Store or a dict.
     ``chunks``: per-axis chunk lengths (None in an axis = the whole axis; omitted = ~1 MiB).
+    ``shards``: v3 sharding: the shard shape (a multiple of ``chunks``), or
+    ``{"shape": ..., "index_location": "start" | "end"}``; ``chunks`` are then the
+    inner chunks, each encoded with the compressors inside its shard.
     ``compressors``: "auto" (Blosc lz4, shuffle), None, or numcodecs codecs
     (``compressor=`` is accepted too, as the zarr-python 2 spelling of one codec).
 
@@ -46,9 +49,6 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any, dtyp
     >>> a.nchunks
     100
     """
-    if shards is not None:
-        from .errors import UnsupportedError
-        raise UnsupportedError("sharding is not implemented yet")
     if compressor != "unset":
         if compressors != "auto":
             raise TypeError("give compressors= or compressor=, not both")
@@ -57,7 +57,8 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any, dtyp
     path = normalize_path(name if name is not None else path)
     where = f"{st!r}/{path}" if path else repr(st)
     meta = build_array_metadata(
-        shape=shape, dtype=dtype, chunks=chunks, fill_value=fill_value, order=order,
+        shape=shape, dtype=dtype, chunks=chunks, shards=shards, fill_value=fill_value,
+        order=order,
         compressors=compressors, filters=filters, codecs=codecs, zarr_format=zarr_format,
         dimension_names=dimension_names, attributes=attributes,
         chunk_key_encoding=chunk_key_encoding, dimension_separator=dimension_separator,
@@ -106,6 +107,9 @@ def array(data: Any, **kwargs: Any) -> Array:
     np.int64(7)
     """
     data = np.asarray(data) if not hasattr(data, "shape") or not hasattr(data, "dtype") else data
+    if "dtype" not in kwargs and isinstance(data, np.ndarray) and data.dtype.kind == "O":
+        from .metadata.dtypes_extra import infer_object_dtype
+        kwargs["dtype"] = infer_object_dtype(data)  # all str -> variable-length strings
     kwargs.setdefault("dtype", data.dtype)
     a = create_array(shape=data.shape, **_fill_key(kwargs))
     from .copying import copy_into

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,13 @@ from .attributes import Attributes
 from .chunk_io import ChunkEngine
 from .codecs import build_pipeline
 from .codecs.pipeline import CodecPipeline
+from .codecs.sharding import inner_chunk_shape
 from .creation import write_metadata
 from .errors import NodeTypeError, ReadOnlyError
 from .info import InfoTable, human_bytes
 from .metadata import ArrayMetadata, is_array, join_path, load_node
+from .metadata.nodes import describe
+from .shard_io import ShardEngine, clear_outside, is_sharded
 from .storage.base import Store
 
 ORTHOGONAL, COORDINATE, BASIC = "orthogonal", "coordinate", "basic"
@@ -44,7 +48,7 @@ class Array:
         self._write_empty_chunks = write_empty_chunks
         self._allow_unsafe = allow_unsafe_codecs
         self._meta: ArrayMetadata | None = None
-        self._engine_cache: ChunkEngine | None = None
+        self._engine_cache: ChunkEngine | ShardEngine | None = None
         if metadata is not None:
             self._set_metadata(metadata)
 
@@ -65,20 +69,24 @@ class Array:
         return self._meta  # type: ignore[return-value]
 
     @property
-    def _engine(self) -> ChunkEngine:
+    def _engine(self) -> ChunkEngine | ShardEngine:
         if self._engine_cache is None:
             meta = self.metadata
             prefix = f"{self._path}/" if self._path else ""
             key_of = meta.chunk_key
             pipeline = build_pipeline(meta, self._where(), self._allow_unsafe)
-            self._engine_cache = ChunkEngine(
+            engine_cls: Any = ChunkEngine
+            if is_sharded(pipeline):  # inner chunk IO through shard indexes and byte ranges
+                engine_cls = partial(ShardEngine, array_shape=tuple(meta.shape))
+            self._engine_cache = engine_cls(
                 self._store, lambda c: prefix + key_of(c), pipeline, tuple(meta.chunk_shape),
                 meta.dtype, meta.fill_value, self.name, self._synchronizer,
                 self._write_empty_chunks)
         return self._engine_cache
 
     def _where(self) -> str:
-        return f"{self._store!r}/{join_path(self._path, 'zarr.json' if self.metadata.zarr_format == 3 else '.zarray')}"
+        doc = "zarr.json" if self.metadata.zarr_format == 3 else ".zarray"
+        return describe(self._store, self._path, doc)
 
     def __reduce__(self):
         return (_reopen, (self._store, self._path, self._read_only, self._synchronizer,
@@ -109,11 +117,15 @@ class Array:
 
     shape = property(lambda self: tuple(self.metadata.shape))
     dtype = property(lambda self: np.dtype(self.metadata.dtype))
-    chunks = property(lambda self: tuple(self.metadata.chunk_shape))
+    chunks = property(lambda self: inner_chunk_shape(self.metadata)
+                      or tuple(self.metadata.chunk_shape),
+                      doc="Chunk shape (the inner chunks of a sharded array).")
     fill_value = property(lambda self: self.metadata.fill_value)
     order = property(lambda self: self.metadata.order)
     zarr_format = property(lambda self: self.metadata.zarr_format)
-    shards = property(lambda self: None, doc="Shard shape (None: not sharded).")
+    shards = property(lambda self: tuple(self.metadata.chunk_shape)
+                      if inner_chunk_shape(self.metadata) is not None else None,
+                      doc="Shard shape (None: not sharded).")
     dimension_names = property(lambda self: self.metadata.dimension_names)
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: math.prod(self.shape))
@@ -123,8 +135,8 @@ class Array:
 
     @property
     def compressors(self) -> tuple[Any, ...]:
-        """The bytes->bytes codecs (v3) or the compressor (v2)."""
-        pipe = self._engine.pipeline
+        """The bytes->bytes codecs (v3; inside the shards if sharded) or the compressor (v2)."""
+        pipe = getattr(self._engine, "inner_pipeline", self._engine.pipeline)
         if isinstance(pipe, CodecPipeline):
             return tuple(pipe.bytes_bytes)
         return (pipe.compressor,) if pipe.compressor is not None else ()
@@ -137,8 +149,8 @@ class Array:
 
     @property
     def filters(self) -> tuple[Any, ...]:
-        """The array->array codecs (v3) or the filters (v2)."""
-        pipe = self._engine.pipeline
+        """The array->array codecs (v3; inside the shards if sharded) or the filters (v2)."""
+        pipe = getattr(self._engine, "inner_pipeline", self._engine.pipeline)
         if isinstance(pipe, CodecPipeline):
             return tuple(c for c, _ in pipe.array_array)
         return tuple(pipe.filters)
@@ -157,7 +169,11 @@ class Array:
 
     @property
     def nchunks_initialized(self) -> int:
-        """Number of chunks present in the store (lists the array's keys)."""
+        """Number of chunks present in the store (lists the array's keys). For a sharded
+        array, as zarr-python counts: stored shards x inner chunks per shard."""
+        if self.shards is not None:
+            return len(self._chunk_keys()) * math.prod(
+                s // c for s, c in zip(self.shards, self.chunks, strict=True))
         return len(self._chunk_keys())
 
     @property
@@ -181,6 +197,7 @@ class Array:
             ("Name", self.name),
             ("Data type", str(self.dtype)),
             ("Shape", str(self.shape)),
+            *([("Shard shape", str(self.shards))] if self.shards is not None else []),
             ("Chunk shape", str(self.chunks)),
             ("Order", self.order),
             ("Read-only", str(self.read_only)),
@@ -319,8 +336,13 @@ class Array:
 
     # -- chunk primitives (the seam the Dask layer uses) ---------------------------------------
     def chunk_key(self, coords: tuple[int, ...]) -> str:
-        """The store key of the chunk at grid coordinates ``coords``."""
-        return join_path(self._path, self.metadata.chunk_key(tuple(coords)))
+        """The store key of the chunk at grid coordinates ``coords`` (of a sharded
+        array: the key of the shard holding that inner chunk)."""
+        coords = tuple(coords)
+        if self.shards is not None:
+            coords = tuple(int(c) * n // s for c, n, s in zip(coords, self.chunks, self.shards,
+                                                              strict=True))
+        return join_path(self._path, self.metadata.chunk_key(coords))
 
     def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
         """The data of one chunk, clipped to the array's bounds."""
@@ -376,6 +398,9 @@ class Array:
         self._update_metadata(self.metadata.replace(shape=new_shape))
 
     def _clear_outside(self, new_shape: tuple[int, ...]) -> None:
+        if self.shards is not None:
+            clear_outside(self, new_shape)
+            return
         new_grid = ix.chunk_grid_shape(new_shape, self.chunks)
         doomed, cut = [], []
         for coords in ix.all_chunk_coords(self.shape, self.chunks):

@@ -18,11 +18,13 @@ import numpy as np
 
 from .codecs import Pipeline
 from .concurrency import run_batched
-from .errors import ChunkDecodeError, ChunkstoreError
+from .errors import ChunkDecodeError, ChunkstoreError, CodecError
 from .indexing import ChunkProjection
 from .ranged_read import RangePlanner
 from .storage.base import Store
 
+OBJECT_HINT = (". Arbitrary Python objects need zarr_format=2, an object codec filter "
+               "(e.g. numcodecs.Pickle()) and allow_unsafe_codecs=True")
 BATCH_BYTES = 256 * 2**20  # decoded bytes per batch: bounds memory of huge selections
 _scratch = threading.local()
 
@@ -35,6 +37,8 @@ def is_all_fill(chunk: np.ndarray, fill: Any) -> bool:
     first = chunk.flat[0]
     if fill_is_nan:
         return bool(np.isnan(first)) and bool(np.all(np.isnan(chunk)))
+    if chunk.dtype.kind in "Mm" and np.isnat(fill):  # NaT != NaT, like NaN
+        return bool(np.all(np.isnat(chunk)))
     if first != fill:
         return False
     return not np.any(chunk != fill)
@@ -123,18 +127,19 @@ class ChunkEngine:
                 self._read_ranged(ranged, out)
 
     def _read_ranged(self, items: list, out: np.ndarray) -> None:
-        requests = [(self.key_of(p.chunk_coords), r) for p, plan in items for r in plan.ranges]
+        keys = [self.key_of(p.chunk_coords) for p, _ in items]  # once per chunk, not range
+        requests = [(key, r) for key, (_, plan) in zip(keys, items, strict=True)
+                    for r in plan.ranges]
         # a missing chunk answers None to every range: probe each key with its first range
         parts = self.store.get_ranges(requests) if requests else []
         planner = self.ranges
         pos = 0
-        for proj, plan in items:
+        for key, (proj, plan) in zip(keys, items, strict=True):
             n = len(plan.ranges)
             got, pos = parts[pos:pos + n], pos + n
             if n and got[0] is None:
                 out[proj.out_selection] = self.read_fill
                 continue
-            key = self.key_of(proj.chunk_coords)
             flat = _scratch_buffer((planner.nelements,), planner.stored_dtype)
             try:
                 values = planner.gather(plan, got, flat)
@@ -148,9 +153,12 @@ class ChunkEngine:
             out[proj.out_selection] = self.read_fill
             return
         if proj.is_complete and _is_basic(proj.out_selection):
-            view = out[proj.out_selection]
+            view = out[(*proj.out_selection, Ellipsis)]  # a view even when 0-d
             if view.shape == self.chunk_shape and view.flags.c_contiguous and view.dtype.isnative:
-                self.decode(key, blob, out=view)  # straight into the output, no copy
+                # straight into the output when the codec chain can; else copy what it returns
+                decoded = self.decode(key, blob, out=view)
+                if decoded is not view:
+                    view[...] = decoded
                 return
         buf = _scratch_buffer(self.chunk_shape, self.dtype) if self.dtype.isnative else None
         chunk = self.decode(key, blob, out=buf)
@@ -193,7 +201,7 @@ class ChunkEngine:
     def _assemble(self, proj: ChunkProjection, key: str, blob: Any, value: np.ndarray
                   ) -> np.ndarray:
         if proj.is_complete and _is_basic(proj.out_selection):
-            data = value[proj.out_selection]
+            data = value[(*proj.out_selection, Ellipsis)]  # an array even when 0-d
             if data.shape == self.chunk_shape:
                 return data
         if blob is None:
@@ -222,7 +230,12 @@ class ChunkEngine:
     def _encode_chunk(self, chunk: np.ndarray) -> Any:
         if not self.write_empty_chunks and is_all_fill(chunk, self.fill_value):
             return None
-        return self.pipeline.encode(chunk)
+        try:
+            return self.pipeline.encode(chunk)
+        except (ChunkstoreError, TypeError) as e:  # e.g. an int in a string/bytes array
+            hint = OBJECT_HINT if self.dtype.kind == "O" else ""
+            raise CodecError(f"array {self.name!r}: cannot encode a chunk of {self.dtype}: {e}"
+                             f"{hint}") from e
 
     def _commit(self, keys: Sequence[str], results: Sequence[Any]) -> None:
         to_set = [(k, r) for k, r in zip(keys, results, strict=True) if r is not None]

@@ -41,7 +41,8 @@ def copy_into(source: Any, target: Array, max_bytes: int = COPY_BLOCK_BYTES) -> 
     if tuple(source.shape) != target.shape:
         raise ValueError(f"cannot copy shape {tuple(source.shape)} into array {target.name!r} "
                          f"of shape {target.shape}")
-    for region in block_regions(target.shape, target.chunks, target.dtype.itemsize, max_bytes):
+    unit = target.shards or target.chunks  # whole shards: no shard is read back
+    for region in block_regions(target.shape, unit, target.dtype.itemsize, max_bytes):
         target[region] = source[region]
 
 

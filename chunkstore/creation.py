@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .codecs.convert import v2_codecs, v3_codec_chain
+from .codecs.sharding import ShardingCodec
 from .errors import ContainsArrayError, ContainsGroupError, MetadataError, UnsupportedError
 from .metadata import (
     ArrayMetadata,
@@ -25,6 +26,7 @@ from .metadata import (
     try_load_node,
 )
 from .metadata.dtypes import dtype_from_v2, v3_name_of
+from .metadata.dtypes_extra import refine_v2_object_dtype, user_dtype, with_object_codec
 from .metadata.json_io import check_json_value
 from .storage.base import Store, validate_key
 
@@ -82,6 +84,33 @@ def normalize_chunks(chunks: Any, shape: tuple[int, ...], itemsize: int) -> tupl
     return tuple(out)
 
 
+def _normalize_shards(shards: Any, shape: tuple[int, ...], where: str
+                      ) -> tuple[tuple[int, ...], str]:
+    """User ``shards`` (a shape, or ``{"shape": ..., "index_location": ...}``) ->
+    (shard shape, index location); None / -1 in an axis = the whole axis."""
+    location = "end"
+    if isinstance(shards, dict):
+        location = shards.get("index_location", "end")
+        shards = shards.get("shape")
+    if location not in ("start", "end"):
+        raise ValueError(f"{where}: shards index_location must be 'start' or 'end', "
+                         f"got {location!r}")
+    if isinstance(shards, int | np.integer):
+        shards = (int(shards),) * len(shape)
+    try:
+        items = tuple(shards)
+    except TypeError:
+        raise TypeError(f"{where}: shards must be a shape (a tuple of ints), got "
+                        f"{shards!r}") from None
+    if len(items) != len(shape):
+        raise ValueError(f"{where}: shards {items} do not match the {len(shape)}-d shape {shape}")
+    out = tuple(max(1, n) if s is None or s == -1 else int(s)
+                for s, n in zip(items, shape, strict=True))
+    if any(s < 1 for s in out):
+        raise ValueError(f"{where}: shard sizes must be positive, got {items}")
+    return out, location
+
+
 def _key_encoding(chunk_key_encoding: Any, dimension_separator: str | None) -> tuple[str, str]:
     if chunk_key_encoding is None:
         return ("default", dimension_separator or "/")
@@ -99,7 +128,8 @@ def _key_encoding(chunk_key_encoding: Any, dimension_separator: str | None) -> t
 
 
 def build_array_metadata(
-    *, shape: Any, dtype: Any, chunks: Any = None, fill_value: Any = None, order: str = "C",
+    *, shape: Any, dtype: Any, chunks: Any = None, shards: Any = None, fill_value: Any = None,
+    order: str = "C",
     compressors: Any = "auto", filters: Any = None, codecs: Any = None, zarr_format: int = 3,
     dimension_names: Sequence[str | None] | None = None, attributes: dict | None = None,
     chunk_key_encoding: Any = None, dimension_separator: str | None = None, where: str = "array",
@@ -107,37 +137,54 @@ def build_array_metadata(
 ) -> ArrayMetadata:
     """Validated metadata for a new array."""
     shape = normalize_shape(shape)
-    try:
-        np_dtype = np.dtype(dtype)
-    except TypeError as e:
-        raise UnsupportedError(f"{where}: unsupported dtype {dtype!r}") from e
+    np_dtype = user_dtype(dtype, where)  # str -> StringDType, bytes -> object (vlen)
+    shard_shape, index_location = None, "end"
+    if shards is not None:
+        if zarr_format != 3:
+            raise ValueError(f"{where}: shards= needs zarr_format=3 (Zarr v2 has no sharding), "
+                             f"got zarr_format={zarr_format!r}")
+        shard_shape, index_location = _normalize_shards(shards, shape, where)
+        if chunks is None:
+            chunks = auto_chunks(shard_shape, np_dtype.itemsize)
     chunk_shape = normalize_chunks(chunks, shape, np_dtype.itemsize)
+    if shard_shape is not None and any(
+            s % c for s, c in zip(shard_shape, chunk_shape, strict=True)):
+        raise ValueError(f"{where}: shards {shard_shape} must be a multiple of chunks "
+                         f"{chunk_shape} in every dimension")
     if order not in ("C", "F"):
         raise ValueError(f"{where}: order must be 'C' or 'F', got {order!r}")
     attributes = check_json_value(dict(attributes or {}), f"{where}: attributes")
+    if dimension_names is not None:
+        dimension_names = tuple(dimension_names)
+        if len(dimension_names) != len(shape):
+            raise MetadataError(f"{where}: dimension_names {list(dimension_names)} do not "
+                                f"match the {len(shape)}-d shape")
     if zarr_format == 3:
         v3_name_of(np_dtype, where)
         fill = (default_fill_value(np_dtype) if fill_value is None
                 else normalize_fill_value(fill_value, np_dtype, where))
-        if dimension_names is not None:
-            dimension_names = tuple(dimension_names)
-            if len(dimension_names) != len(shape):
-                raise MetadataError(f"{where}: dimension_names {list(dimension_names)} do not "
-                                    f"match the {len(shape)}-d shape")
-        chain = v3_codec_chain(dtype=np_dtype.newbyteorder("="), chunk_shape=chunk_shape,
+        if np_dtype.kind != "T":  # StringDType has no byte order
+            np_dtype = np_dtype.newbyteorder("=")
+        chain = v3_codec_chain(dtype=np_dtype, chunk_shape=chunk_shape,
                                compressors=compressors, filters=filters, codecs=codecs,
                                order=order, where=where, allow_unsafe=allow_unsafe_codecs)
+        if shard_shape is not None:
+            chain = [ShardingCodec(chunk_shape, chain, index_location=index_location).to_json()]
+            chunk_shape = shard_shape
         return ArrayMetadataV3(
-            shape=shape, dtype=np_dtype.newbyteorder("="), chunk_shape=chunk_shape,
+            shape=shape, dtype=np_dtype, chunk_shape=chunk_shape,
             fill_value=fill, codecs=tuple(chain),
             chunk_key_encoding=_key_encoding(chunk_key_encoding, dimension_separator),
             attributes=attributes, dimension_names=dimension_names)
     if zarr_format == 2:
         if codecs is not None:
             raise ValueError(f"{where}: 'codecs' is for Zarr v3; use compressors/filters for v2")
-        np_dtype = dtype_from_v2(np_dtype.str, where)
+        if np_dtype.kind not in "OT":
+            np_dtype = dtype_from_v2(np_dtype.str, where)
         compressor, v2_filters = v2_codecs(compressors=compressors, filters=filters, where=where,
                                            allow_unsafe=allow_unsafe_codecs)
+        v2_filters = with_object_codec(np_dtype, v2_filters, where)
+        np_dtype = refine_v2_object_dtype(np_dtype, v2_filters, where)
         sep = dimension_separator
         if sep is None and chunk_key_encoding is not None:
             sep = _key_encoding(chunk_key_encoding, None)[1]
@@ -146,6 +193,11 @@ def build_array_metadata(
             raise ValueError(f"{where}: dimension_separator must be '.' or '/', got {sep!r}")
         fill = normalize_fill_value(fill_value, np_dtype, where) if fill_value is not None else (
             default_fill_value(np_dtype))
+        if dimension_names is not None:  # v2 has no field: the xarray convention
+            if not all(isinstance(n, str) for n in dimension_names):
+                raise MetadataError(f"{where}: v2 dimension_names must all be strings, got "
+                                    f"{list(dimension_names)}")
+            attributes = {**attributes, "_ARRAY_DIMENSIONS": list(dimension_names)}
         return ArrayMetadataV2(
             shape=shape, dtype=np_dtype, chunk_shape=chunk_shape, fill_value=fill,
             compressor=compressor, filters=v2_filters, order=order, dimension_separator=sep,

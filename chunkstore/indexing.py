@@ -184,6 +184,14 @@ def _axis_indexer(sel: Any, dim_len: int, chunk_len: int, axis: int, allow_array
                      "for integer arrays/masks per axis or .vindex for coordinates")
 
 
+def _slice_positions(s: slice) -> np.ndarray:
+    """The indices of a projection's slice (explicit start; ``stop=None`` only when a
+    negative step runs down to index 0)."""
+    step = 1 if s.step is None else s.step
+    stop = s.stop if s.stop is not None else (-1 if step < 0 else s.start)
+    return np.arange(s.start or 0, stop, step)
+
+
 def _ix(selection: tuple[Any, ...]) -> tuple[Any, ...]:
     """Make a mixed int/slice/array tuple index orthogonally (np.ix_ where needed)."""
     n_arrays = sum(isinstance(s, np.ndarray) for s in selection)
@@ -193,7 +201,7 @@ def _ix(selection: tuple[Any, ...]) -> tuple[Any, ...]:
     if n_arrays == 0 or (n_arrays == 1 and n_ints == 0):
         return selection
     # with two or more arrays, every non-int axis becomes an open-mesh array
-    expanded = [s if isinstance(s, np.ndarray) else (np.arange(s.start, s.stop, s.step)
+    expanded = [s if isinstance(s, np.ndarray) else (_slice_positions(s)
                 if isinstance(s, slice) else None) for s in selection]
     keep = [e for e in expanded if e is not None]
     meshes = iter(np.ix_(*keep))
@@ -275,14 +283,16 @@ class CoordinateIndexer:
         chunk_idx = [c // cl for c, cl in zip(self.coords, self.chunks, strict=True)]
         grid = [math.ceil(n / cl) for n, cl in zip(self.array_shape, self.chunks, strict=True)]
         linear = np.ravel_multi_index(chunk_idx, grid) if grid else np.zeros(npoints, np.intp)
-        order = np.argsort(linear, kind="stable")
+        order = np.argsort(linear, kind="stable")  # stable: repeated points keep their order
         sorted_lin = linear[order]
-        bounds = np.flatnonzero(np.diff(sorted_lin)) + 1
-        for positions in np.split(order, bounds):
-            cc = tuple(int(ci[positions[0]]) for ci in chunk_idx)
-            local = tuple(c[positions] - k * cl
-                          for c, k, cl in zip(self.coords, cc, self.chunks, strict=True))
-            yield ChunkProjection(cc, local, (positions,), False)
+        bounds = (np.flatnonzero(np.diff(sorted_lin)) + 1).tolist()
+        starts, stops = [0, *bounds], [*bounds, npoints]
+        # sort once, then every chunk's part is a slice (a view, no per-chunk fancy indexing)
+        local = [(c % cl)[order] for c, cl in zip(self.coords, self.chunks, strict=True)]
+        firsts = order[starts]
+        chunk_coords = list(zip(*(ci[firsts].tolist() for ci in chunk_idx), strict=True))
+        for cc, lo, hi in zip(chunk_coords, starts, stops, strict=True):
+            yield ChunkProjection(cc, tuple(c[lo:hi] for c in local), (order[lo:hi],), False)
 
 
 def block_selection_to_basic(selection: Selection, shape: Sequence[int],

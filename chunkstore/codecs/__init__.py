@@ -6,11 +6,12 @@ from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 from .numcodecs_adapter import UNSAFE_IDS, numcodecs_from_config, wrap_numcodecs
 from .pipeline import CodecPipeline, Pipeline, V2Pipeline, build_pipeline
 from .registry import codec_from_json, register_codec
+from .sharding import ShardingCodec
 from .transpose import TransposeCodec
 
 __all__ = [
     "ArrayArrayCodec", "ArrayBytesCodec", "BloscCodec", "BytesBytesCodec", "BytesCodec",
-    "ChunkSpec", "Codec", "CodecPipeline", "Crc32cCodec", "GzipCodec", "Pipeline",
+    "ChunkSpec", "Codec", "CodecPipeline", "Crc32cCodec", "GzipCodec", "Pipeline", "ShardingCodec",
     "TransposeCodec", "UNSAFE_IDS", "V2Pipeline", "ZstdCodec", "build_pipeline",
     "codec_from_json", "numcodecs_from_config", "register_codec", "wrap_numcodecs",
 ]

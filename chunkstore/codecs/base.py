@@ -75,6 +75,10 @@ class ArrayBytesCodec(Codec):
     #: encoded size is a pure function of the spec (enables ranged partial reads)
     fixed_size: ClassVar[bool] = False
 
+    def bytes_spec(self, spec: ChunkSpec) -> ChunkSpec:
+        """The spec the following bytes->bytes codecs resolve against (e.g. blosc typesize)."""
+        return spec
+
     def encode(self, chunk: np.ndarray) -> bytes | memoryview:
         raise NotImplementedError
 

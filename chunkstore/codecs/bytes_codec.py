@@ -27,8 +27,16 @@ class BytesCodec(ArrayBytesCodec):
     def configuration(self) -> dict[str, Any]:
         return {} if self.endian is None else {"endian": self.endian}
 
+    def to_json(self) -> dict[str, Any]:
+        # zarr-python writes a bare {"name": "bytes"} for 1-byte types; so do we
+        return {"name": self.name, **({"configuration": self.configuration()} if self.endian
+                                      else {})}
+
     def resolve(self, spec: ChunkSpec) -> BytesCodec:
-        if spec.dtype.itemsize == 1 or spec.dtype.kind == "b":
+        if spec.dtype.kind in "OT":
+            raise CodecError(f"bytes codec: cannot serialize variable-length {spec.dtype} "
+                             "(use vlen-utf8 / vlen-bytes)")
+        if spec.dtype.itemsize == 1 or spec.dtype.kind in "bS":
             return BytesCodec(None)  # absent for 1-byte types, as the spec writes it
         return BytesCodec(self.endian or "little")
 

@@ -59,7 +59,26 @@ class BloscCodec(BytesBytesCodec):
         return self._codec.encode(data)
 
     def decode(self, data: Any, out: memoryview | None = None) -> Any:
+        check_blosc_frame(data, None if out is None else memoryview(out).nbytes)
         return _decode_with(self._codec, data, out)
+
+
+def check_blosc_frame(data: Any, expected_nbytes: int | None = None) -> None:
+    """Blosc has no checksum and trusts its header: check the header against the buffer,
+    so that a truncated chunk is an error rather than garbage."""
+    size = memoryview(data).nbytes
+    if size < 16:
+        raise CodecError(f"blosc: a chunk of {size} bytes is shorter than a blosc header")
+    # blosc1 header: version, versionlz, flags, typesize, then uint32 LE nbytes,
+    # blocksize, cbytes
+    header = bytes(memoryview(data).cast("B")[:16])
+    nbytes, cbytes = int.from_bytes(header[4:8], "little"), int.from_bytes(header[12:16], "little")
+    if cbytes != size:
+        raise CodecError(f"blosc: the header says {cbytes} compressed bytes, the chunk has "
+                         f"{size}")
+    if expected_nbytes is not None and nbytes != expected_nbytes:
+        raise CodecError(f"blosc: the header says {nbytes} decoded bytes, expected "
+                         f"{expected_nbytes}")
 
 
 class GzipCodec(BytesBytesCodec):

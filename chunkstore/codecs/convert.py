@@ -20,6 +20,7 @@ from .numcodecs_adapter import numcodecs_from_config, wrap_numcodecs
 from .pipeline import CodecPipeline
 from .registry import codec_from_json
 from .transpose import TransposeCodec
+from .vlen import VLenBytesCodec, VLenUTF8Codec, vlen_codec_for
 
 _SHUFFLE = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
 
@@ -67,6 +68,8 @@ def to_v3_codec(item: Any, where: str, allow_unsafe: bool = False) -> Codec:
             return GzipCodec(config.get("level", 5))
         if cid == "crc32c":
             return Crc32cCodec()
+        if cid in ("vlen-utf8", "vlen-bytes"):  # the v2 object codec is v3's array->bytes codec
+            return VLenUTF8Codec() if cid == "vlen-utf8" else VLenBytesCodec()
         numcodecs_from_config(config, where, allow_unsafe)  # safety check
         return wrap_numcodecs(item)
     raise CodecError(f"{where}: cannot use {item!r} as a codec")
@@ -107,7 +110,8 @@ def v3_codec_chain(*, dtype: np.dtype, chunk_shape: tuple[int, ...], compressors
         pre: list[Codec] = []
         if order == "F" and len(chunk_shape) > 1:
             pre.append(TransposeCodec(list(range(len(chunk_shape)))[::-1]))
-        pre += [to_v3_codec(f, where, allow_unsafe) for f in _as_list(filters)]
+        pre += [c for c in (to_v3_codec(f, where, allow_unsafe) for f in _as_list(filters))
+                if not isinstance(c, VLenUTF8Codec | VLenBytesCodec)]  # chosen by dtype below
         post = [to_v3_codec(c, where, allow_unsafe) for c in _as_list(compressors)]
         for c in pre:
             if not isinstance(c, ArrayArrayCodec):
@@ -115,10 +119,10 @@ def v3_codec_chain(*, dtype: np.dtype, chunk_shape: tuple[int, ...], compressors
         for c in post:
             if not isinstance(c, BytesBytesCodec):
                 raise CodecError(f"{where}: compressor {c!r} is not a bytes->bytes codec")
-        chain = [*pre, BytesCodec(), *post]
+        chain = [*pre, vlen_codec_for(dtype) or BytesCodec(), *post]
     if not any(isinstance(c, ArrayBytesCodec) for c in chain):
         i = next((k for k, c in enumerate(chain) if isinstance(c, BytesBytesCodec)), len(chain))
-        chain.insert(i, BytesCodec())
+        chain.insert(i, vlen_codec_for(dtype) or BytesCodec())
     pipeline = CodecPipeline(chain, ChunkSpec(chunk_shape, dtype), where)
     return pipeline.to_json()
 

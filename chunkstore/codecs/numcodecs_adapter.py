@@ -61,11 +61,16 @@ class NumcodecsBytesCodec(_NumcodecsMixin, BytesBytesCodec):
     """A numcodecs compressor or checksum used as a v3 bytes -> bytes codec."""
 
     def encode(self, data: Any) -> Any:
+        # numcodecs codecs expect array-likes (pickle cannot pickle a memoryview), as
+        # zarr-python hands them a uint8 ndarray
+        if isinstance(data, memoryview | bytes | bytearray):
+            data = np.frombuffer(data, dtype=np.uint8)
         return self.codec.encode(data)
 
     def decode(self, data: Any, out: memoryview | None = None) -> Any:
         if out is not None:
-            self.codec.decode(data, out=out)
+            # some codecs (jenkins_lookup3) need an ndarray `out`, not a memoryview
+            self.codec.decode(data, out=np.asarray(out).view(np.uint8))
             return out
         return self.codec.decode(data)
 

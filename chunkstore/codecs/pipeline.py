@@ -9,6 +9,7 @@ import numpy as np
 from ..errors import ChunkDecodeError, CodecError
 from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
 from .bytes_codec import BytesCodec
+from .compressors import check_blosc_frame
 from .numcodecs_adapter import numcodecs_from_config
 from .registry import codec_from_json
 
@@ -37,6 +38,7 @@ class CodecPipeline:
                     raise CodecError(f"{where}: field 'codecs': more than one array->bytes codec")
                 self.array_bytes = codec
                 self._bytes_spec = current
+                current = codec.bytes_spec(current)
             else:
                 if self.array_bytes is None:
                     raise CodecError(f"{where}: field 'codecs': bytes->bytes codec "
@@ -104,7 +106,8 @@ class V2Pipeline:
         self.fixed_size = not filters and compressor is None and order == "C"
 
     def encode(self, chunk: np.ndarray) -> bytes | memoryview:
-        data: Any = np.require(chunk, requirements="F" if self.order == "F" else "C")
+        need = ["F" if self.order == "F" else "C"] + (["W"] if chunk.dtype.kind == "O" else [])
+        data: Any = np.require(chunk, requirements=need)  # VLenBytes wants a writable buffer
         if self.order == "F":
             data = data.reshape(-1, order="F")
         for f in self.filters:
@@ -114,6 +117,8 @@ class V2Pipeline:
         return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
 
     def decode(self, data: Any, out: np.ndarray | None = None) -> np.ndarray:
+        if self.compressor is not None and self.compressor.codec_id == "blosc":
+            check_blosc_frame(data, self.spec.nbytes if self._direct else None)
         if out is not None and self._direct:
             self.compressor.decode(data, out=memoryview(out.reshape(-1).view(np.uint8)))
             return out
@@ -121,6 +126,8 @@ class V2Pipeline:
             data = self.compressor.decode(data)
         for f in reversed(self.filters):
             data = f.decode(data)
+        if self.spec.dtype.kind in "OT":  # the object codec returned an object array
+            return _object_chunk(data, self.spec, self.order)
         arr = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
         if arr.dtype != self.spec.dtype:
             arr = arr.reshape(-1).view(np.uint8)
@@ -131,6 +138,16 @@ class V2Pipeline:
         if arr.size != int(np.prod(self.spec.shape)):
             raise ChunkDecodeError(f"chunk has {arr.size} items, expected shape {self.spec.shape}")
         return arr.reshape(self.spec.shape, order=self.order)
+
+
+def _object_chunk(data: Any, spec: ChunkSpec, order: str) -> np.ndarray:
+    arr = np.asarray(data)
+    n = int(np.prod(spec.shape, dtype=np.int64))
+    if arr.dtype.kind not in "OT" or arr.size != n:
+        raise ChunkDecodeError(f"object codec returned {arr.size} items of {arr.dtype}, "
+                               f"expected {n} objects for shape {spec.shape}")
+    arr = arr.reshape(spec.shape, order=order)
+    return arr if arr.dtype == spec.dtype else arr.astype(spec.dtype)
 
 
 Pipeline = CodecPipeline | V2Pipeline

@@ -10,9 +10,11 @@ from .bytes_codec import BytesCodec
 from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 from .numcodecs_adapter import numcodecs_from_config, wrap_numcodecs
 from .transpose import TransposeCodec
+from .vlen import VLenBytesCodec, VLenUTF8Codec
 
 NATIVE_CODECS: dict[str, type[Codec]] = {
-    c.name: c for c in (BytesCodec, TransposeCodec, BloscCodec, GzipCodec, ZstdCodec, Crc32cCodec)
+    c.name: c for c in (BytesCodec, TransposeCodec, BloscCodec, GzipCodec, ZstdCodec, Crc32cCodec,
+                        VLenUTF8Codec, VLenBytesCodec)
 }
 
 

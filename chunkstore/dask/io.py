@@ -142,8 +142,9 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
         raise ValueError(f"array {target.name!r}: region {region} has shape {shape}, the dask "
                          f"array has {x.shape}")
     offsets = tuple(s.start for s in region)
-    if not is_aligned(x.chunks, offsets, target.chunks):
-        x = x.rechunk(aligned_chunks(x.shape, offsets, target.chunks))
+    unit = target.shards or target.chunks  # the write unit: one task per shard if sharded
+    if not is_aligned(x.chunks, offsets, unit):
+        x = x.rechunk(aligned_chunks(x.shape, offsets, unit))
     token = tokenize(x.name, target.store, target.path, region)
     name, handle = f"to-store-{token}", f"to-store-array-{token}"
     layer: dict[Any, Any] = {handle: target}

@@ -14,6 +14,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import MetadataError, UnsupportedError
+from .dtypes_extra import (
+    EXTRA_KINDS,
+    default_extra_fill,
+    extra_dtype_from_v3,
+    extra_fill_equal,
+    extra_fill_to_json,
+    extra_v2_str,
+    extra_v3_name,
+    normalize_extra_fill,
+    parse_extra_fill,
+)
 
 # v3 core data type names -> NumPy dtype (native byte order)
 V3_NUMERIC: dict[str, np.dtype] = {
@@ -26,9 +37,11 @@ V3_NUMERIC: dict[str, np.dtype] = {
 V2_KINDS = "biufc"  # bool, signed, unsigned, float, complex
 
 
-def v3_name_of(dtype: np.dtype, where: str = "array") -> str:
-    """The v3 ``data_type`` name of a numeric NumPy dtype."""
+def v3_name_of(dtype: np.dtype, where: str = "array") -> Any:
+    """The v3 ``data_type`` of a NumPy dtype (a name, or an object for parametrized types)."""
     dtype = np.dtype(dtype)
+    if dtype.kind in EXTRA_KINDS:
+        return extra_v3_name(dtype, where)
     name = dtype.newbyteorder("=").name if dtype.kind in V2_KINDS else None
     if name in V3_NUMERIC:
         return name
@@ -39,6 +52,9 @@ def dtype_from_v3(data_type: Any, where: str) -> np.dtype:
     """Parse a v3 ``data_type`` field."""
     if isinstance(data_type, str) and data_type in V3_NUMERIC:
         return V3_NUMERIC[data_type]
+    extra = extra_dtype_from_v3(data_type, where)
+    if extra is not None:
+        return extra
     raise UnsupportedError(f"{where}: field 'data_type': unsupported data type {data_type!r}")
 
 
@@ -53,14 +69,18 @@ def dtype_from_v2(dtype_str: Any, where: str) -> np.dtype:
         dtype = np.dtype(dtype_str)
     except TypeError as e:
         raise MetadataError(f"{where}: field 'dtype': invalid dtype {dtype_str!r}") from e
-    if dtype.kind not in V2_KINDS:
+    if dtype.kind not in V2_KINDS + EXTRA_KINDS or dtype.kind == "T":
         raise UnsupportedError(f"{where}: field 'dtype': unsupported data type {dtype_str!r}")
+    if dtype.kind in EXTRA_KINDS:
+        extra_v2_str(dtype, where)  # refuses zero-length and unit-less types
     return dtype
 
 
 def v2_str_of(dtype: np.dtype) -> str:
     """The v2 ``dtype`` string, e.g. ``"<f8"``, ``"|b1"``."""
     dtype = np.dtype(dtype)
+    if dtype.kind in EXTRA_KINDS:
+        return extra_v2_str(dtype)
     if dtype.kind not in V2_KINDS:
         raise UnsupportedError(f"data type {dtype!r} is not supported in Zarr v2 here")
     return dtype.str
@@ -116,6 +136,8 @@ def parse_fill_value(value: Any, dtype: np.dtype, where: str, *, allow_none: boo
             return None
         raise MetadataError(f"{where}: field 'fill_value' must not be null")
     kind = dtype.kind
+    if kind in EXTRA_KINDS:
+        return parse_extra_fill(value, dtype, where)
     try:
         if kind == "b":
             if not isinstance(value, bool | int) or (isinstance(value, int) and value not in (0, 1)):
@@ -156,6 +178,8 @@ def fill_value_to_json(value: Any, dtype: np.dtype) -> Any:
     if value is None:
         return None
     kind = dtype.kind
+    if kind in EXTRA_KINDS:
+        return extra_fill_to_json(value, dtype)
     if kind == "b":
         return bool(value)
     if kind in "iu":
@@ -173,6 +197,8 @@ def normalize_fill_value(value: Any, dtype: np.dtype, where: str = "array"):
     """Turn a user-given fill value into a NumPy scalar of ``dtype`` (None stays None)."""
     if value is None:
         return None
+    if dtype.kind in EXTRA_KINDS:
+        return normalize_extra_fill(value, dtype, where)
     try:
         arr = np.array(value, dtype=dtype)
     except (TypeError, ValueError, OverflowError) as e:
@@ -186,7 +212,9 @@ def normalize_fill_value(value: Any, dtype: np.dtype, where: str = "array"):
 
 
 def default_fill_value(dtype: np.dtype):
-    """The fill value used when none is given: zero of the type."""
+    """The fill value used when none is given: zero of the type (NaT / "" as zarr-python)."""
+    if np.dtype(dtype).kind in EXTRA_KINDS:
+        return default_extra_fill(np.dtype(dtype))
     return np.zeros((), dtype=dtype)[()]
 
 
@@ -194,6 +222,8 @@ def fill_equal(a: Any, b: Any) -> bool:
     """Fill values compare equal, NaN to NaN included (bitwise for floats)."""
     if a is None or b is None:
         return a is None and b is None
+    if isinstance(a, str | bytes) or isinstance(b, str | bytes):
+        return extra_fill_equal(a, b)
     a_arr, b_arr = np.asarray(a), np.asarray(b)
     return a_arr.dtype == b_arr.dtype and a_arr.tobytes() == b_arr.tobytes()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ..errors import MetadataError, NodeNotFoundError
@@ -22,9 +23,18 @@ def join_path(path: str, key: str) -> str:
     return f"{path}/{key}" if path else key
 
 
+def store_location(store: Store) -> str:
+    """Where a store lives: a directory, zip file or URL when it has one, else its repr."""
+    for attr in ("url", "root", "path"):  # FsspecStore, LocalStore, ZipStore
+        value = getattr(store, attr, None)
+        if isinstance(value, str | os.PathLike) and str(value):
+            return os.fspath(value)
+    return repr(store)
+
+
 def describe(store: Store, path: str, key: str) -> str:
-    """Human-readable location of a document, e.g. ``LocalStore('/d')/x/zarr.json``."""
-    return f"{store!r}/{join_path(path, key)}"
+    """Human-readable location of a document, e.g. ``/data/x.zarr/sub/zarr.json``."""
+    return f"{store_location(store)}/{join_path(path, key)}"
 
 
 def parse_node(docs: dict[str, bytes | None], where_prefix: str, zarr_format: int | None = None

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import MetadataError
 from .dtypes import dtype_from_v2, fill_value_to_json, parse_fill_value, v2_str_of
+from .dtypes_extra import refine_v2_object_dtype
 from .json_io import dump_json, require, shape_tuple
 
 _ARRAY_FIELDS = {
@@ -41,7 +42,15 @@ class ArrayMetadataV2:
     extra: dict[str, Any] = field(default_factory=dict)
 
     zarr_format = 2
-    dimension_names = None
+
+    @property
+    def dimension_names(self) -> tuple[str, ...] | None:
+        """From the ``_ARRAY_DIMENSIONS`` attribute (xarray's v2 convention), if valid."""
+        names = self.attributes.get("_ARRAY_DIMENSIONS")
+        if (isinstance(names, list) and len(names) == len(self.shape)
+                and all(isinstance(n, str) for n in names)):
+            return tuple(names)
+        return None
 
     @property
     def ndim(self) -> int:
@@ -104,6 +113,7 @@ class ArrayMetadataV2:
             if any(f is None for f in filters):
                 raise MetadataError(f"{where}: field 'filters' has a null entry")
             filters = tuple(_codec_config(f, "filters", where) for f in filters) or None
+        dtype = refine_v2_object_dtype(dtype, filters, where)
         return cls(
             shape=shape,
             dtype=dtype,

@@ -1,0 +1,423 @@
+"""S3 round trips on a local endpoint: chunkstore vs zarr-python vs tensorstore.
+
+    python -m benchmarks.bench_s3            # issue size: 256 MiB float32, 1 MiB chunks
+    python -m benchmarks.bench_s3 --tiny     # seconds, for CI
+
+The endpoint is moto's S3 server running in a subprocess (so that its copy of the data
+does not count in this process's memory) behind a WSGI middleware that counts every
+HTTP request the server receives, by kind (GET, PUT, HEAD, LIST = GET on a bucket,
+DELETE, POST), and the bytes in and out. Cases (issue 3): write and read the whole
+array (blosc-lz4, shuffle, Zarr v3), open the array, read one chunk and one element
+(each on a freshly opened array; median of a few repeats), create two groups of 31
+arrays (one then consolidated), and open a group and load all its members with and
+without consolidated metadata (tensorstore has no hierarchy API). Each library reads
+what it wrote. Wall times on moto are dominated by the server's own CPU time per
+request; the request counts are exact. Peak RSS is the increase of this process's RSS during the case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+OUT = Path("bench-out")
+MB = 1e6
+METHODS = ("chunkstore", "zarr-python", "tensorstore")
+
+
+# -- the counting S3 endpoint (runs in the subprocess) ------------------------------------
+class CountingApp:
+    """WSGI middleware: counts requests and bytes, answers /_bench/counts and /_bench/reset."""
+
+    def __init__(self, app: Callable) -> None:
+        self.app, self.lock = app, threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.bytes_in = self.bytes_out = 0
+
+    @staticmethod
+    def kind(environ: dict) -> str:
+        method = environ["REQUEST_METHOD"]
+        segments = [s for s in environ.get("PATH_INFO", "").split("/") if s]
+        query = environ.get("QUERY_STRING", "")
+        if method == "GET" and len(segments) == 1 and "location" not in query:
+            return "LIST"
+        return method
+
+    def __call__(self, environ: dict, start_response: Callable):
+        path = environ.get("PATH_INFO", "")
+        if path.startswith("/_bench/"):
+            with self.lock:
+                body = json.dumps({"counts": dict(self.counts), "bytes_in": self.bytes_in,
+                                   "bytes_out": self.bytes_out}).encode()
+                if path == "/_bench/reset":
+                    self.reset()
+            start_response("200 OK", [("Content-Type", "application/json"),
+                                      ("Content-Length", str(len(body)))])
+            return [body]
+        with self.lock:
+            self.counts[self.kind(environ)] += 1
+            self.bytes_in += int(environ.get("CONTENT_LENGTH") or 0)
+        return self._count_out(self.app(environ, start_response))
+
+    def _count_out(self, body):
+        try:
+            for chunk in body:
+                with self.lock:
+                    self.bytes_out += len(chunk)
+                yield chunk
+        finally:
+            if hasattr(body, "close"):
+                body.close()
+
+
+def serve(port: int) -> None:
+    """Run moto's S3 server with request counting on 127.0.0.1:``port`` (blocks)."""
+    import logging
+
+    from moto.server import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    app = CountingApp(DomainDispatcherApplication(create_backend_app))
+    make_server("127.0.0.1", port, app, threaded=True).serve_forever()
+
+
+class Endpoint:
+    """The counting moto server in a subprocess, for the length of a ``with`` block."""
+
+    def __init__(self) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Endpoint:
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve",
+                                      str(self.port)])
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.counts(reset=True)
+                return self
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the moto S3 server did not start") from None
+                time.sleep(0.1)
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+    def counts(self, reset: bool = False) -> dict:
+        """Requests and bytes since the last reset (and reset them, if asked)."""
+        what = "reset" if reset else "counts"
+        req = urllib.request.Request(f"{self.url}/_bench/{what}", method="POST")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.loads(r.read())
+
+
+# -- measuring ------------------------------------------------------------------------------
+def measure(endpoint: Endpoint, fn: Callable[[], Any], repeats: int = 1,
+            setup: Callable[[], Any] | None = None) -> tuple[dict, Any]:
+    """Run ``fn`` (after an untimed ``setup`` whose result it receives): median time,
+    server-side requests of the first repeat, peak RSS increase."""
+    from benchmarks.bench_rechunk import RssSampler
+
+    times, first, result, peak = [], None, None, 0.0
+    for i in range(repeats):
+        arg = setup() if setup else None
+        endpoint.counts(reset=True)
+        base = RssSampler([os.getpid()]).procs[os.getpid()].memory_info().rss
+        with RssSampler([os.getpid()], interval=0.01) as sampler:
+            t0 = time.perf_counter()
+            result = fn(arg) if setup else fn()
+            times.append(time.perf_counter() - t0)
+        peak = max(peak, (max(sampler.peaks.values()) - base) / MB)
+        if i == 0:
+            first = endpoint.counts()
+    assert first is not None
+    counts = first["counts"]
+    return {"wall_s": statistics.median(times), "requests": sum(counts.values()),
+            "by_kind": counts, "lists": counts.get("LIST", 0),
+            "mb_in": first["bytes_in"] / MB, "mb_out": first["bytes_out"] / MB,
+            "peak_rss_mb": max(0.0, peak)}, result
+
+
+class Peer:
+    """One library's way of doing each case (subclasses below)."""
+
+    name = ""
+
+    def __init__(self, endpoint: str, bucket: str, options: dict, group_size: int = 31) -> None:
+        self.endpoint, self.bucket, self.options = endpoint, bucket, options
+        self.group_size = group_size
+        self.key = f"{self.name}.zarr"
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+    def warm(self, data, chunks) -> None:
+        """Write and read a small array first, so sessions and connections exist."""
+        key, self.key = self.key, f"{self.name}-warm.zarr"
+        try:
+            self.create_and_write(data[tuple(slice(0, c) for c in chunks)], chunks)
+            self.read_all(self.open())
+        finally:
+            self.key = key
+
+    def create_and_write(self, data, chunks) -> None: ...
+    def open(self) -> Any: ...
+    def read_all(self, a) -> Any: return a[...]
+    def read_chunk(self, a, chunks) -> Any: return a[tuple(slice(0, c) for c in chunks)]
+    def read_element(self, a) -> Any: return a[1, 1]
+    def make_groups(self) -> None: ...
+    def open_group(self, consolidated: bool) -> int: ...
+
+
+class Chunkstore(Peer):
+    name = "chunkstore"
+
+    def create_and_write(self, data, chunks) -> None:
+        import numcodecs
+
+        import chunkstore as cs
+        a = cs.create_array(self.url, shape=data.shape, dtype=data.dtype, chunks=chunks,
+                            compressors=numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE),
+                            storage_options=self.options)
+        a[...] = data
+
+    def open(self):
+        import chunkstore as cs
+        return cs.open_array(self.url, mode="r", storage_options=self.options)
+
+    def make_groups(self) -> None:
+        import chunkstore as cs
+        for kind in ("plain", "consolidated"):
+            g = cs.group(f"s3://{self.bucket}/cs-group-{kind}.zarr",
+                         storage_options=self.options)
+            for i in range(self.group_size):
+                g.create_array(f"a{i}", shape=(100,), dtype="f4", chunks=(10,))
+        cs.consolidate_metadata(f"s3://{self.bucket}/cs-group-consolidated.zarr",
+                                storage_options=self.options)
+
+    def open_group(self, consolidated: bool) -> int:
+        import chunkstore as cs
+        kind = "consolidated" if consolidated else "plain"
+        g = cs.open_group(f"s3://{self.bucket}/cs-group-{kind}.zarr", mode="r",
+                          storage_options=self.options, use_consolidated=consolidated)
+        return len(g.members())
+
+
+class ZarrPython(Peer):
+    name = "zarr-python"
+
+    def _store(self, url: str, read_only: bool = False):
+        import zarr
+        return zarr.storage.FsspecStore.from_url(url, storage_options=self.options,
+                                                 read_only=read_only)
+
+    def create_and_write(self, data, chunks) -> None:
+        import zarr
+        from zarr.codecs import BloscCodec
+        z = zarr.create_array(self._store(self.url), shape=data.shape, dtype=data.dtype,
+                              chunks=chunks, compressors=BloscCodec(cname="lz4", clevel=5,
+                                                                    shuffle="shuffle"))
+        z[...] = data
+
+    def open(self):
+        import zarr
+        return zarr.open_array(self._store(self.url, True), mode="r")
+
+    def make_groups(self) -> None:
+        import zarr
+        for kind in ("plain", "consolidated"):
+            store = self._store(f"s3://{self.bucket}/zarr-group-{kind}.zarr")
+            g = zarr.open_group(store, mode="w")
+            for i in range(self.group_size):
+                g.create_array(f"a{i}", shape=(100,), dtype="f4", chunks=(10,))
+            if kind == "consolidated":
+                zarr.consolidate_metadata(store)
+
+    def open_group(self, consolidated: bool) -> int:
+        import zarr
+        kind = "consolidated" if consolidated else "plain"
+        store = self._store(f"s3://{self.bucket}/zarr-group-{kind}.zarr", True)
+        g = zarr.open_group(store, mode="r", use_consolidated=consolidated)
+        return len(list(g.members()))
+
+
+class TensorStore(Peer):
+    name = "tensorstore"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        import tensorstore as ts
+        self.context = ts.Context()
+
+    def _spec(self) -> dict:
+        return {"driver": "zarr3", "kvstore": {
+            "driver": "s3", "bucket": self.bucket, "path": f"{self.key}/",
+            "endpoint": self.endpoint, "aws_region": "us-east-1"}}
+
+    def create_and_write(self, data, chunks) -> None:
+        import tensorstore as ts
+        codecs = [{"name": "bytes", "configuration": {"endian": "little"}},
+                  {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5,
+                                                      "shuffle": "shuffle", "typesize": 4}}]
+        t = ts.open(self._spec(), create=True, dtype=ts.float32, shape=data.shape,
+                    chunk_layout=ts.ChunkLayout(chunk_shape=chunks),
+                    codec=ts.CodecSpec({"driver": "zarr3", "codecs": codecs}),
+                    context=self.context).result()
+        t.write(data).result()
+
+    def open(self):
+        import tensorstore as ts
+        return ts.open(self._spec(), open=True, read=True, context=self.context).result()
+
+    def read_all(self, a):
+        return a.read().result()
+
+    def read_chunk(self, a, chunks):
+        return a[tuple(slice(0, c) for c in chunks)].read().result()
+
+    def read_element(self, a):
+        return a[1, 1].read().result()
+
+
+PEERS: dict[str, type[Peer]] = {"chunkstore": Chunkstore, "zarr-python": ZarrPython,
+                                 "tensorstore": TensorStore}
+
+
+def run_peer(peer: Peer, ep: Endpoint, data, chunks, repeats: int) -> list[dict]:
+    import numpy as np
+    rows = []
+
+    def add(case: str, stats: dict, correct: bool, nbytes: float = 0) -> None:
+        stats.update(case=case, method=peer.name, correct=bool(correct))
+        if nbytes:
+            stats["mb_per_s"] = nbytes / MB / stats["wall_s"]
+        rows.append(stats)
+        print(format_row(stats), flush=True)
+
+    peer.warm(data, chunks)
+    stats, _ = measure(ep, lambda: peer.create_and_write(data, chunks))
+    add("write", stats, True, data.nbytes)
+    stats, out = measure(ep, lambda a: peer.read_all(a), setup=peer.open)
+    add("read", stats, np.array_equal(np.asarray(out), data), data.nbytes)
+    stats, a = measure(ep, peer.open, repeats)
+    add("open array", stats, tuple(a.shape) == data.shape)
+    stats, out = measure(ep, lambda a: peer.read_chunk(a, chunks), repeats, setup=peer.open)
+    add("read one chunk", stats,
+        np.array_equal(np.asarray(out), data[tuple(slice(0, c) for c in chunks)]))
+    stats, out = measure(ep, peer.read_element, repeats, setup=peer.open)
+    add("read one element", stats, np.asarray(out) == data[1, 1])
+    if isinstance(peer, TensorStore):
+        return rows  # tensorstore has no hierarchy API
+    n = peer.group_size
+    stats, _ = measure(ep, peer.make_groups)
+    add(f"create 2 groups of {n} arrays", stats, True)
+    for consolidated in (False, True):
+        stats, found = measure(ep, lambda c=consolidated: peer.open_group(c), repeats)
+        case = f"open group of {n} ({'consolidated' if consolidated else 'plain'})"
+        add(case, stats, found == n)
+    return rows
+
+
+def set_aws_env() -> None:
+    """Dummy credentials for moto, also as files (tensorstore's AWS SDK logs errors
+    when it finds no config or credentials file)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ[name] = "testing"
+    os.environ["AWS_DEFAULT_REGION"] = os.environ["AWS_REGION"] = "us-east-1"
+    aws = Path(tempfile.mkdtemp(prefix="bench-s3-aws-"))
+    (aws / "credentials").write_text("[default]\naws_access_key_id = testing\n"
+                                     "aws_secret_access_key = testing\n")
+    (aws / "config").write_text("[default]\nregion = us-east-1\n")
+    os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(aws / "credentials")
+    os.environ["AWS_CONFIG_FILE"] = str(aws / "config")
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="small array (CI)")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--group-size", type=int, default=None, help="arrays per group (31)")
+    parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve is not None:
+        serve(args.serve)
+        return []
+    import numpy as np
+    import s3fs
+
+    set_aws_env()
+    shape, chunks = ((256, 256), (64, 64)) if args.tiny else ((8192, 8192), (512, 512))
+    repeats = args.repeats or (2 if args.tiny else 5)
+    group_size = args.group_size or (4 if args.tiny else 31)
+    data = np.random.default_rng(0).standard_normal(shape, dtype="f4")
+    OUT.mkdir(exist_ok=True)
+    results: list[dict] = []
+    with Endpoint() as ep:
+        options = {"key": "testing", "secret": "testing",
+                   "client_kwargs": {"endpoint_url": ep.url}}
+        s3fs.S3FileSystem(**options).mkdir("bench")
+        for method in args.methods.split(","):
+            s3fs.S3FileSystem.clear_instance_cache()
+            peer = PEERS[method](ep.url, "bench", options, group_size)
+            try:
+                results.extend(run_peer(peer, ep, data, chunks, repeats))
+            except ImportError as e:
+                print(f"{method} skipped: {e}")
+            s3fs.S3FileSystem(**options).rm("s3://bench/*", recursive=True)
+    (OUT / "bench_s3.json").write_text(json.dumps(results, indent=2))
+    print_table(results)
+    return results
+
+
+def format_row(r: dict) -> str:
+    rate = f"{r['mb_per_s']:7.1f} MB/s" if "mb_per_s" in r else " " * 12
+    return (f"{r['case']:<36} {r['method']:<12} {r['wall_s'] * 1e3:9.1f} ms {rate} "
+            f"{r['requests']:5d} req {json.dumps(r['by_kind'])}  correct={r['correct']}")
+
+
+def print_table(results: list[dict]) -> None:
+    print("\n| case | method | ms | MB/s | HTTP requests | of which LIST | MB sent / received "
+          "| peak RSS +MB | correct |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        rate = f"{r['mb_per_s']:.0f}" if "mb_per_s" in r else ""
+        print(f"| {r['case']} | {r['method']} | {r['wall_s'] * 1e3:.1f} | {rate} | "
+              f"{r['requests']} | {r['lists']} | {r['mb_in']:.1f} / {r['mb_out']:.1f} | "
+              f"{r['peak_rss_mb']:.0f} | {r['correct']} |")
+    print()
+    for case in dict.fromkeys(r["case"] for r in results):
+        rows = {r["method"]: r for r in results if r["case"] == case}
+        mine = rows.get("chunkstore")
+        if mine is None:
+            continue
+        for m, r in rows.items():
+            if m != "chunkstore":
+                print(f"{case}: chunkstore is {r['wall_s'] / mine['wall_s']:.2f}x the speed of "
+                      f"{m}, with {mine['requests']} vs {r['requests']} requests")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""Shared helpers for the benchmarks: timing, peak memory, result rows and tables.
+
+A result row is a plain dict (see :func:`row`) with the keys ``case``, ``library``,
+``seconds`` and optionally ``mb_per_s``, ``peak_mb`` and ratio fields named
+``ratio_vs_<library>`` (peer seconds / chunkstore seconds: > 1 means chunkstore is
+faster). Every benchmark module exposes ``main(argv) -> list[dict]`` and a ``--tiny``
+flag for CI.
+
+    >>> t = best_of(lambda: sum(range(1000)), repeat=3)
+    >>> rows = [row("sum", "python", t)]
+    >>> print_table(rows, ["case", "library", "ms"])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import psutil
+
+MB = 1e6
+
+#: A result row: a plain dict with at least ``case``, ``library`` and ``seconds``.
+Row = dict
+
+
+def row(case: str, library: str, seconds: float, *, nbytes: int | None = None,
+        peak_mb: float | None = None, **extra: Any) -> Row:
+    """Build a result row; ``mb_per_s`` is derived from ``nbytes`` when given.
+
+    >>> row("read", "numpy", 0.5, nbytes=10_000_000)["mb_per_s"]
+    20.0
+    """
+    r: Row = {"case": case, "library": library, "seconds": float(seconds)}
+    if nbytes is not None and seconds > 0:
+        r["mb_per_s"] = nbytes / MB / seconds
+    if peak_mb is not None:
+        r["peak_mb"] = float(peak_mb)
+    r.update(extra)
+    return r
+
+
+def best_of(fn: Callable[[], object], repeat: int = 5, *, warmup: int = 1,
+            number: int = 1) -> float:
+    """Seconds for one call of ``fn``: the best of ``repeat`` timings (after ``warmup`` calls).
+
+    Each timing runs ``fn`` ``number`` times and divides, which keeps very fast calls
+    (microseconds) above the timer resolution.
+
+    >>> best_of(lambda: None, repeat=3) >= 0
+    True
+    """
+    for _ in range(warmup):
+        fn()
+    best = float("inf")
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
+
+
+def auto_number(fn: Callable[[], object], target_s: float = 0.02, cap: int = 1000) -> int:
+    """How many calls of ``fn`` make one timing last about ``target_s`` seconds."""
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-7)
+    return int(min(cap, max(1, target_s // one)))
+
+
+def peak_rss_during(fn: Callable[[], object], interval: float = 0.01) -> tuple[object, float]:
+    """Run ``fn`` while sampling this process's RSS; return ``(result, peak_mb_above_start)``.
+
+    >>> _, mb = peak_rss_during(lambda: bytearray(10))
+    >>> mb >= 0
+    True
+    """
+    proc = psutil.Process(os.getpid())
+    gc.collect()
+    start = proc.memory_info().rss
+    peak = [start]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            stop.wait(interval)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        result = fn()
+    finally:
+        stop.set()
+        thread.join()
+    peak[0] = max(peak[0], proc.memory_info().rss)
+    return result, (peak[0] - start) / MB
+
+
+def peak_traced_during(fn: Callable[[], object]) -> tuple[object, float]:
+    """Run ``fn`` under tracemalloc; return ``(result, peak_python_allocations_mb)``.
+
+    Counts allocations made through Python's allocator (NumPy buffers included), not
+    memory allocated by C libraries directly (e.g. tensorstore, HDF5).
+    """
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        result = fn()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return result, max(0, peak - base) / MB
+
+
+def add_ratios(rows: Iterable[Row], ours: str = "chunkstore") -> list[Row]:
+    """Add ``ratio_vs_<library>`` (peer seconds / our seconds) to our row of each case.
+
+    >>> rs = add_ratios([row("a", "chunkstore", 1.0), row("a", "numpy", 2.0)])
+    >>> rs[0]["ratio_vs_numpy"]
+    2.0
+    """
+    rows = list(rows)
+    by_case: dict[str, dict[str, Row]] = {}
+    for r in rows:
+        by_case.setdefault(r["case"], {})[r["library"]] = r
+    for libs in by_case.values():
+        mine = libs.get(ours)
+        if mine is None or not mine["seconds"] > 0:
+            continue
+        for lib, r in libs.items():
+            if lib != ours:
+                mine[f"ratio_vs_{lib}"] = r["seconds"] / mine["seconds"]
+    return rows
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "n/a"
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def print_table(rows: Sequence[Row], columns: Sequence[str]) -> str:
+    """Print ``rows`` as a Markdown table with the given columns; return the text.
+
+    The pseudo-column ``ms`` shows ``seconds * 1000``. Missing values print empty.
+    """
+    def cell(r: Row, c: str) -> str:
+        if c == "ms" and "ms" not in r:
+            return _fmt(r["seconds"] * 1e3) if "seconds" in r else ""
+        return _fmt(r.get(c))
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(r, c) for c in columns) + " |" for r in rows]
+    text = "\n".join(lines)
+    print(text, flush=True)
+    return text
+
+
+def pivot_table(rows: Sequence[Row], libraries: Sequence[str], ours: str = "chunkstore",
+                ) -> str:
+    """Print one line per case: ms per library and ``ours/peer`` speed ratios; return the text.
+
+    A ratio > 1 means ``ours`` is faster than that peer.
+    """
+    cases: dict[str, dict[str, Row]] = {}
+    for r in rows:
+        cases.setdefault(r["case"], {})[r["library"]] = r
+    peers = [lib for lib in libraries if lib != ours]
+    cols = ["case"] + [f"{lib} ms" for lib in libraries] + [f"x vs {p}" for p in peers]
+    out = []
+    for case, libs in cases.items():
+        line: Row = {"case": case}
+        for lib in libraries:
+            line[f"{lib} ms"] = libs[lib]["seconds"] * 1e3 if lib in libs else None
+        mine = libs.get(ours)
+        for p in peers:
+            if mine is not None and p in libs and mine["seconds"] > 0:
+                line[f"x vs {p}"] = libs[p]["seconds"] / mine["seconds"]
+        out.append(line)
+    return print_table(out, cols)

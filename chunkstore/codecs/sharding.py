@@ -1,0 +1,279 @@
+"""The Zarr v3 ``sharding_indexed`` codec: many inner chunks in one stored object.
+
+A shard (one chunk of the array's chunk grid) is cut into inner chunks of
+``chunk_shape``; each inner chunk is encoded with the nested ``codecs`` and the
+encoded chunks are concatenated. A shard index — an array of shape
+``(*chunks_per_shard, 2)`` of uint64 ``(offset, nbytes)`` pairs, offsets counted from
+the start of the shard object — is encoded with ``index_codecs`` (by default
+little-endian bytes + crc32c) and placed at the ``start`` or ``end`` of the shard.
+An inner chunk that is not stored has the entry ``(2^64-1, 2^64-1)``; a shard with no
+inner chunk at all is not stored.
+
+This module is pure: it encodes, decodes and parses bytes. The ranged IO that reads
+only the index and the needed inner chunks lives in ``chunkstore.shard_io``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import ChunkDecodeError, CodecError, UnsupportedError
+from .base import ArrayBytesCodec, ChunkSpec, Codec
+from .bytes_codec import BytesCodec
+from .compressors import Crc32cCodec
+from .pipeline import CodecPipeline
+from .registry import codec_from_json, register_codec
+from .transpose import TransposeCodec
+
+EMPTY = np.uint64(2**64 - 1)
+_INDEX_DTYPE = np.dtype("uint64")
+_LOCATIONS = ("start", "end")
+
+
+def _to_codec(item: Any, where: str) -> Codec:
+    if isinstance(item, Codec):
+        return item
+    if isinstance(item, str):
+        item = {"name": item}
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        raise CodecError(f"{where}: invalid codec entry {item!r}")
+    return codec_from_json({"name": item["name"], "configuration": item.get("configuration")
+                            or {}}, where)
+
+
+@register_codec
+class ShardingCodec(ArrayBytesCodec):
+    """``sharding_indexed``: inner chunks of ``chunk_shape``, each encoded with ``codecs``,
+    plus an index encoded with ``index_codecs`` at ``index_location``.
+
+    >>> import numpy as np
+    >>> from chunkstore.codecs.base import ChunkSpec
+    >>> codec = ShardingCodec((2, 2)).resolve(ChunkSpec((4, 4), np.dtype("i2")))
+    >>> data = np.arange(16, dtype="i2").reshape(4, 4)
+    >>> bool((codec.decode(codec.encode(data), codec.spec) == data).all())
+    True
+    """
+
+    name = "sharding_indexed"
+
+    def __init__(self, chunk_shape: Any, codecs: Any = None, index_codecs: Any = None,
+                 index_location: str = "end", fill_value: Any = None) -> None:
+        where = "codec 'sharding_indexed'"
+        try:
+            self.chunk_shape = tuple(int(c) for c in chunk_shape)
+        except (TypeError, ValueError) as e:
+            raise CodecError(f"{where}: chunk_shape must be a list of ints, got "
+                             f"{chunk_shape!r}") from e
+        if any(c < 1 for c in self.chunk_shape):
+            raise CodecError(f"{where}: chunk_shape must be positive, got {list(self.chunk_shape)}")
+        if index_location not in _LOCATIONS:
+            raise CodecError(f"{where}: index_location must be 'start' or 'end', got "
+                             f"{index_location!r}")
+        self.codecs = [_to_codec(c, f"{where}: field 'codecs'")
+                       for c in (codecs if codecs is not None else [BytesCodec()])]
+        self.index_codecs = [_to_codec(c, f"{where}: field 'index_codecs'")
+                             for c in (index_codecs if index_codecs is not None
+                                       else [BytesCodec("little"), Crc32cCodec()])]
+        self.index_location = index_location
+        #: value of missing inner chunks when decoding a whole shard (not part of the JSON)
+        self.fill_value = fill_value
+        # set by resolve():
+        self.spec: ChunkSpec | None = None
+        self.inner: CodecPipeline | None = None
+        self.index: CodecPipeline | None = None
+        self.chunks_per_shard: tuple[int, ...] = ()
+        self.index_nbytes = 0
+
+    # -- JSON ----------------------------------------------------------------------------
+    def configuration(self) -> dict[str, Any]:
+        codecs = self.inner.codecs if self.inner is not None else self.codecs
+        index_codecs = self.index.codecs if self.index is not None else self.index_codecs
+        return {"chunk_shape": list(self.chunk_shape),
+                "codecs": [c.to_json() for c in codecs],
+                "index_codecs": [c.to_json() for c in index_codecs],
+                "index_location": self.index_location}
+
+    @classmethod
+    def from_json(cls, config: dict[str, Any], where: str) -> ShardingCodec:
+        if "chunk_shape" not in config:
+            raise CodecError(f"{where}: codec 'sharding_indexed' needs 'chunk_shape'")
+        for field in ("codecs", "index_codecs"):
+            if field in config and not isinstance(config[field], list):
+                raise CodecError(f"{where}: codec 'sharding_indexed': {field!r} must be a list")
+        return cls(config["chunk_shape"], config.get("codecs"), config.get("index_codecs"),
+                   config.get("index_location", "end"))
+
+    def __repr__(self) -> str:
+        return (f"ShardingCodec(chunk_shape={self.chunk_shape}, codecs={self.codecs!r}, "
+                f"index_location={self.index_location!r})")
+
+    # -- resolution ----------------------------------------------------------------------
+    def resolve(self, spec: ChunkSpec) -> ShardingCodec:
+        where = "codec 'sharding_indexed'"
+        if len(spec.shape) != len(self.chunk_shape):
+            raise CodecError(f"{where}: chunk_shape {list(self.chunk_shape)} does not match the "
+                             f"{len(spec.shape)}-d shard shape {list(spec.shape)}")
+        if any(s % c for s, c in zip(spec.shape, self.chunk_shape, strict=True)):
+            raise CodecError(f"{where}: the shard shape {list(spec.shape)} must be a multiple "
+                             f"of the inner chunk shape {list(self.chunk_shape)}")
+        out = ShardingCodec(self.chunk_shape, self.codecs, self.index_codecs,
+                            self.index_location, self.fill_value)
+        out.spec = spec
+        out.chunks_per_shard = tuple(s // c for s, c in
+                                     zip(spec.shape, self.chunk_shape, strict=True))
+        out.inner = CodecPipeline(self.codecs, ChunkSpec(self.chunk_shape, spec.dtype),
+                                  f"{where}: field 'codecs'")
+        out.index = CodecPipeline(self.index_codecs,
+                                  ChunkSpec((*out.chunks_per_shard, 2), _INDEX_DTYPE),
+                                  f"{where}: field 'index_codecs'")
+        idx = out.index
+        if not (all(isinstance(c, TransposeCodec) for c, _ in idx.array_array)
+                and isinstance(idx.array_bytes, BytesCodec)
+                and all(isinstance(c, Crc32cCodec) for c in idx.bytes_bytes)):
+            raise UnsupportedError(f"{where}: field 'index_codecs' must have a fixed encoded "
+                                   f"size (bytes, transpose, crc32c), got {idx.to_json()}")
+        out.index_nbytes = len(bytes(idx.encode(out.empty_index())))
+        return out
+
+    def _check_resolved(self) -> None:
+        if self.inner is None:
+            raise CodecError("codec 'sharding_indexed' used before being resolved")
+
+    # -- the index -------------------------------------------------------------------------
+    @property
+    def n_inner(self) -> int:
+        """Number of inner chunks per shard."""
+        return math.prod(self.chunks_per_shard)
+
+    def empty_index(self) -> np.ndarray:
+        """An index with every inner chunk marked empty, shaped ``(*chunks_per_shard, 2)``."""
+        return np.full((*self.chunks_per_shard, 2), EMPTY, dtype=_INDEX_DTYPE)
+
+    @property
+    def index_range(self) -> tuple[int, int | None]:
+        """The byte range of the index in a shard object (a suffix range at the end)."""
+        if self.index_location == "start":
+            return (0, self.index_nbytes)
+        return (-self.index_nbytes, None)
+
+    def decode_index(self, data: Any, where: str = "shard") -> np.ndarray:
+        """The index as an ``(n_inner, 2)`` uint64 array (C order of inner chunks)."""
+        self._check_resolved()
+        if len(data) != self.index_nbytes:
+            raise ChunkDecodeError(f"{where}: shard index has {len(data)} bytes, expected "
+                                   f"{self.index_nbytes} (truncated shard?)")
+        try:
+            index = self.index.decode(data)
+        except ChunkDecodeError:
+            raise
+        except Exception as e:
+            raise ChunkDecodeError(f"{where}: cannot decode the shard index: {e}") from e
+        index = np.asarray(index, dtype=_INDEX_DTYPE).reshape(-1, 2)
+        present = index[:, 1] != EMPTY
+        if np.any(present & (index[:, 0] == EMPTY)):
+            raise ChunkDecodeError(f"{where}: shard index has a half-empty entry")
+        return index
+
+    def index_bytes_of(self, shard: Any) -> Any:
+        """The encoded index inside a whole shard object."""
+        if len(shard) < self.index_nbytes:
+            raise ChunkDecodeError(f"shard has {len(shard)} bytes, fewer than its "
+                                   f"{self.index_nbytes}-byte index (truncated shard?)")
+        view = memoryview(shard)
+        if self.index_location == "start":
+            return view[:self.index_nbytes]
+        return view[len(shard) - self.index_nbytes:]
+
+    def parse(self, shard: Any, where: str = "shard") -> np.ndarray:
+        """The decoded index of a whole shard object, checked against its size."""
+        index = self.decode_index(self.index_bytes_of(shard), where)
+        present = index[:, 1] != EMPTY
+        ends = index[present, 0] + index[present, 1]
+        if ends.size and int(ends.max()) > len(shard):
+            raise ChunkDecodeError(f"{where}: shard index points past the end of the "
+                                   f"{len(shard)}-byte shard")
+        return index
+
+    @staticmethod
+    def inner_bytes(shard: Any, index: np.ndarray, i: int) -> memoryview | None:
+        """Encoded bytes of inner chunk ``i`` (C-order number) of a parsed shard."""
+        offset, nbytes = index[i]
+        if nbytes == EMPTY:
+            return None
+        return memoryview(shard)[int(offset):int(offset) + int(nbytes)]
+
+    # -- whole shards --------------------------------------------------------------------------
+    def build(self, parts: Mapping[int, Any]) -> tuple[bytes, np.ndarray] | None:
+        """A shard object from encoded inner chunks ``{C-order number: bytes}`` (stored
+        in that order), with its decoded index; None when ``parts`` is empty."""
+        self._check_resolved()
+        if not parts:
+            return None
+        index = self.empty_index().reshape(-1, 2)
+        pos = self.index_nbytes if self.index_location == "start" else 0
+        pieces: list[Any] = []
+        for i in sorted(parts):
+            blob = parts[i]
+            index[i] = (pos, len(blob))
+            pieces.append(blob)
+            pos += len(blob)
+        encoded = bytes(self.index.encode(index.reshape(*self.chunks_per_shard, 2)))
+        pieces = [encoded, *pieces] if self.index_location == "start" else [*pieces, encoded]
+        return b"".join(pieces), index
+
+    def inner_regions(self) -> list[tuple[slice, ...]]:
+        """The region of each inner chunk in the shard, in C order."""
+        return [tuple(slice(c * n, (c + 1) * n) for c, n in zip(coords, self.chunk_shape,
+                                                                strict=True))
+                for coords in np.ndindex(*self.chunks_per_shard)]
+
+    def encode(self, chunk: np.ndarray) -> bytes:
+        """Encode a whole shard; inner chunks equal to ``fill_value`` (when set) are left
+        out, as the spec allows."""
+        self._check_resolved()
+        from ..chunk_io import is_all_fill  # lazy: chunk_io imports the codecs package
+        parts = {}
+        for i, region in enumerate(self.inner_regions()):
+            inner = np.ascontiguousarray(chunk[region])
+            if self.fill_value is not None and is_all_fill(inner, self.fill_value):
+                continue
+            parts[i] = self.inner.encode(inner)
+        built = self.build(parts)
+        if built is None:  # an all-fill shard as a codec output: just the empty index
+            return bytes(self.index.encode(self.empty_index()))
+        return built[0]
+
+    def decode(self, data: Any, spec: ChunkSpec) -> np.ndarray:
+        """Decode a whole shard; missing inner chunks read as ``fill_value`` (or 0)."""
+        self._check_resolved()
+        index = self.parse(data)
+        fill = 0 if self.fill_value is None else self.fill_value
+        out = np.full(spec.shape, fill, dtype=spec.dtype)
+        for i, region in enumerate(self.inner_regions()):
+            blob = self.inner_bytes(data, index, i)
+            if blob is not None:
+                out[region] = self.inner.decode(bytes(blob))
+        return out
+
+
+def sharding_of(codecs: Any) -> dict[str, Any] | None:
+    """The configuration of the ``sharding_indexed`` codec in a v3 ``codecs`` JSON list,
+    or None when the array is not sharded."""
+    for c in codecs or ():
+        if isinstance(c, dict) and c.get("name") == ShardingCodec.name:
+            return c.get("configuration") or {}
+    return None
+
+
+def inner_chunk_shape(metadata: Any) -> tuple[int, ...] | None:
+    """The inner chunk shape of a sharded array's metadata, None when not sharded."""
+    if getattr(metadata, "zarr_format", None) != 3:
+        return None
+    config = sharding_of(metadata.codecs)
+    if config is None:
+        return None
+    return tuple(int(c) for c in config.get("chunk_shape", ()))

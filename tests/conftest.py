@@ -1,0 +1,71 @@
+"""Shared fixtures: a real S3 HTTP endpoint (moto's server mode on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+import pytest
+
+_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def s3_storage_options(endpoint: str) -> dict:
+    """s3fs options pointing at ``endpoint`` with moto's dummy credentials."""
+    return {"anon": False, "key": "testing", "secret": "testing",
+            "client_kwargs": {"endpoint_url": endpoint}}
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """URL of a moto S3 server running in a thread of this process (session-wide)."""
+    server_mod = pytest.importorskip("moto.server", reason="moto[server] is not installed")
+    pytest.importorskip("s3fs")
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in _AWS_ENV.items():
+            mp.setenv(name, value)
+        for name in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+            mp.delenv(name, raising=False)
+        mp.setenv("AWS_CONFIG_FILE", os.devnull)
+        mp.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+        port = free_port()
+        server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint):
+    """A fresh, empty bucket: yields ``("s3://<bucket>", storage_options)``."""
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    options = s3_storage_options(s3_endpoint)
+    fs = s3fs.S3FileSystem(**options)
+    bucket = f"test-{uuid.uuid4().hex[:16]}"
+    fs.mkdir(bucket)
+    try:
+        yield f"s3://{bucket}", options
+    finally:
+        try:
+            fs.rm(bucket, recursive=True)
+        except OSError:
+            pass
+        s3fs.S3FileSystem.clear_instance_cache()

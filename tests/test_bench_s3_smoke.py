@@ -1,0 +1,38 @@
+"""The S3 benchmark runs at tiny size so it never rots (no timing assertions)."""
+
+import math
+
+import pytest
+
+pytest.importorskip("moto.server")
+pytest.importorskip("s3fs")
+pytest.importorskip("zarr")
+
+from benchmarks import bench_s3  # noqa: E402
+
+KINDS = {"GET", "PUT", "HEAD", "LIST", "DELETE", "POST"}
+
+
+def test_bench_s3_tiny(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows = bench_s3.main(["--tiny", "--repeats", "1", "--group-size", "3"])
+    array_cases = {"write", "read", "open array", "read one chunk", "read one element"}
+    group_cases = {"create 2 groups of 3 arrays", "open group of 3 (plain)",
+                   "open group of 3 (consolidated)"}
+    assert {(r["case"], r["method"]) for r in rows} == (
+        {(c, m) for c in array_cases for m in ("chunkstore", "zarr-python", "tensorstore")}
+        | {(c, m) for c in group_cases for m in ("chunkstore", "zarr-python")})
+    for r in rows:
+        assert r["correct"], r
+        assert math.isfinite(r["wall_s"]) and r["wall_s"] > 0
+        assert set(r["by_kind"]) <= KINDS and r["requests"] == sum(r["by_kind"].values())
+        assert r["requests"] >= 1 and r["peak_rss_mb"] >= 0
+    mine = {r["case"]: r for r in rows if r["method"] == "chunkstore"}
+    # counted at the server: the whole array is 16 chunks of 16 KiB
+    assert mine["write"]["by_kind"].get("PUT", 0) >= 17 and mine["write"]["mb_in"] > 0.25
+    assert mine["read"]["by_kind"] == {"GET": 16}
+    assert mine["read one chunk"]["by_kind"] == {"GET": 1}
+    assert mine["open group of 3 (consolidated)"]["requests"] < \
+        mine["open group of 3 (plain)"]["requests"]
+    assert mine["read"]["lists"] == mine["read one chunk"]["lists"] == 0
+    assert (tmp_path / "bench-out" / "bench_s3.json").exists()
