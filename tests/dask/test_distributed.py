@@ -45,3 +45,21 @@ def test_rechunk_and_transpose_on_cluster(client, tmp_path, data):
     out = csd.transpose(str(tmp_path / "a.zarr"), (2, 1, 0), str(tmp_path / "t.zarr"),
                         max_mem="200KB", progress=True)
     np.testing.assert_array_equal(out[:], data.T)
+
+
+def test_rechunk_transpose_on_s3_through_the_cluster(client, s3_bucket, data):
+    """Workers re-open an FsspecStore on a real S3 endpoint (moto) from the pickled Array."""
+    root, options = s3_bucket
+    src = cs.array(data, store=f"{root}/src.zarr", chunks=(8, 48, 2), storage_options=options)
+    assert isinstance(src.store, cs.FsspecStore)
+    store = cs.FsspecStore(f"{root}/out.zarr", storage_options=options)
+    plan = csd.rechunk(src, (64, 4, 20), store, path="re", max_mem="200KB")
+    assert len(plan.stages) == 2
+    out = plan.execute()
+    np.testing.assert_array_equal(out[:], data)
+    assert sorted(cs.open_group(store, mode="r").keys()) == ["re"]  # intermediates removed
+    t = csd.transpose(src, (2, 1, 0), store, path="t", max_mem="200KB")
+    np.testing.assert_array_equal(t[:], data.T)
+    x = csd.from_store(src)
+    csd.to_store(x * 2, store, path="twice", chunks=(16, 16, 5))
+    np.testing.assert_array_equal(cs.open_array(store, mode="r", path="twice")[:], data * 2)
