@@ -16,9 +16,6 @@ from .api import (
     zeros_like,
 )
 from .array import Array
-from .group import Group
-from .group_api import consolidate_metadata, group, open_group
-from .saving import copy, load, save
 from .errors import (
     ChunkDecodeError,
     ChunkstoreError,
@@ -32,6 +29,9 @@ from .errors import (
     ReadOnlyError,
     UnsupportedError,
 )
+from .group import Group
+from .group_api import consolidate_metadata, group, open_group
+from .saving import copy, load, save
 from .storage import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
 from .sync import ProcessSynchronizer, ThreadSynchronizer
 

@@ -33,7 +33,11 @@ def is_all_fill(chunk: np.ndarray, fill: Any) -> bool:
     """True when every element equals the fill value (NaN matches NaN)."""
     if fill is None or chunk.size == 0:
         return fill is not None
-    fill_is_nan = chunk.dtype.kind in "fc" and np.isnan(fill)
+    if chunk.dtype.kind == "c":  # real and imaginary parts each, NaN matching NaN
+        fill = complex(fill)
+        return (is_all_fill(chunk.real, chunk.real.dtype.type(fill.real))
+                and is_all_fill(chunk.imag, chunk.imag.dtype.type(fill.imag)))
+    fill_is_nan = chunk.dtype.kind == "f" and np.isnan(fill)
     first = chunk.flat[0]
     if fill_is_nan:
         return bool(np.isnan(first)) and bool(np.all(np.isnan(chunk)))
@@ -122,7 +126,8 @@ class ChunkEngine:
                 keys = [self.key_of(p.chunk_coords) for p in whole]
                 blobs = self.store.get_many(keys)
                 run_batched(lambda item: self._read_one(out, *item),
-                            list(zip(whole, keys, blobs, strict=True)))
+                            list(zip(whole, keys, blobs, strict=True)),
+                            item_bytes=self.chunk_nbytes)
             if ranged:
                 self._read_ranged(ranged, out)
 
@@ -154,7 +159,12 @@ class ChunkEngine:
             return
         if proj.is_complete and _is_basic(proj.out_selection):
             view = out[(*proj.out_selection, Ellipsis)]  # a view even when 0-d
-            if view.shape == self.chunk_shape and view.flags.c_contiguous and view.dtype.isnative:
+            if view.shape == self.chunk_shape and view.dtype.isnative:
+                if not view.flags.c_contiguous:  # decode into scratch, copy into the view
+                    buf = (_scratch_buffer(self.chunk_shape, self.dtype) if self.dtype.isnative
+                           else None)
+                    view[...] = self.decode(key, blob, out=buf)
+                    return
                 # straight into the output when the codec chain can; else copy what it returns
                 decoded = self.decode(key, blob, out=view)
                 if decoded is not view:
@@ -195,7 +205,7 @@ class ChunkEngine:
             existing = dict(zip(partial, blobs, strict=True))
         results = run_batched(
             lambda i: self._encode_one(batch[i], keys[i], existing.get(i), value, scalar_cache),
-            list(range(len(batch))))
+            list(range(len(batch))), item_bytes=self.chunk_nbytes)
         self._commit(keys, results)
 
     def _assemble(self, proj: ChunkProjection, key: str, blob: Any, value: np.ndarray

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -17,6 +18,12 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _lock = threading.Lock()
+# items smaller than this are tried inline: their per-item Python work usually outweighs
+# the GIL-free codec/IO time, so threads would only contend for the GIL ...
+INLINE_ITEM_BYTES = 32 * 1024
+# ... unless the first few take longer than this each (a slow codec): then the pool
+INLINE_ITEM_SECONDS = 50e-6
+_PROBE_ITEMS = 16
 _pool: ThreadPoolExecutor | None = None
 _pool_pid: int | None = None
 
@@ -59,16 +66,26 @@ def split_batches(items: Sequence[T], n_batches: int) -> list[Sequence[T]]:
 
 
 def run_batched(
-    fn: Callable[[T], R], items: Sequence[T], *, min_parallel: int = 2, tasks_per_thread: int = 2
+    fn: Callable[[T], R], items: Sequence[T], *, min_parallel: int = 2, tasks_per_thread: int = 2,
+    item_bytes: int | None = None,
 ) -> list[R]:
     """``[fn(x) for x in items]``, spread over the pool in a few batches.
 
     Batching keeps per-task overhead negligible for thousands of tiny chunks. Runs
-    inline when there is too little work, or when already inside a pool thread
-    (nested submission could deadlock a bounded pool).
+    inline when there is too little work, when each item is known to be tiny
+    (``item_bytes`` below ``INLINE_ITEM_BYTES``) and the first few prove quick, or when
+    already inside a pool thread (nested submission could deadlock a bounded pool).
     """
     if len(items) < min_parallel or _in_pool_thread():
         return [fn(x) for x in items]
+    if item_bytes is not None and item_bytes < INLINE_ITEM_BYTES:
+        probe = min(len(items), _PROBE_ITEMS)
+        start = time.perf_counter()
+        head = [fn(x) for x in items[:probe]]
+        if time.perf_counter() - start < probe * INLINE_ITEM_SECONDS:
+            return head + [fn(x) for x in items[probe:]]
+        return head + run_batched(fn, items[probe:], min_parallel=min_parallel,
+                                  tasks_per_thread=tasks_per_thread)
     pool = get_pool()
     batches = split_batches(items, pool._max_workers * tasks_per_thread)
 

@@ -220,15 +220,20 @@ class OrthogonalIndexer:
         self.is_basic = all(isinstance(ax, _IntAxis | _SliceAxis) for ax in self.axes)
 
     def __iter__(self) -> Iterator[ChunkProjection]:
-        per_axis = [list(ax.parts()) for ax in self.axes]
+        per_axis = [[(p.chunk, p.chunk_sel, p.out_sel, p.complete) for p in ax.parts()]
+                    for ax in self.axes]
+        if not per_axis:  # a 0-d array: its one chunk, whole
+            yield ChunkProjection((), (), (), True)
+            return
         mesh = not self.is_basic
+        dropped = any(ax.drop for ax in self.axes)
         for combo in itertools.product(*per_axis):
-            chunk_sel = tuple(p.chunk_sel for p in combo)
-            out_sel = tuple(p.out_sel for p in combo if p.out_sel is not None)
+            coords, chunk_sel, out_sel, complete = zip(*combo, strict=True)
+            if dropped:
+                out_sel = tuple(o for o in out_sel if o is not None)
             if mesh:
                 chunk_sel, out_sel = _ix(chunk_sel), _ix(out_sel)
-            yield ChunkProjection(tuple(p.chunk for p in combo), chunk_sel, out_sel,
-                                  all(p.complete for p in combo))
+            yield ChunkProjection(coords, chunk_sel, out_sel, all(complete))
 
 
 class BasicIndexer(OrthogonalIndexer):

@@ -70,6 +70,9 @@ class RangePlanner:
             acc *= n
         self.strides = tuple(reversed(strides))  # in elements
         self._grid: np.ndarray | None = None
+        # plans of basic selections, by selection: the chunks of one selection mostly
+        # share a pattern (and so do repeated selections); plans are never mutated
+        self._basic_plans: dict[tuple, RangePlan | None] = {}
 
     @property
     def grid(self) -> np.ndarray:
@@ -90,7 +93,17 @@ class RangePlanner:
             elif not isinstance(s, int | np.integer | slice):
                 return None
         if not arrays:
-            return self._plan_basic(chunk_selection)
+            key = tuple((s.start, s.stop, s.step) if isinstance(s, slice) else int(s)
+                        for s in chunk_selection)
+            try:
+                return self._basic_plans[key]
+            except KeyError:
+                pass
+            plan = self._plan_basic(chunk_selection)
+            if len(self._basic_plans) >= 1024:
+                self._basic_plans.clear()
+            self._basic_plans[key] = plan
+            return plan
         if arrays == len(chunk_selection) and _same_shapes(chunk_selection):
             count = chunk_selection[0].size  # coordinates: one array per axis
             if count > MAX_FRACTION * self.nelements:

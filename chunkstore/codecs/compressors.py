@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numcodecs
+import numcodecs.blosc
+import numpy as np
 
 from ..errors import CodecError
 from .base import BytesBytesCodec, ChunkSpec
@@ -12,6 +15,8 @@ from .base import BytesBytesCodec, ChunkSpec
 _SHUFFLE_NAMES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 _SHUFFLE_IDS = {v: k for k, v in _SHUFFLE_NAMES.items()}
 _BLOSC_CNAMES = {"lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"}
+_BLOSC_SIZES = struct.Struct("<I4xI")  # header bytes 4..16: nbytes, (blocksize), cbytes
+_COPY_MAX_BYTES = 32 * 1024  # below this a memcpy beats numcodecs' destination checks
 
 
 def _decode_with(codec: Any, data: Any, out: memoryview | None) -> Any:
@@ -61,6 +66,32 @@ class BloscCodec(BytesBytesCodec):
     def decode(self, data: Any, out: memoryview | None = None) -> Any:
         check_blosc_frame(data, None if out is None else memoryview(out).nbytes)
         return _decode_with(self._codec, data, out)
+
+
+def blosc_decode_into(codec: Any, data: Any, out: np.ndarray, copy: bool = False) -> None:
+    """Decode a blosc frame straight into ``out`` (C-contiguous, native, writable).
+
+    The per-chunk fast path: the same header checks as ``check_blosc_frame``, then
+    numcodecs' ``blosc.decompress``. ``copy=True`` (tiny chunks of plain dtypes, see
+    ``blosc_copy_ok``) decompresses to new bytes and copies them in, which is cheaper
+    than numcodecs normalising the destination. Buffers other than ``bytes`` go through
+    ``codec.decode`` (a ``numcodecs.Blosc``).
+    """
+    if type(data) is bytes and len(data) >= 16:
+        nbytes, cbytes = _BLOSC_SIZES.unpack_from(data, 4)
+        if cbytes == len(data) and nbytes == out.nbytes:
+            if copy:
+                memoryview(out).cast("B")[:] = numcodecs.blosc.decompress(data)
+            else:
+                numcodecs.blosc.decompress(data, out.reshape(-1).view(np.uint8))
+            return
+    check_blosc_frame(data, out.nbytes)
+    codec.decode(data, out=memoryview(out.reshape(-1).view(np.uint8)))
+
+
+def blosc_copy_ok(dtype: np.dtype, nbytes: int) -> bool:
+    """Whether ``blosc_decode_into(..., copy=True)`` suits chunks of ``dtype`` and size."""
+    return nbytes <= _COPY_MAX_BYTES and not dtype.hasobject and dtype.kind not in "Mm"
 
 
 def check_blosc_frame(data: Any, expected_nbytes: int | None = None) -> None:

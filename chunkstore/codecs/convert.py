@@ -135,5 +135,14 @@ def v2_codecs(*, compressors: Any, filters: Any, where: str, allow_unsafe: bool 
     comp_list = [to_numcodecs(c, where, allow_unsafe) for c in _as_list(compressors)]
     if len(comp_list) > 1:
         raise CodecError(f"{where}: Zarr v2 arrays take at most one compressor, got {comp_list}")
-    filt = tuple(to_numcodecs(f, where, allow_unsafe).get_config() for f in _as_list(filters))
-    return (comp_list[0].get_config() if comp_list else None), (filt or None)
+    filt = tuple(_v2_config(to_numcodecs(f, where, allow_unsafe)) for f in _as_list(filters))
+    return (_v2_config(comp_list[0]) if comp_list else None), (filt or None)
+
+
+def _v2_config(codec: Any) -> dict[str, Any]:
+    """A numcodecs config as zarr-python writes it: Zstd's default ``checksum: false`` is
+    left out, since older numcodecs readers reject the unknown member."""
+    config = codec.get_config()
+    if config.get("id") == "zstd" and config.get("checksum") is False:
+        config.pop("checksum")
+    return config

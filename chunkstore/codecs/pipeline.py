@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numcodecs
 import numpy as np
 
 from ..errors import ChunkDecodeError, CodecError
 from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
 from .bytes_codec import BytesCodec
-from .compressors import check_blosc_frame
+from .compressors import BloscCodec, blosc_copy_ok, blosc_decode_into, check_blosc_frame
 from .numcodecs_adapter import numcodecs_from_config
 from .registry import codec_from_json
 
@@ -53,6 +54,10 @@ class CodecPipeline:
             and (self.array_bytes.endian is None or self.array_bytes._stored_dtype(spec.dtype)
                  .isnative)
         )
+        # the common chain bytes+blosc: decode straight into the output, no per-call dispatch
+        self._blosc = (self.bytes_bytes[0]._codec
+                       if self._direct and type(self.bytes_bytes[0]) is BloscCodec else None)
+        self._blosc_copy = blosc_copy_ok(spec.dtype, spec.nbytes)
 
     @property
     def codecs(self) -> list[Codec]:
@@ -82,7 +87,10 @@ class CodecPipeline:
         chain allows (one compressor over raw native bytes), saving a copy.
         """
         if out is not None and self._direct:
-            self.bytes_bytes[0].decode(data, out=memoryview(out.reshape(-1).view(np.uint8)))
+            if self._blosc is not None:
+                blosc_decode_into(self._blosc, data, out, self._blosc_copy)
+            else:
+                self.bytes_bytes[0].decode(data, out=memoryview(out.reshape(-1).view(np.uint8)))
             return out
         for codec in reversed(self.bytes_bytes):
             data = codec.decode(data)
@@ -104,6 +112,9 @@ class V2Pipeline:
         self.filters, self.compressor, self.spec, self.order = filters, compressor, spec, order
         self._direct = not filters and compressor is not None and (order == "C" or len(spec.shape) < 2)
         self.fixed_size = not filters and compressor is None and order == "C"
+        self._blosc = (compressor if self._direct and type(compressor) is numcodecs.Blosc
+                       and not spec.dtype.hasobject else None)
+        self._blosc_copy = blosc_copy_ok(spec.dtype, spec.nbytes)
 
     def encode(self, chunk: np.ndarray) -> bytes | memoryview:
         need = ["F" if self.order == "F" else "C"] + (["W"] if chunk.dtype.kind == "O" else [])
@@ -117,6 +128,9 @@ class V2Pipeline:
         return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
 
     def decode(self, data: Any, out: np.ndarray | None = None) -> np.ndarray:
+        if out is not None and self._blosc is not None:
+            blosc_decode_into(self._blosc, data, out, self._blosc_copy)
+            return out
         if self.compressor is not None and self.compressor.codec_id == "blosc":
             check_blosc_frame(data, self.spec.nbytes if self._direct else None)
         if out is not None and self._direct:

@@ -67,7 +67,7 @@ def dtype_from_v2(dtype_str: Any, where: str) -> np.dtype:
         )
     try:
         dtype = np.dtype(dtype_str)
-    except TypeError as e:
+    except (TypeError, ValueError, SyntaxError) as e:  # numpy raises all three ("0:", "01")
         raise MetadataError(f"{where}: field 'dtype': invalid dtype {dtype_str!r}") from e
     if dtype.kind not in V2_KINDS + EXTRA_KINDS or dtype.kind == "T":
         raise UnsupportedError(f"{where}: field 'dtype': unsupported data type {dtype_str!r}")

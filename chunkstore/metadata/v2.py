@@ -26,6 +26,16 @@ def _codec_config(value: Any, field_name: str, where: str) -> dict[str, Any] | N
     return dict(value)
 
 
+def _v2_fill_json(value: Any, dtype: np.dtype) -> Any:
+    """v2 has no hex form of floats: a NaN with a non-default payload is written "NaN"."""
+    out = fill_value_to_json(value, dtype)
+    if dtype.kind not in "fc":
+        return out
+    def plain(v: Any) -> Any:
+        return "NaN" if isinstance(v, str) and v.startswith("0x") else v
+    return [plain(v) for v in out] if isinstance(out, list) else plain(out)
+
+
 @dataclass(frozen=True)
 class ArrayMetadataV2:
     """The contents of ``.zarray`` plus the attributes from ``.zattrs``."""
@@ -74,7 +84,7 @@ class ArrayMetadataV2:
             "chunks": list(self.chunk_shape),
             "dtype": v2_str_of(self.dtype),
             "compressor": self.compressor,
-            "fill_value": fill_value_to_json(self.fill_value, self.dtype),
+            "fill_value": _v2_fill_json(self.fill_value, self.dtype),
             "order": self.order,
             "filters": list(self.filters) if self.filters else None,
             "dimension_separator": self.dimension_separator,

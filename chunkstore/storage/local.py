@@ -24,6 +24,7 @@ _TEMP_PREFIX = ".chunkstore-tmp-"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_BINARY", 0)
 _counter = itertools.count()
+_INLINE_READ_BYTES = 64 * 1024  # get_many reads files up to this size without threads
 
 
 def _read_range(fd: int, size: int, byte_range: ByteRange | None) -> bytes:
@@ -149,7 +150,56 @@ class LocalStore(Store):
             return None
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        return run_batched(self.get, keys, min_parallel=8)
+        """Each key's directory is checked once per batch, then files are opened by path.
+
+        Files are read inline while they are small (the per-file work is syscalls and
+        Python; threads would only contend for the GIL); from the first large one on,
+        the rest are read in the pool.
+        """
+        paths = self._paths_checked_per_dir(keys)
+        results: list[bytes | None] = []
+        for i, path in enumerate(paths):
+            data = self._get_path(keys[i], path)
+            results.append(data)
+            if data is not None and len(data) > _INLINE_READ_BYTES and len(paths) - i > 8:
+                results += run_batched(lambda j: self._get_path(keys[j], paths[j]),
+                                       range(i + 1, len(paths)))
+                break
+        return results
+
+    def _paths_checked_per_dir(self, keys: Sequence[str]) -> list[str]:
+        """File paths of ``keys``, validated as ``_path`` does, resolving each directory once."""
+        prefix = str(self.root)
+        if not prefix.endswith(os.sep):
+            prefix += os.sep
+        checked: set[str] = set()  # key directories checked in this batch
+        paths = []
+        for key in keys:
+            head, sep, name = key.rpartition("/") if isinstance(key, str) else ("", "", "")
+            if (not sep or head not in checked or not name or name in (".", "..")
+                    or "\\" in name or "\x00" in name):
+                path = self._path(key)  # full validation (raises on a bad key)
+                if sep and os.path.dirname(path) in self._safe_dirs:  # an existing, safe dir
+                    checked.add(head)
+                paths.append(path)
+            else:
+                paths.append(prefix + key)
+        return paths
+
+    def _get_path(self, key: str, path: str) -> bytes | None:
+        """``get(key)`` for the already-checked ``path`` of ``key``."""
+        try:
+            fd = os.open(path, _READ_FLAGS)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError:  # e.g. a symlink met by O_NOFOLLOW: the general path decides
+            return self.get(key)
+        try:
+            return _read_exact(fd, 0, os.fstat(fd).st_size)
+        except IsADirectoryError:
+            return None
+        finally:
+            os.close(fd)
 
     def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         """Each file is opened once for all of its ranges; files are read in parallel."""

@@ -301,8 +301,7 @@ def test_v2_filters(tmp_path, writer, filters):
     assert_same(read(OTHER[writer], tmp_path / "a.zarr"), data)
 
 
-@pytest.mark.parametrize("order", ["C", "F"])
-@pytest.mark.parametrize("sep", [".", "/"])
+@pytest.mark.parametrize(("sep", "order"), [(".", "C"), ("/", "C"), (".", "F")])
 @pytest.mark.parametrize("layout", list(LAYOUT_SHAPES))
 @pytest.mark.parametrize("writer", DIRECTIONS)
 def test_v2_layouts(tmp_path, writer, layout, sep, order):
@@ -363,3 +362,63 @@ def test_v2_metadata_documents_agree(tmp_path, compressor, order):
     assert diff_fields(ours, theirs, V2_FIELDS) == []
     assert read_doc(tmp_path / "cs.zarr", ".zattrs") == read_doc(tmp_path / "zarr.zarr",
                                                                  ".zattrs")
+
+
+# -- v3: numcodecs.<id> codecs as zarr-python writes them ----------------------------------------
+NUMCODECS_V3 = {
+    "delta": ("filters", {"dtype": "<i4"}),
+    "fixedscaleoffset": ("filters", {"offset": 5, "scale": 1, "dtype": "<i4", "astype": "<i2"}),
+    "zlib": ("compressors", {"level": 1}),
+    "lzma": ("compressors", {}),
+    "shuffle": ("compressors", {"elementsize": 4}),
+    "adler32": ("compressors", {}),
+}
+
+
+@pytest.mark.parametrize("cid", list(NUMCODECS_V3))
+@pytest.mark.parametrize("writer", DIRECTIONS)
+def test_v3_numcodecs_codecs(tmp_path, writer, cid):
+    from zarr.codecs import numcodecs as zn
+    cls = {"delta": zn.Delta, "fixedscaleoffset": zn.FixedScaleOffset, "zlib": zn.Zlib,
+           "lzma": zn.LZMA, "shuffle": zn.Shuffle, "adler32": zn.Adler32}[cid]
+    kind, config = NUMCODECS_V3[cid]
+    data = (np.arange(63, dtype="<i4").reshape(9, 7) * 13) % 1000 - 400
+    path = tmp_path / "a.zarr"
+    if writer == "zarr":
+        kw = {"filters": None, "compressors": None, kind: [cls(**config)]}
+        z = zarr.create_array(store=str(path), shape=data.shape, chunks=(4, 3), dtype="<i4",
+                              zarr_format=3, **kw)
+        z[...] = data
+    else:
+        codec = {"name": f"numcodecs.{cid}", "configuration": config}
+        codecs = [codec, "bytes"] if kind == "filters" else ["bytes", codec]
+        cs.create_array(str(path), shape=data.shape, chunks=(4, 3), dtype="<i4",
+                        codecs=codecs)[...] = data
+    assert [c["name"] for c in read_doc(path)["codecs"]] == (
+        [f"numcodecs.{cid}", "bytes"] if kind == "filters" else ["bytes", f"numcodecs.{cid}"])
+    assert_same(read(OTHER[writer], path), data)
+
+
+# -- defaults of each library ------------------------------------------------------------------
+@pytest.mark.parametrize("zarr_format", [3, 2])
+@pytest.mark.parametrize("dtype", NUMERIC)
+@pytest.mark.parametrize("writer", DIRECTIONS)
+def test_default_settings(tmp_path, writer, dtype, zarr_format):
+    data = sample(dtype, (10, 6), seed=11)
+    path = tmp_path / "a.zarr"
+    if writer == "cs":
+        cs.create_array(str(path), shape=data.shape, chunks=(4, 4), dtype=dtype,
+                        zarr_format=zarr_format)[...] = data
+    else:
+        zarr.create_array(store=str(path), shape=data.shape, chunks=(4, 4), dtype=dtype,
+                          zarr_format=zarr_format)[...] = data
+    assert_same(read(OTHER[writer], path), data)
+
+
+def test_v2_nan_payload_fill_readable(tmp_path):
+    nan = np.array([0x7FC00001], "<u4").view("<f4")[0]
+    path = tmp_path / "a.zarr"
+    cs.create_array(str(path), shape=(3,), chunks=(2,), dtype="<f4", zarr_format=2,
+                    fill_value=nan)
+    assert read_doc(path, ".zarray")["fill_value"] == "NaN"
+    assert np.isnan(read("zarr", path)).all()

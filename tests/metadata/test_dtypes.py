@@ -70,9 +70,10 @@ def test_v2_unsupported_dtype_names_field(bad):
         dtype_from_v2(bad, "x.zarr/.zarray")
 
 
-def test_v2_invalid_dtype_string():
-    with pytest.raises(MetadataError, match="'dtype'"):
-        dtype_from_v2("<q99", ".zarray")
+@pytest.mark.parametrize("bad", ["<q99", "0:", "01", "<i4,<i4x", "(2)f"])
+def test_v2_invalid_dtype_string(bad):
+    with pytest.raises(MetadataError, match=r"\.zarray.*'dtype'"):
+        dtype_from_v2(bad, ".zarray")
 
 
 # -- fill values: encoding -------------------------------------------------------------------
@@ -225,3 +226,10 @@ def test_fill_equal():
     assert not fill_equal(np.float32(1), np.float64(1))
     assert fill_equal(None, None)
     assert not fill_equal(None, np.int8(0))
+
+
+def test_complex_hex_parts():
+    value = parse_fill_value(["0x7fc00001", "0x3f800000"], np.dtype("c8"), WHERE)
+    assert value.imag == 1.0 and math.isnan(value.real)
+    with pytest.raises(MetadataError, match="16 digits"):
+        parse_fill_value(["0x7fc00001", 0], np.dtype("c16"), WHERE)

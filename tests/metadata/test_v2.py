@@ -207,3 +207,30 @@ def test_v2_null_fill_survives_round_trip(tmp_path):
     b.attrs["touched"] = True  # rewrites the metadata
     assert json.loads((path / ".zarray").read_text())["fill_value"] is None
     assert a.fill_value == 0  # the first handle keeps its own metadata
+
+
+def test_open_local_error_names_path_and_field(tmp_path):
+    root = tmp_path / "data" / "x.zarr"
+    cs.create_array(str(root), name="arr", shape=(4,), chunks=(2,), dtype="<i2", zarr_format=2)
+    d = json.loads((root / "arr" / ".zarray").read_text())
+    d["order"] = "Z"
+    (root / "arr" / ".zarray").write_text(json.dumps(d))
+    with pytest.raises(MetadataError) as info:
+        cs.open_array(str(root), path="arr", mode="r")
+    assert "data/x.zarr/arr/.zarray" in str(info.value) and "'order'" in str(info.value)
+    (root / "arr" / ".zarray").write_text("{}")
+    (root / "arr" / ".zattrs").write_text("[1]")
+    with pytest.raises(MetadataError, match=r"data/x\.zarr/arr/\.zattrs"):
+        cs.open_array(str(root), path="arr", mode="r")
+
+
+@pytest.mark.parametrize(("dtype", "fill", "expected"), [
+    ("<f4", np.array([0x7FC00001], "<u4").view("<f4")[0], "NaN"),
+    ("<c8", complex(np.array([0x7FC00001], "<u4").view("<f4")[0], 1.0), ["NaN", 1]),
+    ("<f8", np.nan, "NaN"),
+])
+def test_nan_payload_written_without_hex(dtype, fill, expected):
+    """The hex form is v3-only: zarr-python's v2 reader rejects it."""
+    meta = ArrayMetadataV2(shape=(2,), dtype=np.dtype(dtype), chunk_shape=(2,),
+                           fill_value=np.array(fill, dtype=dtype)[()])
+    assert meta.to_json()["fill_value"] == expected

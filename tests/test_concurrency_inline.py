@@ -1,0 +1,40 @@
+"""run_batched with an item size hint: tiny items inline unless they prove slow."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from chunkstore.concurrency import INLINE_ITEM_BYTES, run_batched
+
+
+def test_tiny_items_keep_order_and_values():
+    items = list(range(1000))
+    assert run_batched(lambda x: x * 3, items, item_bytes=100) == [x * 3 for x in items]
+    assert run_batched(lambda x: x, [], item_bytes=100) == []
+    assert run_batched(lambda x: -x, [5], item_bytes=100) == [-5]
+
+
+def test_slow_tiny_items_move_to_the_pool():
+    seen: list[str] = []
+
+    def slow(x: int) -> int:
+        time.sleep(0.002)  # far above the per-item inline budget
+        seen.append(threading.current_thread().name)
+        return x + 1
+
+    items = list(range(40))
+    assert run_batched(slow, items, item_bytes=100) == [x + 1 for x in items]
+    assert any(name.startswith("chunkstore") for name in seen)  # the rest ran in the pool
+    assert threading.current_thread().name in seen  # the probe ran inline
+
+
+def test_large_items_use_the_pool():
+    seen: set[str] = set()
+
+    def f(x: int) -> int:
+        seen.add(threading.current_thread().name)
+        return x
+
+    assert run_batched(f, list(range(64)), item_bytes=INLINE_ITEM_BYTES) == list(range(64))
+    assert any(name.startswith("chunkstore") for name in seen)
