@@ -52,10 +52,11 @@ class Case:
     shape: tuple[int, ...]
     chunks: tuple[int, ...]
     dtype: str
-    codec: str  # "lz4" or "raw"
+    codec: str  # one of CODECS
     store: str  # "local" or "memory"
     zarr_format: int = 3
     with_numpy: bool = True
+    data: str = "smooth"  # one of DATA_SETS
 
 
 def cases(tiny: bool) -> list[Case]:
@@ -72,17 +73,63 @@ def cases(tiny: bool) -> list[Case]:
     ]
 
 
+#: codec name -> the numcodecs codec (None: uncompressed); zarr-python and tensorstore
+#: get the same configuration through their own spellings below
+CODECS = {
+    "raw": None,
+    "lz4": lambda: numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE),
+    "blosc-zstd": lambda: numcodecs.Blosc(cname="zstd", clevel=5,
+                                          shuffle=numcodecs.Blosc.SHUFFLE),
+    "zstd": lambda: numcodecs.Zstd(level=3),
+}
+DATA_SETS = ("smooth", "noise", "ramp")
+
+
 def make_data(case: Case) -> np.ndarray:
-    """Smooth, compressible data (never all fill value in a chunk)."""
+    """The case's data set; never all fill value (0) in a chunk.
+
+    smooth: a smooth field (compressible); noise: uniform random (incompressible);
+    ramp: integers counting up along rows.
+    """
     i = np.arange(case.shape[0], dtype="f8")[:, None]
     j = np.arange(case.shape[1], dtype="f8")[None, :]
+    if case.data == "noise":
+        return (np.random.default_rng(0).random(case.shape) + 1.0).astype(case.dtype)
+    if case.data == "ramp":
+        return (i * case.shape[1] + j + 1).astype(case.dtype)
     if np.dtype(case.dtype).kind == "f":
         return (np.sin(i * 0.01) + np.cos(j * 0.013) + 3.0).astype(case.dtype)
     return ((i * 7 + j) % 1000 + 1).astype(case.dtype)
 
 
-def blosc_lz4() -> numcodecs.Blosc:
-    return numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE)
+def numcodecs_codec(case: Case) -> numcodecs.abc.Codec | None:
+    make = CODECS[case.codec]
+    return make() if make else None
+
+
+def zarr_codec(case: Case) -> Any:
+    """zarr-python 3's spelling of the case's codec (numcodecs for Zarr v2)."""
+    import zarr
+    if case.codec == "raw":
+        return None
+    if case.zarr_format == 2:
+        return numcodecs_codec(case)
+    if case.codec == "zstd":
+        return zarr.codecs.ZstdCodec(level=3)
+    cname = "lz4" if case.codec == "lz4" else "zstd"
+    return zarr.codecs.BloscCodec(cname=cname, clevel=5, shuffle="shuffle")
+
+
+def tensorstore_codec(case: Case, itemsize: int) -> dict | None:
+    """tensorstore's zarr3 codec entry for the case's codec."""
+    if case.codec == "raw":
+        return None
+    if case.codec == "zstd":
+        return {"name": "zstd", "configuration": {"level": 3, "checksum": False}}
+    cname = "lz4" if case.codec == "lz4" else "zstd"
+    return {"name": "blosc", "configuration": {"cname": cname, "clevel": 5,
+                                               "shuffle": "shuffle", "typesize": itemsize,
+                                               "blocksize": 0}}
 
 
 # --- one adapter per library: new_target(case, where) -> target; write(case, target, data);
@@ -98,7 +145,7 @@ class ChunkstoreLib:
     def write(self, case: Case, target: Any, data: np.ndarray) -> None:
         import chunkstore as cs
         a = cs.create_array(target, shape=case.shape, dtype=case.dtype, chunks=case.chunks,
-                            compressors=blosc_lz4() if case.codec == "lz4" else None,
+                            compressors=numcodecs_codec(case),
                             fill_value=0, zarr_format=case.zarr_format, overwrite=True)
         a[...] = data
 
@@ -116,14 +163,8 @@ class ZarrLib:
 
     def write(self, case: Case, target: Any, data: np.ndarray) -> None:
         import zarr
-        if case.codec == "raw":
-            compressors = None
-        elif case.zarr_format == 2:
-            compressors = blosc_lz4()
-        else:
-            compressors = zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")
         z = zarr.create_array(store=target, shape=case.shape, dtype=case.dtype,
-                              chunks=case.chunks, compressors=compressors, fill_value=0,
+                              chunks=case.chunks, compressors=zarr_codec(case), fill_value=0,
                               zarr_format=case.zarr_format, overwrite=True)
         z[...] = data
 
@@ -146,16 +187,15 @@ class TensorstoreLib:
     def _metadata(self, case: Case) -> tuple[str, dict]:
         dt = np.dtype(case.dtype)
         if case.zarr_format == 2:
-            comp = ({"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1}
-                    if case.codec == "lz4" else None)
+            codec = numcodecs_codec(case)
+            comp = codec.get_config() if codec is not None else None
             return "zarr", {"shape": list(case.shape), "chunks": list(case.chunks),
                             "dtype": dt.newbyteorder("<").str, "compressor": comp,
                             "fill_value": 0, "order": "C"}
         codecs: list[dict] = [{"name": "bytes", "configuration": {"endian": "little"}}]
-        if case.codec == "lz4":
-            codecs.append({"name": "blosc", "configuration": {
-                "cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": dt.itemsize,
-                "blocksize": 0}})
+        compressor = tensorstore_codec(case, dt.itemsize)
+        if compressor is not None:
+            codecs.append(compressor)
         return "zarr3", {"shape": list(case.shape), "data_type": dt.name,
                          "chunk_grid": {"name": "regular",
                                         "configuration": {"chunk_shape": list(case.chunks)}},
@@ -268,9 +308,10 @@ def run_library(case: Case, lib: Any, data: np.ndarray, slot: Path, repeat: int)
                 op="read", **extra)]
 
 
-def run_case(case: Case, libraries: list[str], work: Path, repeat: int) -> list[dict]:
+def run_case(case: Case, libraries: list[str], work: Path, repeat: int,
+             data: np.ndarray | None = None) -> list[dict]:
     """Write then read ``case`` with every library; rows for both operations."""
-    data = make_data(case)
+    data = make_data(case) if data is None else data
     rows: list[dict] = []
     for name in libraries:
         if name == "numpy" and not case.with_numpy:

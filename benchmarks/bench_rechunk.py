@@ -69,10 +69,16 @@ def make_source(path: Path, shape: tuple[int, ...], chunks: tuple[int, ...]) -> 
     a = cs.create_array(str(path), shape=shape, chunks=chunks, dtype="f4", zarr_format=2,
                         overwrite=True)
     rng = np.random.default_rng(0)
-    step = max(1, (256 * 2**20) // (int(np.prod(shape[1:])) * 4) // chunks[0] * chunks[0])
-    for start in range(0, shape[0], step):
-        stop = min(shape[0], start + step)
-        a[start:stop] = rng.standard_normal((stop - start, *shape[1:]), dtype="f4")
+    # chunk-aligned slabs of <= 256 MiB along the axis with the most chunks
+    axis = max(range(len(shape)), key=lambda ax: -(-shape[ax] // chunks[ax]))
+    slab_bytes = int(np.prod(shape)) * 4 // shape[axis]  # one index along ``axis``
+    step = max(chunks[axis], (256 * 2**20) // slab_bytes // chunks[axis] * chunks[axis])
+    for start in range(0, shape[axis], step):
+        stop = min(shape[axis], start + step)
+        region = tuple(slice(start, stop) if ax == axis else slice(None)
+                       for ax in range(len(shape)))
+        block = [stop - start if ax == axis else n for ax, n in enumerate(shape)]
+        a[region] = rng.standard_normal(block, dtype="f4")
 
 
 def run_on_cluster(fn, memory_limit: str) -> dict:

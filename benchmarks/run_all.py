@@ -34,7 +34,8 @@ from benchmarks.measure import (
     throughput_pivot,
 )
 
-MODULES = ("bench_core", "bench_indexing", "bench_s3", "bench_sharding", "bench_rechunk")
+MODULES = ("bench_core", "bench_matrix", "bench_indexing", "bench_s3", "bench_sharding",
+           "bench_rechunk")
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "benchmarks"
 
