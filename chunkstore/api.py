@@ -7,15 +7,12 @@ from typing import Any
 import numpy as np
 
 from .array import Array
-from .creation import (
-    build_array_metadata,
-    check_can_create,
-    ensure_parent_groups,
-    normalize_path,
-    write_metadata,
-)
+from .creation import build_array_metadata, normalize_path, prepare_node, write_metadata
 from .errors import NodeNotFoundError, NodeTypeError
-from .metadata import is_array, try_load_node
+from .metadata import NodeMetadata, is_array, parse_node, try_load_node
+from .metadata import consolidated as cons
+from .metadata.nodes import read_documents, where_prefix
+from .storage.base import Store
 from .storage.resolve import resolve_store
 
 _MODES = ("r", "r+", "a", "w", "w-")
@@ -49,22 +46,32 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any, dtyp
     >>> a.nchunks
     100
     """
+    st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
+    return new_array(
+        st, normalize_path(name if name is not None else path), shape=shape, dtype=dtype,
+        chunks=chunks, shards=shards, fill_value=fill_value, order=order,
+        compressors=compressors, filters=filters, codecs=codecs, zarr_format=zarr_format,
+        dimension_names=dimension_names, attributes=attributes, overwrite=overwrite,
+        synchronizer=synchronizer, chunk_key_encoding=chunk_key_encoding,
+        dimension_separator=dimension_separator, write_empty_chunks=write_empty_chunks,
+        allow_unsafe_codecs=allow_unsafe_codecs, compressor=compressor)
+
+
+def new_array(st: Store, path: str, *, shape: Any, dtype: Any = "f8", compressors: Any = "auto",
+              compressor: Any = "unset", overwrite: bool = False, synchronizer: Any = None,
+              write_empty_chunks: bool = False, allow_unsafe_codecs: bool = False,
+              within: str | None = None, checked: bool = False, **meta_kwargs: Any) -> Array:
+    """``create_array`` on a resolved store and a normalized path; ``within`` and
+    ``checked`` say what is known to exist already (see ``creation.prepare_node``), and
+    ``meta_kwargs`` are the other arguments of ``build_array_metadata``."""
     if compressor != "unset":
         if compressors != "auto":
             raise TypeError("give compressors= or compressor=, not both")
         compressors = compressor
-    st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
-    path = normalize_path(name if name is not None else path)
     where = f"{st!r}/{path}" if path else repr(st)
-    meta = build_array_metadata(
-        shape=shape, dtype=dtype, chunks=chunks, shards=shards, fill_value=fill_value,
-        order=order,
-        compressors=compressors, filters=filters, codecs=codecs, zarr_format=zarr_format,
-        dimension_names=dimension_names, attributes=attributes,
-        chunk_key_encoding=chunk_key_encoding, dimension_separator=dimension_separator,
-        where=where, allow_unsafe_codecs=allow_unsafe_codecs)
-    check_can_create(st, path, overwrite)
-    ensure_parent_groups(st, path, zarr_format)
+    meta = build_array_metadata(shape=shape, dtype=dtype, compressors=compressors, where=where,
+                                allow_unsafe_codecs=allow_unsafe_codecs, **meta_kwargs)
+    prepare_node(st, path, meta.zarr_format, overwrite, within=within, checked=checked)
     write_metadata(st, path, meta)
     return Array(st, path, meta, synchronizer=synchronizer,
                  write_empty_chunks=write_empty_chunks, allow_unsafe_codecs=allow_unsafe_codecs)
@@ -158,35 +165,50 @@ def open_array(store: Any = None, mode: str = "a", path: str | None = None, *,
     _check_mode(mode)
     st = resolve_store(store, mode=mode, storage_options=storage_options)
     path = normalize_path(path)
-    if mode in ("w", "w-") or (mode == "a" and "shape" in create_kwargs and
-                               try_load_node(st, path) is None):
+    node = None if mode in ("w", "w-") else try_load_node(st, path, zarr_format, kind="array")
+    return _open_or_create(st, mode, path, node, zarr_format=zarr_format,
+                           synchronizer=synchronizer, write_empty_chunks=write_empty_chunks,
+                           allow_unsafe_codecs=allow_unsafe_codecs, **create_kwargs)
+
+
+def _open_or_create(st: Store, mode: str, path: str, node: NodeMetadata | None, *,
+                    zarr_format: int | None = None, synchronizer: Any = None,
+                    write_empty_chunks: bool = False, allow_unsafe_codecs: bool = False,
+                    **create_kwargs: Any) -> Array:
+    """open_array once the node at ``path`` has been read (in ``zarr_format``, or in both
+    formats when it is None)."""
+    opts = {"synchronizer": synchronizer, "write_empty_chunks": write_empty_chunks,
+            "allow_unsafe_codecs": allow_unsafe_codecs}
+    if mode in ("w", "w-") or (mode == "a" and node is None and "shape" in create_kwargs):
         if "shape" not in create_kwargs:
             raise TypeError(f"creating an array at {path or '/'!r} needs a shape")
         if zarr_format is not None:
             create_kwargs["zarr_format"] = zarr_format
-        return create_array(st, path, overwrite=mode == "w", synchronizer=synchronizer,
-                            write_empty_chunks=write_empty_chunks,
-                            allow_unsafe_codecs=allow_unsafe_codecs, **create_kwargs)
-    node = try_load_node(st, path, zarr_format)
+        checked = mode == "a" and zarr_format is None  # both formats were read: nothing there
+        return new_array(st, path, overwrite=mode == "w", checked=checked, **opts,
+                         **create_kwargs)
     if node is None:
         raise NodeNotFoundError(f"no array at path {path or '/'!r} in {st!r}")
     if not is_array(node):
         raise NodeTypeError(f"path {path or '/'!r} in {st!r} is a group, not an array")
-    return Array(st, path, node, read_only=mode == "r", synchronizer=synchronizer,
-                 write_empty_chunks=write_empty_chunks, allow_unsafe_codecs=allow_unsafe_codecs)
+    return Array(st, path, node, read_only=mode == "r", **opts)  # type: ignore[arg-type]
 
 
 def open(store: Any = None, mode: str = "a", path: str | None = None, **kwargs: Any) -> Any:
-    """Open the array or group at ``path`` (an array if ``shape`` is given and it is new)."""
+    """Open the array or group at ``path`` (an array if ``shape`` is given and it is new).
+
+    Its documents are read once (``zarr.json`` first; the v2 ones only if it is missing).
+    """
     _check_mode(mode)
     st = resolve_store(store, mode=mode, storage_options=kwargs.pop("storage_options", None))
     path = normalize_path(path)
-    if "shape" in kwargs or mode in ("w", "w-"):
-        if "shape" in kwargs:
-            return open_array(st, mode, path, **kwargs)
-    node = try_load_node(st, path, kwargs.get("zarr_format"))
-    if node is not None and is_array(node):
+    if "shape" in kwargs:
         return open_array(st, mode, path, **kwargs)
-    from .group_api import open_group
-    return open_group(st, mode, path, **kwargs)
-
+    zarr_format = kwargs.get("zarr_format")
+    extra = () if kwargs.get("use_consolidated") is False else (cons.V2_KEY,)
+    docs = read_documents(st, [path], zarr_format, group_extra=extra)[path]
+    node = parse_node(docs, where_prefix(st, path), zarr_format)
+    if node is not None and is_array(node):
+        return _open_or_create(st, mode, path, node, **kwargs)
+    from .group_api import group_from_documents
+    return group_from_documents(st, mode, path, docs, **kwargs)

@@ -23,11 +23,11 @@ from .metadata import (
     join_path,
     node_keys,
     normalize_fill_value,
-    try_load_node,
 )
 from .metadata.dtypes import dtype_from_v2, v3_name_of
 from .metadata.dtypes_extra import refine_v2_object_dtype, user_dtype, with_object_codec
 from .metadata.json_io import check_json_value
+from .metadata.nodes import probe_nodes
 from .storage.base import Store, validate_key
 
 TARGET_CHUNK_BYTES = 1 << 20
@@ -205,40 +205,56 @@ def build_array_metadata(
     raise ValueError(f"{where}: zarr_format must be 2 or 3, got {zarr_format!r}")
 
 
-def check_can_create(store: Store, path: str, overwrite: bool) -> None:
-    """Refuse (or clear, with ``overwrite``) an existing node at ``path``."""
-    existing = try_load_node(store, path)
-    if existing is None:
-        return
-    if not overwrite:
+def write_metadata(store: Store, path: str, metadata: NodeMetadata) -> None:
+    """Store a node's documents (each one replaced atomically by the store)."""
+    store.set_many(_documents(store, path, metadata))
+
+
+def _documents(store: Store, path: str, metadata: NodeMetadata) -> dict[str, bytes]:
+    where = f"{store!r}/{join_path(path, node_keys(metadata)[0])}"
+    return {join_path(path, k): v for k, v in metadata.documents(where).items()}
+
+
+def _ancestors(path: str, within: str | None) -> list[str]:
+    """The groups above ``path``, root first; only those below ``within`` when given."""
+    if not path:
+        return []
+    parts = path.split("/")[:-1]
+    out = [""] + ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    if within is None:
+        return out
+    return [p for p in out if len(p) > len(within) and (not within or p.startswith(within + "/"))]
+
+
+def prepare_node(store: Store, path: str, zarr_format: int, overwrite: bool, *,
+                 within: str | None = None, checked: bool = False) -> None:
+    """Make room for a new node at ``path`` with one batched read.
+
+    A node already there (in either format: an existing v2 array blocks a new v3 one)
+    raises ContainsArrayError / ContainsGroupError, or is deleted with ``overwrite``.
+    The missing groups above ``path`` are created (root included, as zarr-python does);
+    a parent that is an array raises ContainsArrayError. ``within``: the path of a group
+    known to exist (its ancestors are not read); ``checked``: nothing is at ``path``
+    (the caller just read it in both formats).
+    """
+    parents = _ancestors(path, within)
+    nodes = probe_nodes(store, parents if checked else [*parents, path])
+    existing = None if checked else nodes[path]
+    if existing is not None and not overwrite:
         kind = ContainsArrayError if is_array(existing) else ContainsGroupError
         what = "an array" if is_array(existing) else "a group"
         raise kind(f"{what} already exists at path {path or '/'!r} in {store!r}")
-    store.delete_prefix(path)
-
-
-def write_metadata(store: Store, path: str, metadata: NodeMetadata) -> None:
-    """Store a node's documents (each one replaced atomically by the store)."""
-    where = f"{store!r}/{join_path(path, node_keys(metadata)[0])}"
-    docs = metadata.documents(where)
-    store.set_many({join_path(path, k): v for k, v in docs.items()})
-
-
-def ensure_parent_groups(store: Store, path: str, zarr_format: int) -> None:
-    """Create the missing groups above ``path`` (root included), as zarr-python does.
-
-    A parent that is an array makes the new node impossible: ContainsArrayError.
-    """
-    if not path:
-        return
-    parts = path.split("/")[:-1]
-    parents = [""] + ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
-    nodes = [try_load_node(store, p) for p in parents]
-    for parent, node in zip(parents, nodes, strict=True):
+    for parent in parents:
+        node = nodes[parent]
         if node is not None and is_array(node):
             raise ContainsArrayError(f"cannot create {path!r}: {parent or '/'!r} in {store!r} "
                                      "is an array")
-    for parent, node in zip(parents, nodes, strict=True):
-        if node is None:
-            meta = GroupMetadataV3() if zarr_format == 3 else GroupMetadataV2()
-            write_metadata(store, parent, meta)
+    if existing is not None:
+        store.delete_prefix(path)
+    meta = GroupMetadataV3() if zarr_format == 3 else GroupMetadataV2()
+    docs: dict[str, bytes] = {}
+    for parent in parents:
+        if nodes[parent] is None:
+            docs.update(_documents(store, parent, meta))
+    if docs:
+        store.set_many(docs)

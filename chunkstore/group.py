@@ -9,8 +9,8 @@ import numpy as np
 
 from .array import Array
 from .attributes import Attributes
-from .creation import check_can_create, ensure_parent_groups, normalize_path, write_metadata
-from .errors import ContainsArrayError, NodeNotFoundError, NodeTypeError, ReadOnlyError
+from .creation import normalize_path, prepare_node, write_metadata
+from .errors import ContainsArrayError, NodeTypeError, ReadOnlyError
 from .info import InfoTable
 from .metadata import (
     GroupMetadata,
@@ -21,6 +21,7 @@ from .metadata import (
     join_path,
     load_node,
     load_nodes,
+    try_load_node,
 )
 from .metadata import consolidated as cons
 from .storage.base import Store
@@ -106,10 +107,7 @@ class Group:
     def _node(self, path: str) -> NodeMetadata | None:
         if self._cons is not None:
             return self._cons.lookup(path)
-        try:
-            return load_node(self._store, path)
-        except NodeNotFoundError:
-            return None
+        return try_load_node(self._store, path, self.zarr_format)
 
     def _wrap(self, path: str, node: NodeMetadata) -> Array | Group:
         if is_array(node):
@@ -143,11 +141,12 @@ class Group:
 
     def _children(self) -> dict[str, NodeMetadata]:
         """Direct children, name -> metadata: the consolidated snapshot, or one listing plus
-        one batched read of every child's documents."""
+        one batched read of every child's documents (of the group's own format)."""
         if self._cons is not None:
             return cons.immediate(self._cons.below(self._path))
         names = [n for n in self._store.list_dir(self._path) if n not in _META_NAMES]
-        nodes = load_nodes(self._store, [join_path(self._path, n) for n in names])
+        nodes = load_nodes(self._store, [join_path(self._path, n) for n in names],
+                           self.zarr_format)
         return {n: nodes[join_path(self._path, n)] for n in names
                 if nodes[join_path(self._path, n)] is not None}  # type: ignore[misc]
 
@@ -164,7 +163,8 @@ class Group:
             candidates = [join_path(rel, n) for rel in level
                           for n in self._store.list_dir(join_path(self._path, rel))
                           if n not in _META_NAMES]
-            nodes = load_nodes(self._store, [join_path(self._path, c) for c in candidates])
+            nodes = load_nodes(self._store, [join_path(self._path, c) for c in candidates],
+                               self.zarr_format)
             level = []
             for rel in candidates:
                 node = nodes[join_path(self._path, rel)]
@@ -215,15 +215,15 @@ class Group:
 
     def create_group(self, name: str, *, overwrite: bool = False,
                      attributes: dict | None = None) -> Group:
-        """A new group ``name`` (nested paths create the groups between)."""
+        """A new group ``name`` (nested paths create the groups between; this group is
+        known to exist, so only the new path and the groups between are read)."""
         self._check_writable()
         path = self._full(name)
         meta: GroupMetadata = (GroupMetadataV3(attributes=dict(attributes or {}))
                                if self.zarr_format == 3 else
                                GroupMetadataV2(attributes=dict(attributes or {})))
         parents = _missing_parents(self, path)
-        check_can_create(self._store, path, overwrite)
-        ensure_parent_groups(self._store, path, self.zarr_format)
+        prepare_node(self._store, path, self.zarr_format, overwrite, within=self._path)
         write_metadata(self._store, path, meta)
         self._patch_consolidated({**parents, path: meta}, removed=path if overwrite else None)
         return Group(self._store, path, meta, read_only=self._read_only,
@@ -240,14 +240,16 @@ class Group:
         return self._wrap(self._full(name), node)  # type: ignore[return-value]
 
     def create_array(self, name: str, *, shape: Any, **kwargs: Any) -> Array:
-        """A new array ``name`` in this group (arguments as ``chunkstore.create_array``)."""
-        from .api import create_array
+        """A new array ``name`` in this group (arguments as ``chunkstore.create_array``).
+
+        A direct child costs one batched existence check of its path and one write."""
+        from .api import new_array
         self._check_writable()
         kwargs.setdefault("zarr_format", self.zarr_format)
         kwargs.setdefault("synchronizer", self._synchronizer)
         path = self._full(name)
         parents = _missing_parents(self, path)
-        arr = create_array(self._store, path, shape=shape, **kwargs)
+        arr = new_array(self._store, path, shape=shape, within=self._path, **kwargs)
         self._patch_consolidated({**parents, path: arr.metadata},
                                  removed=path if kwargs.get("overwrite") else None)
         return arr
@@ -329,7 +331,7 @@ class Group:
             if path == snap.root:
                 continue
             snap.entries[snap.rel(path)] = node
-        root = load_node(self._store, snap.root)
+        root = load_node(self._store, snap.root, self.zarr_format, kind="group")
         write_consolidated(self._store, snap.root, root, snap.entries)  # type: ignore[arg-type]
 
     # -- display --------------------------------------------------------------------------------
@@ -371,7 +373,7 @@ def _missing_parents(group: Group, path: str) -> dict[str, NodeMetadata]:
 
 
 def _load_group(store: Store, path: str) -> GroupMetadata:
-    node = load_node(store, path)
+    node = load_node(store, path, kind="group")
     if is_array(node):
         raise NodeTypeError(f"path {path or '/'!r} in {store!r} is an array, not a group")
     return node  # type: ignore[return-value]

@@ -162,6 +162,34 @@ def test_pickle_group(tmp_path):
     assert g2 == g and g2.keys() == g.keys()
 
 
+
+def test_creating_in_a_group_reads_only_the_new_paths():
+    store = CountingStore()
+    g = cs.group(store, path="deep/er")
+    store.reads = store.lists = 0
+    g.create_array("a", shape=(2,), dtype="i1")
+    g.create_group("b/c")  # "b" is created between: one batched read for both paths
+    assert (store.reads, store.lists) == (2, 0)
+    assert cs.open_group(store, path="deep/er/b", mode="r").keys() == ["c"]
+
+
+def test_node_of_the_other_format_blocks_creation(fmt):
+    store = MemoryStore()
+    g = cs.group(store, zarr_format=fmt)
+    other = 5 - fmt
+    cs.create_array(store, "x", shape=(2,), dtype="i1", zarr_format=other)
+    cs.group(store, path="y", zarr_format=other)
+    with pytest.raises(cs.ContainsArrayError, match="x"):
+        g.create_array("x", shape=(2,), dtype="i1")
+    with pytest.raises(cs.ContainsGroupError, match="y"):
+        g.create_group("y")
+    assert g.create_array("x", shape=(3,), dtype="i1", overwrite=True).zarr_format == fmt
+    assert g.keys() == ["x"]  # members are the nodes of the group's own format
+    assert cs.open_array(store, path="x", mode="r").shape == (3,)
+    keys = set(store.list())  # the old node's documents are gone
+    assert ("x/zarr.json" in keys) == (fmt == 3) and ("x/.zarray" in keys) == (fmt == 2)
+
+
 # -- consolidated metadata ------------------------------------------------------------------
 def test_consolidated_open_costs_one_read(fmt):
     store = CountingStore()
@@ -176,8 +204,11 @@ def test_consolidated_open_costs_one_read(fmt):
     assert {n: type(m).__name__ for n, m in walked}["sub/b"] == "Array"
     assert str(c.tree()) == str(cs.open_group(store, mode="r", use_consolidated=False).tree())
     store.reads = store.lists = 0
-    c = cs.open_group(store, mode="r+")
+    c = cs.open_group(store, mode="r+", zarr_format=fmt)
     assert (store.reads, store.lists) == (1, 0)
+    store.reads = 0
+    c = cs.open_group(store, mode="r+")  # v2: zarr.json is missing, then one v2 batch
+    assert (store.reads, store.lists) == (1 if fmt == 3 else 2, 0)
     store.reads = 0
     c.members(max_depth=None)
     c["many"].keys()

@@ -3,8 +3,10 @@
 Batched calls map onto fsspec's batched calls, which async filesystems (s3fs, gcsfs)
 run concurrently on their own event loop: ``get_many`` is one ``fs.cat(paths,
 on_error="return")``, ``get_ranges`` one ``fs.cat_ranges``, ``set_many`` one
-``fs.pipe({...})`` and ``delete_many`` one ``fs.rm([...])`` (S3 bulk delete). No call
-makes one serial round trip per key, and reads never list.
+``fs.pipe({...})`` (concurrent PUTs in a sliding window of at most ``PUT_WINDOW_REQUESTS``
+requests and ``PUT_WINDOW_BYTES`` in flight, so that a large batch streams with bounded
+memory) and ``delete_many`` one ``fs.rm([...])`` (S3 bulk delete). No call makes one
+serial round trip per key, and reads and writes never list.
 
 Atomicity, per backend:
 
@@ -37,6 +39,10 @@ from .base import ByteRange, BytesLike, Store, normalize_prefix, validate_key
 _GLOB_MAGIC = re.compile(r"[*?\[]")  # fsspec's batched calls expand these as globs
 _TEMP_TAG = ".chunkstore-tmp-"
 _counter = itertools.count()
+#: at most this many bytes of values are being sent at once by ``set_many`` ...
+PUT_WINDOW_BYTES = 64 * 2**20
+#: ... in at most this many concurrent requests (each holds a copy of its value)
+PUT_WINDOW_REQUESTS = 16
 
 
 def _is_missing(err: BaseException) -> bool:
@@ -57,6 +63,9 @@ class FsspecStore(Store):
     """
 
     supports_partial_reads = True
+    #: decoded bytes per write batch of the chunk engine (its encoded chunks wait in
+    #: memory until sent): a few PUT windows, so writes stream with bounded memory
+    write_batch_bytes = 64 * 2**20
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None,
                  read_only: bool = False) -> None:
@@ -278,6 +287,10 @@ class FsspecStore(Store):
             return
         if self._atomic_rename:
             self._set_by_rename(data)
+        elif getattr(self.fs, "async_impl", False):  # a sliding window of concurrent PUTs
+            largest = max(len(v) for v in data.values())
+            window = max(1, min(PUT_WINDOW_REQUESTS, PUT_WINDOW_BYTES // max(1, largest)))
+            self.fs.pipe(data, batch_size=window)
         else:
             self.fs.pipe(data)
 
