@@ -31,14 +31,27 @@ from .errors import (
 )
 from .group import Group
 from .group_api import consolidate_metadata, group, open_group
-from .saving import copy, load, save
+from .saving import (
+    copy,
+    create,
+    create_group,
+    from_array,
+    load,
+    open_consolidated,
+    open_like,
+    save,
+    save_array,
+    save_group,
+)
 from .storage import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
 from .sync import ProcessSynchronizer, ThreadSynchronizer
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "Group", "consolidate_metadata", "copy", "group", "load", "open_group", "save",
+    "Array", "Group", "consolidate_metadata", "copy", "create", "create_group", "from_array",
+    "group", "load", "open_consolidated", "open_group", "open_like", "save", "save_array",
+    "save_group",
     "ChunkDecodeError", "ChunkstoreError", "CodecError", "ContainsArrayError",
     "ContainsGroupError", "FsspecStore", "InvalidKeyError", "LocalStore", "MemoryStore",
     "MetadataError", "ZipStore",

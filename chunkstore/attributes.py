@@ -33,19 +33,25 @@ class Attributes(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(self._get())
 
-    def update(self, *args: Any, **kwargs: Any) -> None:  # one document write for many keys
-        new = dict(*args, **kwargs)
+    def _checked(self, new: dict[Any, Any]) -> dict[str, Any]:
         for key in new:
             if not isinstance(key, str):
                 raise TypeError(f"{self._where}: attribute names must be str, got {key!r}")
-        checked = check_json_value(new, f"{self._where}: attributes")
+        return check_json_value(new, f"{self._where}: attributes")
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # one document write for many keys
+        checked = self._checked(dict(*args, **kwargs))
         self._put({**self._get(), **checked})
+
+    def clear(self) -> None:  # one document write, not one per key
+        self._put({})
 
     def put(self, attrs: dict[str, Any]) -> None:
         """Replace all attributes at once."""
-        self._put(check_json_value(dict(attrs), f"{self._where}: attributes"))
+        self._put(self._checked(dict(attrs)))
 
     def asdict(self) -> dict[str, Any]:
+        """A plain-dict copy of the attributes."""
         return dict(self._get())
 
     def __repr__(self) -> str:

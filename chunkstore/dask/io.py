@@ -21,12 +21,24 @@ from dask.highlevelgraph import HighLevelGraph
 from ..api import create_array, open_array
 from ..array import Array
 from ..creation import normalize_path
+from ..group import Group
+from ..metadata import join_path
+
+
+def in_group(store: Any, path: str | None) -> tuple[Any, str | None]:
+    """``(store, path)`` with a Group given as the store resolved to its own store and
+    the member path below it."""
+    if isinstance(store, Group):
+        rel = normalize_path(path)
+        return store.store, join_path(store.path, rel) if rel else store.path
+    return store, path
 
 
 def _open_source(store_or_array: Any, path: str | None, storage_options: dict | None) -> Array:
     if isinstance(store_or_array, Array):
         return store_or_array
-    return open_array(store_or_array, mode="r", path=path, storage_options=storage_options)
+    store, path = in_group(store_or_array, path)
+    return open_array(store, mode="r", path=path, storage_options=storage_options)
 
 
 def _metadata_token(array: Array) -> str:
@@ -36,6 +48,9 @@ def _metadata_token(array: Array) -> str:
 def from_store(store_or_array: Any, path: str | None = None, chunks: Any = None, *,
                storage_options: dict | None = None, name: str | None = None) -> da.Array:
     """A lazy dask array over a stored array; one task per block via ``read_region``.
+
+    ``store_or_array``: an Array, a Group (with ``path`` naming the member), or anything
+    ``open_array`` takes (a path, URL, Store or mapping, with ``path`` inside it).
 
     ``chunks`` defaults to the stored chunks; pass whole multiples of them for larger
     blocks (any chunks work, but unaligned ones decode some chunks more than once).
@@ -122,6 +137,7 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     np.float64(1.0)
     """
     x = da.asarray(x)
+    store, path = in_group(store, path)
     if any(math.isnan(c) for sizes in x.chunks for c in sizes):
         raise ValueError("to_store needs known chunk sizes; call x.compute_chunk_sizes() first")
     if isinstance(store, Array):

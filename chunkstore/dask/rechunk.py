@@ -23,6 +23,7 @@ from ..api import create_array, open_array
 from ..array import Array
 from ..creation import normalize_chunks, normalize_path
 from ..storage.resolve import resolve_store
+from .io import in_group
 from .planner import PlanError, Stage, parse_bytes, plan_rechunk
 
 
@@ -192,10 +193,23 @@ def _create_target(source: Array | TransposedSource, store: Any, path: str | Non
     base = source.array if isinstance(source, TransposedSource) else source
     kwargs = {"zarr_format": base.zarr_format, "fill_value": base.fill_value,
               "overwrite": False, **create_kwargs}
+    store, path = in_group(store, path)
     if isinstance(source, Array) and source.dimension_names is not None:
         kwargs.setdefault("dimension_names", source.dimension_names)
     return create_array(store, normalize_path(path), shape=source.shape, dtype=source.dtype,
                         chunks=chunks, **kwargs)
+
+
+def _chunks_from_dict(chunks: dict[int, Any], source_chunks: tuple[int, ...]) -> tuple[Any, ...]:
+    """``{axis: chunk}`` (negative axes allowed) -> a full chunk tuple; other axes keep
+    the source chunks."""
+    ndim = len(source_chunks)
+    out: list[Any] = list(source_chunks)
+    for axis, chunk in chunks.items():
+        if not -ndim <= int(axis) < ndim:
+            raise ValueError(f"rechunk: axis {axis} is out of range for {ndim} dimensions")
+        out[int(axis) % ndim] = chunk
+    return tuple(out)
 
 
 def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
@@ -205,14 +219,21 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     with ``target_chunks`` at ``store``/``path``, never holding more than ``max_mem`` per
     task. Call ``.execute()`` on the result.
 
+    ``target_chunks``: a shape (None or -1 in an axis = the whole axis), or a dict
+    ``{axis: chunk}`` changing only those axes.
+
     >>> import chunkstore as cs
     >>> a = cs.array(np.arange(64.0).reshape(8, 8), chunks=(8, 1))
     >>> plan = rechunk(a, (1, 8), cs.MemoryStore(), max_mem="1MiB")
     >>> plan.execute().chunks
     (1, 8)
     """
-    source = src if isinstance(src, Array | TransposedSource) else open_array(
-        src, mode="r", path=source_path)
+    if not isinstance(src, Array | TransposedSource):
+        src_store, src_path = in_group(src, source_path)
+        src = open_array(src_store, mode="r", path=src_path)
+    source = src
+    if isinstance(target_chunks, dict):  # dask's spelling: {axis: chunk}, others kept
+        target_chunks = _chunks_from_dict(target_chunks, tuple(source.chunks))
     chunks = normalize_chunks(target_chunks, tuple(source.shape), source.dtype.itemsize)
     budget = parse_bytes(max_mem)
     stages = plan_rechunk(source.shape, source.chunks, chunks, source.dtype.itemsize, budget)
@@ -234,8 +255,13 @@ def transpose(src: Any, axes: Any, store: Any, path: str | None = None, chunks: 
     >>> transpose(a, (2, 0, 1), cs.MemoryStore()).shape
     (4, 2, 3)
     """
-    array = src if isinstance(src, Array) else open_array(src, mode="r", path=source_path)
+    if not isinstance(src, Array):
+        src_store, src_path = in_group(src, source_path)
+        src = open_array(src_store, mode="r", path=src_path)
+    array = src
     axes = tuple(range(array.ndim))[::-1] if axes is None else tuple(int(a) for a in axes)
+    if all(-array.ndim <= a < array.ndim for a in axes):  # negative axes, as np.transpose
+        axes = tuple(a % array.ndim for a in axes)
     if sorted(axes) != list(range(array.ndim)):
         raise ValueError(f"array {array.name!r}: axes {axes} are not a permutation of "
                          f"{array.ndim} axes")

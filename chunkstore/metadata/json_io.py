@@ -41,11 +41,21 @@ def dump_json(doc: dict[str, Any], where: str = "metadata") -> bytes:
         raise MetadataError(f"{where}: value is not JSON-serializable: {e}") from e
 
 
+class JSONTypeError(MetadataError, TypeError):
+    """A value of a type JSON cannot hold (a TypeError, as ``json.dumps`` and zarr-python
+    raise, and a MetadataError naming the node)."""
+
+
 def check_json_value(value: Any, where: str) -> Any:
-    """Validate that a user value (attributes) is plain JSON; return it normalized."""
+    """Validate that a user value (attributes) is plain JSON; return it normalized.
+
+    A value of a non-JSON type raises JSONTypeError (a TypeError); NaN or infinity, which
+    strict JSON cannot hold, raise MetadataError (a ValueError)."""
     try:
         return json.loads(json.dumps(value, allow_nan=False, default=_default))
-    except (TypeError, ValueError) as e:
+    except TypeError as e:
+        raise JSONTypeError(f"{where}: value is not JSON-serializable: {e}") from e
+    except ValueError as e:
         raise MetadataError(f"{where}: value is not JSON-serializable: {e}") from e
 
 
