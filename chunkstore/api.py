@@ -7,10 +7,12 @@ from typing import Any
 import numpy as np
 
 from .array import Array
+from .copying import copy_into
 from .creation import build_array_metadata, normalize_path, prepare_node, write_metadata
 from .errors import NodeNotFoundError, NodeTypeError
 from .metadata import NodeMetadata, is_array, parse_node, try_load_node
 from .metadata import consolidated as cons
+from .metadata.dtypes_extra import infer_object_dtype
 from .metadata.nodes import read_documents, where_prefix
 from .storage.base import Store
 from .storage.resolve import resolve_store
@@ -23,7 +25,8 @@ def _check_mode(mode: str) -> None:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
 
 
-def create_array(store: Any = None, name: str | None = None, *, shape: Any, dtype: Any = "f8",
+def create_array(store: Any = None, name: str | None = None, *, shape: Any = None,
+                 dtype: Any = None, data: Any = None,
                  chunks: Any = None, shards: Any = None, fill_value: Any = None, order: str = "C",
                  compressors: Any = "auto", filters: Any = None, codecs: Any = None,
                  zarr_format: int = 3, dimension_names: Any = None, attributes: dict | None = None,
@@ -41,13 +44,16 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any, dtyp
     inner chunks, each encoded with the compressors inside its shard.
     ``compressors``: "auto" (Blosc lz4, shuffle), None, or numcodecs codecs
     (``compressor=`` is accepted too, as the zarr-python 2 spelling of one codec).
+    ``data``: an array-like to store (its shape and dtype unless given), copied block
+    by block.
 
     >>> a = create_array(None, shape=(100, 100), dtype="i4", chunks=(10, 10))
     >>> a.nchunks
     100
     """
+    data, shape, dtype = shape_and_dtype(data, shape, dtype, "create_array")
     st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
-    return new_array(
+    a = new_array(
         st, normalize_path(name if name is not None else path), shape=shape, dtype=dtype,
         chunks=chunks, shards=shards, fill_value=fill_value, order=order,
         compressors=compressors, filters=filters, codecs=codecs, zarr_format=zarr_format,
@@ -55,6 +61,23 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any, dtyp
         synchronizer=synchronizer, chunk_key_encoding=chunk_key_encoding,
         dimension_separator=dimension_separator, write_empty_chunks=write_empty_chunks,
         allow_unsafe_codecs=allow_unsafe_codecs, compressor=compressor)
+    if data is not None:
+        copy_into(data, a)
+    return a
+
+
+def shape_and_dtype(data: Any, shape: Any, dtype: Any, what: str) -> tuple[Any, Any, Any]:
+    """``(data, shape, dtype)`` for a new array: taken from ``data`` (made array-like)
+    unless given; dtype defaults to float64 without data. TypeError without either."""
+    if data is None:
+        if shape is None:
+            raise TypeError(f"{what}() needs shape= or data=")
+        return None, shape, "f8" if dtype is None else dtype
+    if not (hasattr(data, "shape") and hasattr(data, "dtype")):
+        data = np.asarray(data)
+    if dtype is None and isinstance(data, np.ndarray) and data.dtype.kind == "O":
+        dtype = infer_object_dtype(data)  # all str -> variable-length strings
+    return data, data.shape if shape is None else shape, data.dtype if dtype is None else dtype
 
 
 def new_array(st: Store, path: str, *, shape: Any, dtype: Any = "f8", compressors: Any = "auto",
@@ -113,15 +136,7 @@ def array(data: Any, **kwargs: Any) -> Array:
     >>> a[7]
     np.int64(7)
     """
-    data = np.asarray(data) if not hasattr(data, "shape") or not hasattr(data, "dtype") else data
-    if "dtype" not in kwargs and isinstance(data, np.ndarray) and data.dtype.kind == "O":
-        from .metadata.dtypes_extra import infer_object_dtype
-        kwargs["dtype"] = infer_object_dtype(data)  # all str -> variable-length strings
-    kwargs.setdefault("dtype", data.dtype)
-    a = create_array(shape=data.shape, **_fill_key(kwargs))
-    from .copying import copy_into
-    copy_into(data, a)
-    return a
+    return create_array(data=data, **_fill_key(kwargs))
 
 
 def _like_kwargs(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -15,8 +15,9 @@ class InvalidKeyError(ChunkstoreError, ValueError):
     """A store key is malformed or would escape the store's root."""
 
 
-class ReadOnlyError(ChunkstoreError, PermissionError):
-    """A write was attempted on a store or node opened read-only."""
+class ReadOnlyError(ChunkstoreError, PermissionError, ValueError):
+    """A write was attempted on a store or node opened read-only (a ValueError too, as
+    zarr-python raises)."""
 
 
 class MetadataError(ChunkstoreError, ValueError):
@@ -42,11 +43,11 @@ class NodeNotFoundError(ChunkstoreError, FileNotFoundError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class ContainsArrayError(ChunkstoreError, FileExistsError):
+class ContainsArrayError(ChunkstoreError, FileExistsError, ValueError):
     """An array already exists where a new node (or a group) was requested."""
 
 
-class ContainsGroupError(ChunkstoreError, FileExistsError):
+class ContainsGroupError(ChunkstoreError, FileExistsError, ValueError):
     """A group already exists where a new node (or an array) was requested."""
 
 

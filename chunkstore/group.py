@@ -9,6 +9,8 @@ import numpy as np
 
 from .array import Array
 from .attributes import Attributes
+from .consolidation import refresh_ancestors, write_consolidated
+from .copying import copy_into
 from .creation import normalize_path, prepare_node, write_metadata
 from .errors import ContainsArrayError, NodeTypeError, ReadOnlyError
 from .info import InfoTable
@@ -82,6 +84,8 @@ class Group:
             self._check_writable()
             self._meta = self._meta.replace(attributes=attrs)
             write_metadata(self._store, self._path, self._meta)
+            if self._cons is None:
+                refresh_ancestors(self._store, self._path, self._meta)
             self._patch_consolidated({self._path: self._meta})
         return Attributes(lambda: self._meta.attributes, put, f"group {self.name!r}")
 
@@ -111,8 +115,13 @@ class Group:
 
     def _wrap(self, path: str, node: NodeMetadata) -> Array | Group:
         if is_array(node):
-            return Array(self._store, path, node, read_only=self._read_only,  # type: ignore[arg-type]
-                         synchronizer=self._synchronizer)
+            arr = Array(self._store, path, node, read_only=self._read_only,  # type: ignore[arg-type]
+                        synchronizer=self._synchronizer)
+            if self._cons is not None:  # the array's own changes keep the snapshot current
+                snap = self._cons
+                arr._on_metadata_change = lambda meta: snap.entries.__setitem__(snap.rel(path),
+                                                                                  meta)
+            return arr
         return Group(self._store, path, node, read_only=self._read_only,  # type: ignore[arg-type]
                      consolidated=self._cons, synchronizer=self._synchronizer)
 
@@ -204,6 +213,14 @@ class Group:
             if isinstance(member, Group):
                 yield name, member
 
+    def array_values(self) -> Iterator[Array]:
+        """The direct member arrays."""
+        return (member for _, member in self.arrays())
+
+    def group_values(self) -> Iterator[Group]:
+        """The direct member groups."""
+        return (member for _, member in self.groups())
+
     @property
     def nmembers(self) -> int:
         return len(self)
@@ -239,19 +256,24 @@ class Group:
                                      "not a group")
         return self._wrap(self._full(name), node)  # type: ignore[return-value]
 
-    def create_array(self, name: str, *, shape: Any, **kwargs: Any) -> Array:
-        """A new array ``name`` in this group (arguments as ``chunkstore.create_array``).
+    def create_array(self, name: str, *, shape: Any = None, dtype: Any = None, data: Any = None,
+                     **kwargs: Any) -> Array:
+        """A new array ``name`` in this group (arguments as ``chunkstore.create_array``,
+        ``data=`` included).
 
         A direct child costs one batched existence check of its path and one write."""
-        from .api import new_array
+        from .api import new_array, shape_and_dtype
         self._check_writable()
+        data, shape, dtype = shape_and_dtype(data, shape, dtype, f"create_array({name!r})")
         kwargs.setdefault("zarr_format", self.zarr_format)
         kwargs.setdefault("synchronizer", self._synchronizer)
         path = self._full(name)
         parents = _missing_parents(self, path)
-        arr = new_array(self._store, path, shape=shape, within=self._path, **kwargs)
+        arr = new_array(self._store, path, shape=shape, dtype=dtype, within=self._path, **kwargs)
         self._patch_consolidated({**parents, path: arr.metadata},
                                  removed=path if kwargs.get("overwrite") else None)
+        if data is not None:
+            copy_into(data, arr)
         return arr
 
     def require_array(self, name: str, *, shape: Any, dtype: Any = None, exact: bool = False,
@@ -278,22 +300,25 @@ class Group:
                                 f"with {want}")
         return arr
 
+    require_dataset = require_array  # the h5py / zarr-python 2 spelling
+
+    def require_groups(self, *names: str) -> tuple[Group, ...]:
+        """``require_group`` for each name."""
+        return tuple(self.require_group(name) for name in names)
+
     def create_dataset(self, name: str, *, data: Any = None, shape: Any = None,
                        dtype: Any = None, **kwargs: Any) -> Array:
-        """Seed/h5py spelling: a new array from ``data`` or from ``shape``/``dtype``."""
-        if data is not None:
-            if not (hasattr(data, "shape") and hasattr(data, "dtype")):
-                data = np.asarray(data)
-            shape = data.shape if shape is None else shape
-            dtype = data.dtype if dtype is None else dtype
-        if shape is None:
-            raise TypeError(f"create_dataset({name!r}) needs data= or shape=")
-        arr = self.create_array(name, shape=shape, dtype=dtype if dtype is not None else "f8",
-                                **kwargs)
-        if data is not None:
-            from .copying import copy_into
-            copy_into(data, arr)
-        return arr
+        """Seed/h5py spelling of ``create_array``: from ``data`` or ``shape``/``dtype``."""
+        return self.create_array(name, data=data, shape=shape, dtype=dtype, **kwargs)
+
+    def __setitem__(self, name: str, data: Any) -> None:
+        """``g[name] = ndarray`` stores ``data`` as the array ``name`` (replacing it)."""
+        self.create_array(name, data=data, overwrite=True)
+
+    def update_attributes(self, new: dict[str, Any]) -> Group:
+        """Merge ``new`` into the attributes (one write); returns the group."""
+        self.attrs.update(new)
+        return self
 
     def zeros(self, name: str, *, shape: Any, **kwargs: Any) -> Array:
         return self.create_array(name, shape=shape, fill_value=0, **kwargs)
@@ -381,26 +406,3 @@ def _load_group(store: Store, path: str) -> GroupMetadata:
 
 def _reopen(store: Store, path: str, read_only: bool) -> Group:
     return Group(store, path, read_only=read_only)
-
-
-def write_consolidated(store: Store, path: str, root: GroupMetadata,
-                       entries: dict[str, NodeMetadata]) -> GroupMetadata:
-    """Store ``entries`` as the consolidated metadata of the group at ``path``."""
-    if isinstance(root, GroupMetadataV3):
-        root = root.replace(consolidated_metadata=cons.v3_inline(entries))
-        write_metadata(store, path, root)
-    else:
-        where = f"{store!r}/{join_path(path, cons.V2_KEY)}"
-        store.set(join_path(path, cons.V2_KEY), cons.v2_document(root, entries, where))
-    return root
-
-
-def read_consolidated(store: Store, path: str, root: GroupMetadata,
-                      v2_doc: bytes | None) -> dict[str, NodeMetadata] | None:
-    """The consolidated entries of the group at ``path``, or None when it has none."""
-    where = f"{store!r}/{join_path(path, 'zarr.json' if root.zarr_format == 3 else cons.V2_KEY)}"
-    if isinstance(root, GroupMetadataV3):
-        if root.consolidated_metadata is None:
-            return None
-        return cons.parse_v3_inline(root.consolidated_metadata, where)
-    return None if v2_doc is None else cons.parse_v2_document(v2_doc, where)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .consolidation import read_consolidated, write_consolidated
 from .creation import normalize_path, prepare_node, write_metadata
 from .errors import MetadataError, NodeNotFoundError, NodeTypeError
-from .group import Consolidated, Group, read_consolidated, write_consolidated
+from .group import Consolidated, Group
 from .metadata import (
     GroupMetadata,
     GroupMetadataV2,
