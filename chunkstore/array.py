@@ -17,6 +17,7 @@ from .chunk_io import ChunkEngine
 from .codecs import build_pipeline
 from .codecs.pipeline import CodecPipeline
 from .codecs.sharding import inner_chunk_shape
+from .consolidation import refresh_ancestors
 from .creation import write_metadata
 from .errors import NodeTypeError, ReadOnlyError
 from .info import InfoTable, human_bytes
@@ -49,6 +50,7 @@ class Array:
         self._allow_unsafe = allow_unsafe_codecs
         self._meta: ArrayMetadata | None = None
         self._engine_cache: ChunkEngine | ShardEngine | None = None
+        self._layout_cache: tuple[tuple[int, ...], tuple[int, ...], np.dtype] | None = None
         if metadata is not None:
             self._set_metadata(metadata)
 
@@ -56,6 +58,7 @@ class Array:
     def _set_metadata(self, metadata: ArrayMetadata) -> None:
         self._meta = metadata
         self._engine_cache = None
+        self._layout_cache = None
 
     @property
     def metadata(self) -> ArrayMetadata:
@@ -92,10 +95,16 @@ class Array:
         return (_reopen, (self._store, self._path, self._read_only, self._synchronizer,
                           self._write_empty_chunks, self._allow_unsafe))
 
+    _on_metadata_change: Any = None  # set by a Group holding a consolidated snapshot
+
     def _update_metadata(self, metadata: ArrayMetadata) -> None:
+        """Store a new document; consolidated copies above the array follow it."""
         self._check_writable()
         write_metadata(self._store, self._path, metadata)
         self._set_metadata(metadata)
+        refresh_ancestors(self._store, self._path, metadata)
+        if self._on_metadata_change is not None:
+            self._on_metadata_change(metadata)
 
     def _check_writable(self) -> None:
         if self._read_only:
@@ -222,11 +231,19 @@ class Array:
         return self.shape[0]
 
     # -- selections --------------------------------------------------------------------------
+    @property
+    def _layout(self) -> tuple[tuple[int, ...], tuple[int, ...], np.dtype]:
+        """(shape, chunks, dtype), worked out once per metadata: every selection needs them."""
+        if self._layout_cache is None:
+            self._layout_cache = (self.shape, self.chunks, self.dtype)
+        return self._layout_cache
+
     def _indexer(self, selection: Any, kind: str):
+        shape, chunks, _ = self._layout
         try:
             if kind == COORDINATE:
-                return ix.CoordinateIndexer(selection, self.shape, self.chunks)
-            return ix.OrthogonalIndexer(selection, self.shape, self.chunks, kind == ORTHOGONAL)
+                return ix.CoordinateIndexer(selection, shape, chunks)
+            return ix.OrthogonalIndexer(selection, shape, chunks, kind == ORTHOGONAL)
         except IndexError as e:
             raise IndexError(f"array {self.name!r}: {e}") from None
 
@@ -234,7 +251,7 @@ class Array:
         indexer = self._indexer(selection, kind)
         shape = indexer.shape
         if out is None:
-            result = np.empty(shape, dtype=self.dtype)
+            result = np.empty(shape, dtype=self._layout[2])
         else:
             if out.shape != shape:
                 raise ValueError(f"array {self.name!r}: out has shape {out.shape}, the selection "
@@ -271,10 +288,10 @@ class Array:
         self._engine.write(indexer, arr, scalar=scalar)
 
     def __getitem__(self, selection: Any) -> Any:
-        return self._get(selection, _kind_of(selection, self.ndim))
+        return self._get(selection, _kind_of(selection, len(self._layout[0])))
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        self._set(selection, value, _kind_of(selection, self.ndim))
+        self._set(selection, value, _kind_of(selection, len(self._layout[0])))
 
     def get_basic_selection(self, selection: Any = Ellipsis, out: np.ndarray | None = None) -> Any:
         """Ints, slices and Ellipsis, as NumPy's basic indexing."""

@@ -1,7 +1,10 @@
 """Executes selection plans: batched store calls, parallel decode/encode, scatter/gather.
 
 Reads: the keys of all touched chunks are fetched with one ``get_many`` per batch
-(bounded bytes), then decoded in the shared pool and scattered into the output.
+(bounded bytes), then decoded in the shared pool and scattered into the output. Stores
+with zero-copy views (a local directory: memory maps) are read in place instead: each
+compressed chunk is decoded straight from its view by the thread that fetched it, and
+uncompressed chunks are indexed directly, only the selected elements being copied.
 Writes mirror that: partially covered chunks are fetched in one batch, every chunk is
 assembled and encoded in the pool, then stored with one ``set_many``; chunks that end
 up all fill_value are deleted instead of written.
@@ -17,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .codecs import Pipeline
-from .concurrency import run_batched
+from .concurrency import INLINE_ITEM_BYTES, run_batched
 from .errors import ChunkDecodeError, ChunkstoreError, CodecError
 from .indexing import ChunkProjection
 from .ranged_read import RangePlanner
@@ -26,6 +29,7 @@ from .storage.base import Store
 OBJECT_HINT = (". Arbitrary Python objects need zarr_format=2, an object codec filter "
                "(e.g. numcodecs.Pickle()) and allow_unsafe_codecs=True")
 BATCH_BYTES = 256 * 2**20  # decoded bytes per batch: bounds memory of huge selections
+VIEW_GROUP = 64  # views held at once (a memory map holds a file descriptor)
 _scratch = threading.local()
 
 
@@ -71,15 +75,21 @@ class ChunkEngine:
         self.synchronizer = synchronizer
         self.write_empty_chunks = write_empty_chunks
         self.chunk_nbytes = max(1, int(np.prod(chunk_shape, dtype=np.int64)) * self.dtype.itemsize)
+        # chunks stored as raw C-ordered bytes: read in place through views of a
+        # zero-copy store, else just the byte ranges a small selection needs
+        self.raw_dtype: np.dtype | None = None
         self.ranges: RangePlanner | None = None
-        if pipeline.fixed_size and store.supports_partial_reads and self.dtype.kind != "O":
-            stored = (pipeline.array_bytes._stored_dtype(self.dtype)
-                      if pipeline.zarr_format == 3 else self.dtype)
-            self.ranges = RangePlanner(tuple(chunk_shape), stored)
+        if pipeline.fixed_size and self.dtype.kind != "O":
+            self.raw_dtype = (pipeline.array_bytes._stored_dtype(self.dtype)
+                              if pipeline.zarr_format == 3 else self.dtype)
+            if not store.zero_copy_views and store.supports_partial_reads:
+                self.ranges = RangePlanner(tuple(chunk_shape), self.raw_dtype,
+                                           store.request_cost_bytes)
 
     # -- helpers ---------------------------------------------------------------------------
-    def _batches(self, projections: Iterable[ChunkProjection]) -> Iterator[list[ChunkProjection]]:
-        per_batch = max(1, BATCH_BYTES // self.chunk_nbytes)
+    def _batches(self, projections: Iterable[ChunkProjection], batch_bytes: int = BATCH_BYTES
+                 ) -> Iterator[list[ChunkProjection]]:
+        per_batch = max(1, batch_bytes // self.chunk_nbytes)
         batch: list[ChunkProjection] = []
         for p in projections:
             batch.append(p)
@@ -109,10 +119,14 @@ class ChunkEngine:
     def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
         """Fill ``out`` from every projected chunk (missing chunks read as fill_value).
 
-        Per batch: one ``get_many`` for whole chunks and, for uncompressed chunks of
-        which only a small part is needed, one ``get_ranges`` for just those bytes.
+        Per batch: views of the chunks (zero-copy stores), else one ``get_many`` for
+        whole chunks and, for uncompressed chunks of which only a small part is needed,
+        one ``get_ranges`` for just those bytes.
         """
         for batch in self._batches(projections):
+            if self.store.zero_copy_views:
+                self._read_views(batch, out)
+                continue
             whole, ranged = batch, []
             if self.ranges is not None:
                 whole = []
@@ -127,9 +141,45 @@ class ChunkEngine:
                 blobs = self.store.get_many(keys)
                 run_batched(lambda item: self._read_one(out, *item),
                             list(zip(whole, keys, blobs, strict=True)),
-                            item_bytes=self.chunk_nbytes)
+                            item_bytes=self.chunk_nbytes, cpu_bound=True)
             if ranged:
                 self._read_ranged(ranged, out)
+
+    def _read_views(self, batch: list[ChunkProjection], out: np.ndarray) -> None:
+        """Chunks read in place (no copy of the stored bytes). Compressed chunks are each
+        fetched by the thread that decodes it, so fetching overlaps decoding; raw or small
+        ones are fetched a group at a time, with one store call."""
+        store, key_of = self.store, self.key_of
+        if self.raw_dtype is not None:  # a copy per chunk: a few elements, or whole chunks
+            read, size = self._read_view, 0
+        else:
+            read, size = self._read_one, self.chunk_nbytes
+        if self.raw_dtype is not None or self.chunk_nbytes < INLINE_ITEM_BYTES:
+            for start in range(0, len(batch), VIEW_GROUP):
+                group = batch[start:start + VIEW_GROUP]
+                keys = [key_of(p.chunk_coords) for p in group]
+                items = list(zip(group, keys, store.get_views(keys), strict=True))
+                run_batched(lambda item: read(out, *item), items, item_bytes=size,
+                            cpu_bound=True)
+            return
+
+        def one(p: ChunkProjection) -> None:
+            key = key_of(p.chunk_coords)
+            read(out, p, key, store.get_views((key,))[0])
+
+        run_batched(one, batch, item_bytes=size, cpu_bound=True)
+
+    def _read_view(self, out: np.ndarray, proj: ChunkProjection, key: str, view: Any) -> None:
+        if view is None:
+            out[proj.out_selection] = self.read_fill
+            return
+        n = memoryview(view).nbytes
+        if n != self.chunk_nbytes:
+            raise ChunkDecodeError(f"array {self.name!r}: cannot decode chunk {key!r}: chunk "
+                                   f"has {n} bytes, expected {self.chunk_nbytes} for shape "
+                                   f"{self.chunk_shape} {self.dtype}")
+        chunk = np.frombuffer(view, self.raw_dtype).reshape(self.chunk_shape)
+        out[proj.out_selection] = chunk[proj.chunk_selection]
 
     def _read_ranged(self, items: list, out: np.ndarray) -> None:
         keys = [self.key_of(p.chunk_coords) for p, _ in items]  # once per chunk, not range
@@ -188,7 +238,9 @@ class ChunkEngine:
               scalar: bool = False) -> None:
         """Write ``value`` (already broadcast to the selection shape) into every chunk."""
         encoded_scalar: dict[Any, Any] = {}
-        for batch in self._batches(projections):
+        # a remote store holds a batch's encoded chunks until they are sent: smaller batches
+        batch_bytes = getattr(self.store, "write_batch_bytes", BATCH_BYTES)
+        for batch in self._batches(projections, batch_bytes):
             if self.synchronizer is not None:
                 locked = [p for p in batch if not p.is_complete]
                 batch = [p for p in batch if p.is_complete]
@@ -205,7 +257,7 @@ class ChunkEngine:
             existing = dict(zip(partial, blobs, strict=True))
         results = run_batched(
             lambda i: self._encode_one(batch[i], keys[i], existing.get(i), value, scalar_cache),
-            list(range(len(batch))), item_bytes=self.chunk_nbytes)
+            list(range(len(batch))), item_bytes=self.chunk_nbytes, cpu_bound=True)
         self._commit(keys, results)
 
     def _assemble(self, proj: ChunkProjection, key: str, blob: Any, value: np.ndarray

@@ -7,10 +7,11 @@ not survive ``fork``), which keeps Dask process workers and multiprocessing safe
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -24,6 +25,8 @@ INLINE_ITEM_BYTES = 32 * 1024
 # ... unless the first few take longer than this each (a slow codec): then the pool
 INLINE_ITEM_SECONDS = 50e-6
 _PROBE_ITEMS = 16
+_CLAIMS_PER_THREAD = 4  # runs each thread takes, on average: fewer balance load worse
+_CORES = os.cpu_count() or 1
 _pool: ThreadPoolExecutor | None = None
 _pool_pid: int | None = None
 
@@ -33,7 +36,7 @@ def default_workers() -> int:
     env = os.environ.get("CHUNKSTORE_THREADS")
     if env:
         return max(1, int(env))
-    return min(32, 4 * (os.cpu_count() or 1))
+    return min(32, 4 * _CORES)
 
 
 def get_pool() -> ThreadPoolExecutor:
@@ -52,29 +55,19 @@ def _in_pool_thread() -> bool:
     return threading.current_thread().name.startswith("chunkstore")
 
 
-def split_batches(items: Sequence[T], n_batches: int) -> list[Sequence[T]]:
-    """Split ``items`` into at most ``n_batches`` contiguous, nearly equal batches."""
-    n = len(items)
-    n_batches = max(1, min(n_batches, n))
-    size, extra = divmod(n, n_batches)
-    out, start = [], 0
-    for i in range(n_batches):
-        stop = start + size + (1 if i < extra else 0)
-        out.append(items[start:stop])
-        start = stop
-    return out
-
-
 def run_batched(
-    fn: Callable[[T], R], items: Sequence[T], *, min_parallel: int = 2, tasks_per_thread: int = 2,
-    item_bytes: int | None = None,
+    fn: Callable[[T], R], items: Sequence[T], *, min_parallel: int = 2,
+    item_bytes: int | None = None, cpu_bound: bool = False,
 ) -> list[R]:
-    """``[fn(x) for x in items]``, spread over the pool in a few batches.
+    """``[fn(x) for x in items]``, spread over the pool.
 
-    Batching keeps per-task overhead negligible for thousands of tiny chunks. Runs
-    inline when there is too little work, when each item is known to be tiny
-    (``item_bytes`` below ``INLINE_ITEM_BYTES``) and the first few prove quick, or when
-    already inside a pool thread (nested submission could deadlock a bounded pool).
+    Pool threads (all of them; one per core for ``cpu_bound`` work such as decoding,
+    where more would only take turns) take the next run of items from a shared counter
+    until none are left: no per-item task, and a thread slowed down by other work on the
+    machine simply takes fewer runs. Runs inline when there is too little
+    work, when each item is known to be tiny (``item_bytes`` below ``INLINE_ITEM_BYTES``)
+    and the first few prove quick, or when already inside a pool thread (nested
+    submission could deadlock a bounded pool).
     """
     if len(items) < min_parallel or _in_pool_thread():
         return [fn(x) for x in items]
@@ -85,14 +78,31 @@ def run_batched(
         if time.perf_counter() - start < probe * INLINE_ITEM_SECONDS:
             return head + [fn(x) for x in items[probe:]]
         return head + run_batched(fn, items[probe:], min_parallel=min_parallel,
-                                  tasks_per_thread=tasks_per_thread)
+                                  cpu_bound=cpu_bound)
     pool = get_pool()
-    batches = split_batches(items, pool._max_workers * tasks_per_thread)
+    n = len(items)
+    threads = max(2, min(pool._max_workers, _CORES)) if cpu_bound else pool._max_workers
+    threads = min(n, threads)
+    # runs of neighbouring items per claim: keys of one directory stay with one thread
+    step = max(1, n // (threads * _CLAIMS_PER_THREAD))
+    results: list = [None] * n
+    claims = itertools.count(0, step)
+    failed: list[BaseException] = []
 
-    def run(batch: Iterable[T]) -> list[R]:
-        return [fn(x) for x in batch]
+    def work() -> None:
+        for start in claims:  # next() on a shared count is atomic under the GIL
+            if start >= n or failed:
+                return
+            try:
+                for i in range(start, min(n, start + step)):
+                    results[i] = fn(items[i])
+            except BaseException as e:
+                failed.append(e)
+                return
 
-    results: list[R] = []
-    for part in pool.map(run, batches):
-        results.extend(part)
+    helpers = [pool.submit(work) for _ in range(threads)]
+    for f in helpers:
+        f.result()
+    if failed:
+        raise failed[0]
     return results

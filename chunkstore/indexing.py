@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -43,6 +42,8 @@ def expand_ellipsis(selection: Selection, ndim: int) -> tuple[Any, ...]:
     """A selection as a tuple of one entry per axis (Ellipsis and missing axes -> ``:``)."""
     if not isinstance(selection, tuple):
         selection = (selection,)
+    if len(selection) == ndim and not any(s is Ellipsis or s is None for s in selection):
+        return selection
     n_ellipsis = sum(1 for s in selection if s is Ellipsis)
     if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
@@ -59,24 +60,25 @@ def expand_ellipsis(selection: Selection, ndim: int) -> tuple[Any, ...]:
 
 
 # -- per-axis indexers -------------------------------------------------------------------
-@dataclass
-class _AxisPart:
-    chunk: int
-    chunk_sel: Any  # int | slice | ndarray
-    out_sel: Any    # None (axis dropped) | slice | ndarray
-    complete: bool
+# each yields parts ``(chunk, chunk_sel, out_sel, complete)``: the chunk's number along the
+# axis, what to take from it (int | slice | ndarray), where it goes in the output (None when
+# the axis is dropped | slice | ndarray) and whether the chunk's whole extent is taken
+AxisPart = tuple[int, Any, Any, bool]
 
 
 class _IntAxis:
-    def __init__(self, i: Any, dim_len: int, chunk_len: int, axis: int) -> None:
-        self.i = normalize_int(i, dim_len, axis)
-        self.chunk_len = chunk_len
-        self.nitems = 1
-        self.drop = True
+    drop = True
+    nitems = 1
 
-    def parts(self) -> Iterator[_AxisPart]:
-        c, off = divmod(self.i, self.chunk_len)
-        yield _AxisPart(c, off, None, self.chunk_len == 1)
+    def __init__(self, i: Any, dim_len: int, chunk_len: int, axis: int) -> None:
+        i = int(i)
+        if not 0 <= i < dim_len:
+            i = normalize_int(i, dim_len, axis)
+        c, off = divmod(i, chunk_len)
+        self.part = (c, off, None, chunk_len == 1)
+
+    def parts(self) -> list[AxisPart]:
+        return [self.part]
 
 
 class _SliceAxis:
@@ -93,9 +95,12 @@ class _SliceAxis:
         self.dim_len, self.chunk_len = dim_len, chunk_len
         self.drop = False
 
-    def parts(self) -> Iterator[_AxisPart]:
+    def parts(self) -> list[AxisPart]:
         if not self.nitems:
-            return
+            return []
+        return list(self._parts())
+
+    def _parts(self) -> Iterator[AxisPart]:
         cl, step = self.chunk_len, self.step
         last = self.start + (self.nitems - 1) * step
         for c in range(self.start // cl, last // cl + 1):
@@ -113,7 +118,7 @@ class _SliceAxis:
             else:
                 out_sel = slice(o, o + count)
             complete = step == 1 and first == cs and count == min(cl, self.dim_len - cs)
-            yield _AxisPart(c, slice(first - cs, limit - cs, step), out_sel, complete)
+            yield (c, slice(first - cs, limit - cs, step), out_sel, complete)
 
 
 class _ArrayAxis:
@@ -143,9 +148,10 @@ class _ArrayAxis:
         self.nitems = arr.size
         self.drop = False
 
-    def parts(self) -> Iterator[_AxisPart]:
-        if not self.nitems:
-            return
+    def parts(self) -> list[AxisPart]:
+        return list(self._parts()) if self.nitems else []
+
+    def _parts(self) -> Iterator[AxisPart]:
         chunks = self.idx // self.chunk_len
         if np.all(chunks[1:] >= chunks[:-1]):
             order = None
@@ -166,11 +172,11 @@ class _ArrayAxis:
                 local = self.idx[positions] - c * self.chunk_len
             valid = min(self.chunk_len, self.dim_len - c * self.chunk_len)
             complete = local.size == valid and np.array_equal(local, np.arange(valid))
-            yield _AxisPart(c, local, positions, bool(complete))
+            yield (c, local, positions, bool(complete))
 
 
 def _axis_indexer(sel: Any, dim_len: int, chunk_len: int, axis: int, allow_arrays: bool):
-    if _is_int(sel):
+    if type(sel) is int or _is_int(sel):
         return _IntAxis(sel, dim_len, chunk_len, axis)
     if isinstance(sel, slice):
         return _SliceAxis(sel, dim_len, chunk_len, axis)
@@ -214,23 +220,23 @@ class OrthogonalIndexer:
     def __init__(self, selection: Selection, shape: Sequence[int], chunks: Sequence[int],
                  orthogonal: bool = True) -> None:
         sel = expand_ellipsis(selection, len(shape))
-        self.axes = [_axis_indexer(s, n, c, i, orthogonal)
-                     for i, (s, n, c) in enumerate(zip(sel, shape, chunks, strict=True))]
+        self.axes = [_axis_indexer(sel[i], shape[i], chunks[i], i, orthogonal)
+                     for i in range(len(sel))]
+        self.kept = [not ax.drop for ax in self.axes]
         self.shape = tuple(ax.nitems for ax in self.axes if not ax.drop)
-        self.is_basic = all(isinstance(ax, _IntAxis | _SliceAxis) for ax in self.axes)
+        self.is_basic = not any(type(ax) is _ArrayAxis for ax in self.axes)
 
     def __iter__(self) -> Iterator[ChunkProjection]:
-        per_axis = [[(p.chunk, p.chunk_sel, p.out_sel, p.complete) for p in ax.parts()]
-                    for ax in self.axes]
+        per_axis = [ax.parts() for ax in self.axes]
         if not per_axis:  # a 0-d array: its one chunk, whole
             yield ChunkProjection((), (), (), True)
             return
         mesh = not self.is_basic
-        dropped = any(ax.drop for ax in self.axes)
+        kept = None if all(self.kept) else self.kept
         for combo in itertools.product(*per_axis):
             coords, chunk_sel, out_sel, complete = zip(*combo, strict=True)
-            if dropped:
-                out_sel = tuple(o for o in out_sel if o is not None)
+            if kept is not None:
+                out_sel = tuple(itertools.compress(out_sel, kept))
             if mesh:
                 chunk_sel, out_sel = _ix(chunk_sel), _ix(out_sel)
             yield ChunkProjection(coords, chunk_sel, out_sel, all(complete))

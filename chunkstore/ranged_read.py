@@ -4,7 +4,10 @@ When a chunk is stored as raw C-ordered bytes (the codec chain is only ``bytes``
 array without filters/compressor), element ``i`` of the chunk lives at byte
 ``i * itemsize``. A selection touching a small part of a chunk then needs a few byte
 ranges (coalesced when close together) instead of the whole chunk — what h5py does
-for contiguous/uncompressed data, and zarr-python and tensorstore do not.
+for contiguous/uncompressed data, and zarr-python and tensorstore do not. Used for stores
+without zero-copy views (remote, zip, memory); a local directory maps the files instead.
+Each request costs ``request_cost`` bytes' worth of reading, so ranges closer than that
+are merged: many tiny ranges become a few larger ones, or a single one.
 
 Pure arithmetic: :meth:`RangePlanner.plan` turns a chunk selection into a
 :class:`RangePlan`; :meth:`RangePlanner.gather` turns the fetched bytes into values.
@@ -17,15 +20,11 @@ from typing import Any
 
 import numpy as np
 
-#: read the whole chunk instead when the selection needs more than this fraction of it
+#: read the whole chunk when the selection needs more than this fraction of it (gathering
+#: from many ranges would cost more CPU than the IO saved)
 MAX_FRACTION = 0.25
-#: ... or the coalesced ranges would cover more than this fraction of it
-MAX_FETCH_FRACTION = 0.5
-#: ... or would need more than this many separate ranges
-MAX_RANGES = 64
-#: neighbouring ranges are merged when at most this many bytes lie between them: one
-#: request more costs about as much as reading (and allocating) a few KB more (local files)
-MERGE_GAP = 4096
+#: what one more request costs, in bytes (stores say theirs: ``Store.request_cost_bytes``)
+REQUEST_COST = 4096
 
 
 @dataclass
@@ -60,10 +59,13 @@ class RangePlanner:
     [(40, 52)]
     """
 
-    def __init__(self, chunk_shape: tuple[int, ...], stored_dtype: np.dtype) -> None:
+    def __init__(self, chunk_shape: tuple[int, ...], stored_dtype: np.dtype,
+                 request_cost: int = REQUEST_COST, max_fraction: float = MAX_FRACTION) -> None:
         self.chunk_shape, self.stored_dtype = chunk_shape, stored_dtype
+        self.request_cost = request_cost
         self.itemsize = stored_dtype.itemsize
         self.nelements = int(np.prod(chunk_shape, dtype=np.int64))
+        self.max_count = max_fraction * self.nelements
         strides, acc = [], 1
         for n in reversed(chunk_shape):
             strides.append(acc)
@@ -106,14 +108,14 @@ class RangePlanner:
             return plan
         if arrays == len(chunk_selection) and _same_shapes(chunk_selection):
             count = chunk_selection[0].size  # coordinates: one array per axis
-            if count > MAX_FRACTION * self.nelements:
+            if count > self.max_count:
                 return None
             offsets = chunk_selection[0].astype(np.int64) * self.strides[0]
             for s, st in zip(chunk_selection[1:], self.strides[1:], strict=True):
                 offsets += s * st
         else:
             count = _selection_size(chunk_selection, self.chunk_shape)
-            if count is None or count > MAX_FRACTION * self.nelements:
+            if count is None or count > self.max_count:
                 return None
             offsets = np.asarray(self.grid[chunk_selection])
         flat = np.unique(offsets.reshape(-1))
@@ -144,7 +146,7 @@ class RangePlanner:
             axes.append((start, step, k))
             first += start * st
             count *= k
-        if count > MAX_FRACTION * self.nelements:
+        if count > self.max_count:
             return None
         if count == 0:
             return RangePlan([], None, selection)
@@ -168,8 +170,9 @@ class RangePlanner:
         return self._merge(starts, run, None, selection, (first, tuple(shape), tuple(strides)))
 
     def _merge(self, starts: np.ndarray, run: int, offsets: np.ndarray | None,
-               selection: tuple[Any, ...], view: tuple | None) -> RangePlan | None:
-        """Coalesce sorted runs ``[start, start + run)`` whose gaps are below MERGE_GAP."""
+               selection: tuple[Any, ...], view: tuple | None) -> RangePlan:
+        """Coalesce sorted runs ``[start, start + run)`` whose gaps cost less to read than a
+        request more (so the ranges never cost more than reading the whole chunk)."""
         size = self.itemsize
         if starts.size == 1:
             first = int(starts[0])
@@ -177,14 +180,9 @@ class RangePlanner:
             firsts, lasts = starts, starts + run
         else:
             gaps = (starts[1:] - starts[:-1] - run) * size
-            breaks = np.flatnonzero(gaps > MERGE_GAP) + 1
-            if breaks.size >= MAX_RANGES:
-                return None
+            breaks = np.flatnonzero(gaps > self.request_cost) + 1
             firsts = starts[np.concatenate(([0], breaks))]
             lasts = starts[np.concatenate((breaks - 1, [starts.size - 1]))] + run
-            lengths = lasts - firsts
-            if int(lengths.sum()) > MAX_FETCH_FRACTION * self.nelements:
-                return None
             plan = RangePlan([(a * size, b * size) for a, b in
                               zip(firsts.tolist(), lasts.tolist(), strict=True)],
                              offsets, selection)

@@ -49,7 +49,7 @@ class CountingLocalStore(cs.LocalStore):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.bytes_read = {"get": 0, "get_many": 0, "get_ranges": 0}
+        self.bytes_read = {"get": 0, "get_many": 0, "get_ranges": 0, "get_views": 0}
         self.ranges: list[tuple[str, object]] = []
 
     def _count(self, kind: str, keys, values) -> None:
@@ -71,6 +71,18 @@ class CountingLocalStore(cs.LocalStore):
         self.ranges.extend(requests)
         self._count("get_ranges", [k for k, _ in requests], values)
         return values
+
+    def get_views(self, keys):
+        values = super().get_views(keys)
+        self._count("get_views", keys, values)
+        return values
+
+
+class RangedLocalStore(CountingLocalStore):
+    """Without zero-copy views: uncompressed chunks are read by byte ranges (as from a
+    remote store, with a local file's request cost)."""
+
+    zero_copy_views = False
 
 
 def _is_metadata(key: str) -> bool:
@@ -258,7 +270,7 @@ def local_uncompressed(tmp_path):
     data = np.arange(np.prod(shape), dtype="f4").reshape(shape)
     cs.create_array(str(tmp_path / "u.zarr"), shape=shape, chunks=chunks, dtype="f4",
                     compressors=None)[...] = data
-    a = cs.open_array(CountingLocalStore(tmp_path / "u.zarr"), mode="r")
+    a = cs.open_array(RangedLocalStore(tmp_path / "u.zarr"), mode="r")
     a.store.bytes_read.update(get=0, get_many=0, get_ranges=0)  # the metadata read
     return a, a.store, data
 
@@ -266,7 +278,7 @@ def local_uncompressed(tmp_path):
 def test_partial_reads_fetch_byte_ranges(local_uncompressed):
     a, store, data = local_uncompressed
     assert a[5, 6, 7] == data[5, 6, 7]
-    assert store.bytes_read == {"get": 0, "get_many": 0, "get_ranges": 4}
+    assert store.bytes_read == {"get": 0, "get_many": 0, "get_ranges": 4, "get_views": 0}
     np.testing.assert_array_equal(a[3, 40, :], data[3, 40, :])  # one row in two chunks
     assert store.bytes_read["get_ranges"] == 4 + 128 * 4
     assert len(store.ranges) == 1 + 2
@@ -289,10 +301,51 @@ def test_large_selection_reads_whole_chunks(local_uncompressed):
     assert store.bytes_read["get_ranges"] == 0
 
 
-def test_ranged_reads_of_a_missing_chunk_give_fill(tmp_path):
+def test_ranges_merge_by_request_cost(local_uncompressed):
+    """16 rows of 256 bytes, 32 KB apart: 16 ranges from a local file; one range per chunk
+    where a request costs as much as reading 1 MB (a remote store)."""
+    a, store, data = local_uncompressed
+    sel = (slice(0, 16), 5, slice(0, 64))
+    np.testing.assert_array_equal(a[sel], data[sel])
+    assert store.bytes_read["get_ranges"] == 16 * 64 * 4 and len(store.ranges) == 16
+    assert store.bytes_read["get_many"] == 0
+
+    class Remote(RangedLocalStore):
+        request_cost_bytes = 2**20
+
+    b = cs.open_array(Remote(store.root), mode="r")
+    b.store.bytes_read.update(get=0)
+    np.testing.assert_array_equal(b[sel], data[sel])
+    assert len(b.store.ranges) == 1
+    assert b.store.bytes_read["get_ranges"] == (15 * 128 * 64 + 64) * 4
+
+
+@pytest.mark.parametrize("store_cls", [CountingLocalStore, RangedLocalStore])
+def test_ranged_reads_of_a_missing_chunk_give_fill(tmp_path, store_cls):
     a = cs.create_array(str(tmp_path / "m.zarr"), shape=(40, 40), chunks=(20, 20), dtype="i4",
                         compressors=None, fill_value=-3)
     a[:20, :20] = 1
-    b = cs.open_array(CountingLocalStore(tmp_path / "m.zarr"), mode="r")
+    b = cs.open_array(store_cls(tmp_path / "m.zarr"), mode="r")
     np.testing.assert_array_equal(b.oindex[[1, 30], [2, 35]], [[1, -3], [-3, -3]])
     assert b.store.bytes_read["get_many"] == 0
+
+
+def test_local_uncompressed_reads_through_views(tmp_path):
+    """On a local directory uncompressed chunks are read in place (memory maps): one
+    batched get_views, no copies of whole chunks, no ranges."""
+    shape, chunks = (32, 256, 128), (16, 128, 64)
+    data = np.arange(np.prod(shape), dtype="f4").reshape(shape)
+    cs.create_array(str(tmp_path / "u.zarr"), shape=shape, chunks=chunks, dtype="f4",
+                    compressors=None)[...] = data
+    a = cs.open_array(CountingLocalStore(tmp_path / "u.zarr"), mode="r")
+    store = a.store
+    store.bytes_read.update(get=0, get_many=0, get_ranges=0)  # the metadata read
+    sels = [(5, 6, 7), (slice(None), 7, 9), (3, slice(None), 100), (slice(None), slice(None), 5),
+            (slice(2, 30, 3), slice(None, None, -7), slice(1, 128, 9)), Ellipsis]
+    for sel in sels:
+        np.testing.assert_array_equal(a[sel], data[sel])
+    pts = (np.array([1, 30, 17]), np.array([2, 250, 0]), np.array([3, 120, 70]))
+    np.testing.assert_array_equal(a.vindex[pts], data[pts])
+    np.testing.assert_array_equal(a.oindex[[31, 0], :, [5, 64]], data[[31, 0]][:, :, [5, 64]])
+    assert store.bytes_read["get_many"] == store.bytes_read["get_ranges"] == 0
+    assert store.bytes_read["get"] == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import struct
 from typing import Any
 
@@ -17,6 +18,7 @@ _SHUFFLE_IDS = {v: k for k, v in _SHUFFLE_NAMES.items()}
 _BLOSC_CNAMES = {"lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"}
 _BLOSC_SIZES = struct.Struct("<I4xI")  # header bytes 4..16: nbytes, (blocksize), cbytes
 _COPY_MAX_BYTES = 32 * 1024  # below this a memcpy beats numcodecs' destination checks
+_WHOLE_BUFFERS = (bytes, mmap.mmap)  # len() is the size in bytes
 
 
 def _decode_with(codec: Any, data: Any, out: memoryview | None) -> Any:
@@ -74,10 +76,10 @@ def blosc_decode_into(codec: Any, data: Any, out: np.ndarray, copy: bool = False
     The per-chunk fast path: the same header checks as ``check_blosc_frame``, then
     numcodecs' ``blosc.decompress``. ``copy=True`` (tiny chunks of plain dtypes, see
     ``blosc_copy_ok``) decompresses to new bytes and copies them in, which is cheaper
-    than numcodecs normalising the destination. Buffers other than ``bytes`` go through
-    ``codec.decode`` (a ``numcodecs.Blosc``).
+    than numcodecs normalising the destination. Buffers other than ``bytes`` and memory
+    maps go through ``codec.decode`` (a ``numcodecs.Blosc``).
     """
-    if type(data) is bytes and len(data) >= 16:
+    if type(data) in _WHOLE_BUFFERS and len(data) >= 16:
         nbytes, cbytes = _BLOSC_SIZES.unpack_from(data, 4)
         if cbytes == len(data) and nbytes == out.nbytes:
             if copy:

@@ -69,6 +69,12 @@ class Store(ABC):
 
     #: the backend can read a byte range without fetching the whole value cheaply
     supports_partial_reads: bool = True
+    #: ``get_views`` hands out values in place (e.g. memory maps of files): picking a few
+    #: elements out of a large value then costs no more than fetching byte ranges of it
+    zero_copy_views: bool = False
+    #: what one more request costs, in bytes read: ranged reads merge ranges closer than
+    #: this, so many tiny ranges become a few larger ones (remote stores: ~1 MB)
+    request_cost_bytes: int = 4096
 
     def __init__(self, read_only: bool = False) -> None:
         self._read_only = bool(read_only)
@@ -167,6 +173,15 @@ class Store(ABC):
     def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         """Byte ranges of several keys, in order, as one batch."""
         return [self.get(k, r) for k, r in requests]
+
+    def get_views(self, keys: Sequence[str]) -> list[BytesLike | None]:
+        """Values of ``keys`` as read-only buffers, as one batch (None for missing ones).
+
+        A view shows the value stored when it was looked up (writes replace values, they
+        do not change a view handed out). Only ``zero_copy_views`` stores avoid copies;
+        the default is ``get_many``.
+        """
+        return self.get_many(keys)
 
     def set_many(self, items: Mapping[str, BytesLike] | Iterable[tuple[str, BytesLike]]) -> None:
         """Store several values as one batch (each key replaced atomically)."""

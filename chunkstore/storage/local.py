@@ -4,13 +4,26 @@ Every write goes to a temporary file in the destination directory and is then
 ``os.replace``-d over the key, so a reader or a crash sees the old or the new value,
 never a torn one. Keys are confined to the root: ``..``, absolute paths and
 symlinks that lead outside are refused.
+
+``get_views`` memory-maps files of 64 KB or more (smaller ones are read) and keeps the
+maps of recently read files in a process-wide cache shared by every LocalStore, bounded
+in files (each map holds a file descriptor) and bytes. A cached map is used only while
+``os.stat`` of its path still shows the mapped file (device, inode, size, mtime): a
+writer that replaces the file (rename, as every Zarr implementation does) creates a new
+inode, so the next read maps the new file and never sees stale data. Caveats: a foreign
+writer that truncates a file in place while it is being read through a map can make
+the process fail with SIGBUS, as with any memory map; on NFS ``stat`` may answer from
+the client's attribute cache for a few seconds where ``open`` would revalidate. Not
+done on Windows, where a mapped file cannot be replaced.
 """
 
 from __future__ import annotations
 
 import errno
 import itertools
+import mmap
 import os
+import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +38,70 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_BINARY", 0)
 _counter = itertools.count()
 _INLINE_READ_BYTES = 64 * 1024  # get_many reads files up to this size without threads
+_MAP_MIN_BYTES = 64 * 1024  # smaller files are read, not mapped
+
+
+def _map_files() -> int:
+    """How many maps to keep: each holds a file descriptor, so at most an eighth of the
+    process's limit (and 1024)."""
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 128
+    return 1024 if soft == resource.RLIM_INFINITY else max(16, min(1024, soft // 8))
+
+
+class _MapCache:
+    """Memory maps of recently read files by path, the oldest dropped first, at most
+    ``files`` maps of ``nbytes`` in all (a map of a deleted file keeps its disk space
+    until dropped). Dropping a map never unmaps it under a reader: a map lives as long
+    as any view of it."""
+
+    def __init__(self, files: int, nbytes: int) -> None:
+        self.files, self.nbytes = files, nbytes
+        self.reset()
+
+    def reset(self) -> None:
+        self._maps: dict[str, tuple[tuple[int, ...], mmap.mmap, str]] = {}
+        self._lock = threading.Lock()
+        self._mapped = 0
+        # ``get(path)``: ``(signature, map, root)`` if cached (a dict lookup is atomic)
+        self.get = self._maps.get
+
+    def put(self, path: str, signature: tuple[int, ...], mapped: mmap.mmap, root: str) -> None:
+        with self._lock:
+            self._pop(path)  # re-inserted last: a replaced file counts as new
+            self._maps[path] = (signature, mapped, root)
+            self._mapped += len(mapped)
+            while len(self._maps) > self.files or self._mapped > self.nbytes:
+                self._pop(next(iter(self._maps)))
+
+    def _pop(self, path: str) -> None:
+        entry = self._maps.pop(path, None)
+        if entry is not None:
+            self._mapped -= len(entry[1])
+
+    def discard(self, path: str) -> None:
+        with self._lock:
+            self._pop(path)
+
+    def discard_under(self, directory: str) -> None:
+        with self._lock:
+            for path in [p for p in self._maps if p.startswith(directory)]:
+                self._pop(path)
+
+
+_maps = _MapCache(_map_files(), 2**30)
+if hasattr(os, "register_at_fork"):  # a forked child starts afresh (the lock may be held)
+    os.register_at_fork(after_in_child=_maps.reset)
+
+
+_MISS = object()
+
+
+def _signature(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _read_range(fd: int, size: int, byte_range: ByteRange | None) -> bytes:
@@ -61,12 +138,16 @@ class LocalStore(Store):
     """Keys as files below ``root`` (a directory, created on first write)."""
 
     supports_partial_reads = True
+    zero_copy_views = os.name != "nt"
+    request_cost_bytes = 16 * 1024  # a pread more costs about as much as copying 16 KB
 
     def __init__(self, root: str | os.PathLike[str], read_only: bool = False) -> None:
         super().__init__(read_only)
         self.root = Path(root).expanduser().absolute()
         self._real_root: str | None = None
         self._safe_dirs: set[str] = set()
+        self._safe_heads: set[str] = set()  # key directories ("c/0") known to be safe
+        self._prefix = os.path.join(self.root, "")
 
     def _description(self) -> tuple[Any, ...]:
         return (str(self.root), self._read_only)
@@ -89,6 +170,9 @@ class LocalStore(Store):
         except OSError:
             pass
 
+    def close(self) -> None:
+        _maps.discard_under(self._prefix)
+
     # -- paths -----------------------------------------------------------------------
     def _path(self, key: str) -> str:
         """The file path of ``key``, refusing anything that resolves outside the root.
@@ -108,6 +192,10 @@ class LocalStore(Store):
             if os.path.isdir(parent):
                 self._safe_dirs.add(parent)
         return path
+
+    def _forget_dir(self, directory: str) -> None:
+        self._safe_dirs.discard(directory)
+        self._safe_heads.clear()
 
     def _check_link(self, key: str, path: str) -> None:
         """Called when O_NOFOLLOW met a symlink: allow it only if it stays inside the root."""
@@ -150,13 +238,13 @@ class LocalStore(Store):
             return None
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """Each key's directory is checked once per batch, then files are opened by path.
+        """Each key's directory is checked once, then files are opened by path.
 
         Files are read inline while they are small (the per-file work is syscalls and
         Python; threads would only contend for the GIL); from the first large one on,
         the rest are read in the pool.
         """
-        paths = self._paths_checked_per_dir(keys)
+        paths = self._checked_paths(keys)
         results: list[bytes | None] = []
         for i, path in enumerate(paths):
             data = self._get_path(keys[i], path)
@@ -167,20 +255,19 @@ class LocalStore(Store):
                 break
         return results
 
-    def _paths_checked_per_dir(self, keys: Sequence[str]) -> list[str]:
-        """File paths of ``keys``, validated as ``_path`` does, resolving each directory once."""
-        prefix = str(self.root)
-        if not prefix.endswith(os.sep):
-            prefix += os.sep
-        checked: set[str] = set()  # key directories checked in this batch
+    def _checked_paths(self, keys: Sequence[str]) -> list[str]:
+        """File paths of ``keys``, validated as ``_path`` does; a key directory, once
+        resolved inside the root, is remembered (as ``_path`` remembers it)."""
+        prefix = self._prefix
+        heads = self._safe_heads
         paths = []
         for key in keys:
             head, sep, name = key.rpartition("/") if isinstance(key, str) else ("", "", "")
-            if (not sep or head not in checked or not name or name in (".", "..")
+            if (not sep or head not in heads or not name or name in (".", "..")
                     or "\\" in name or "\x00" in name):
                 path = self._path(key)  # full validation (raises on a bad key)
                 if sep and os.path.dirname(path) in self._safe_dirs:  # an existing, safe dir
-                    checked.add(head)
+                    heads.add(head)
                 paths.append(path)
             else:
                 paths.append(prefix + key)
@@ -200,6 +287,56 @@ class LocalStore(Store):
             return None
         finally:
             os.close(fd)
+
+    def get_views(self, keys: Sequence[str]) -> list[BytesLike | None]:
+        """Memory maps of the files (cached, see the module docstring), the bytes of small
+        files; a directory or a missing file gives None."""
+        if not self.zero_copy_views:
+            return self.get_many(keys)
+        prefix, cached = self._prefix, _maps.get
+        views = [self._cached_view(prefix + key, entry)
+                 if type(key) is str and (entry := cached(prefix + key)) is not None else _MISS
+                 for key in keys]
+        missing = [i for i, v in enumerate(views) if v is _MISS]
+        if missing:
+            paths = self._checked_paths([keys[i] for i in missing])
+            for i, path in zip(missing, paths, strict=True):
+                views[i] = self._view(keys[i], path)
+        return views
+
+    def _cached_view(self, path: str, entry: tuple) -> Any:
+        """The cached map ``entry`` of ``path`` if still valid, None if the file is gone,
+        else _MISS. Only maps made by a store of the same root are used: their key was
+        checked."""
+        if entry[2] != self._prefix:
+            return _MISS
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            _maps.discard(path)
+            return None
+        return entry[1] if _signature(st) == entry[0] else _MISS
+
+    def _view(self, key: str, path: str) -> BytesLike | None:
+        try:
+            fd = os.open(path, _READ_FLAGS)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError:  # e.g. a symlink met by O_NOFOLLOW: the general path decides
+            fd = self._open_for_read(key)
+            if fd is None:
+                return None
+        try:
+            st = os.fstat(fd)  # what is mapped, which the next stat is compared with
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            if st.st_size < _MAP_MIN_BYTES:  # a map costs more than a copy
+                return _read_exact(fd, 0, st.st_size)
+            mapped = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        _maps.put(path, _signature(st), mapped, self._prefix)
+        return mapped
 
     def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         """Each file is opened once for all of its ranges; files are read in parallel."""
@@ -241,7 +378,7 @@ class LocalStore(Store):
         try:
             fd = os.open(tmp, flags, 0o644)
         except FileNotFoundError:  # the directory was removed since we remembered it
-            self._safe_dirs.discard(directory)
+            self._forget_dir(directory)
             os.makedirs(directory, exist_ok=True)
             fd = os.open(tmp, flags, 0o644)
         try:
@@ -252,6 +389,7 @@ class LocalStore(Store):
             finally:
                 os.close(fd)
             os.replace(tmp, path)
+            _maps.discard(path)  # release the old file's map early (a stat would catch it)
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -266,6 +404,7 @@ class LocalStore(Store):
     def delete(self, key: str) -> None:
         self._check_writable(key)
         path = self._path(key)
+        _maps.discard(path)
         try:
             os.unlink(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -287,7 +426,7 @@ class LocalStore(Store):
         while directory != root and directory.startswith(root):
             try:
                 os.rmdir(directory)
-                self._safe_dirs.discard(directory)
+                self._forget_dir(directory)
             except OSError as e:
                 if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.EBUSY):
                     return
