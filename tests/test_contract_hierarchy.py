@@ -13,31 +13,12 @@ import pytest
 import chunkstore as cs
 
 zarr = pytest.importorskip("zarr")
-from zarr.storage import MemoryStore as ZMemoryStore  # noqa: E402
+from tests.test_contract import DATA, same_values  # noqa: E402
 
 # zarr-python's own warnings: the seeds' create_dataset is deprecated there (not here), and
 # it flags fixed-width string dtypes in v3 as unstable
 pytestmark = [pytest.mark.filterwarnings("ignore:Use .*create_array:DeprecationWarning"),
               pytest.mark.filterwarnings("ignore:The data type")]
-
-DATA = np.arange(100, dtype="i4").reshape(10, 10)
-
-
-def both(**kw):
-    """The same array made by zarr and by chunkstore (memory stores)."""
-    z = zarr.create_array(ZMemoryStore(), shape=DATA.shape, chunks=(3, 4), dtype="i4", **kw)
-    c = cs.create_array(cs.MemoryStore(), shape=DATA.shape, chunks=(3, 4), dtype="i4", **kw)
-    z[...] = DATA
-    c[...] = DATA
-    return z, c
-
-
-def same_values(ours, theirs, reference=None):
-    ours_arr, theirs_arr = np.asarray(ours), np.asarray(theirs)
-    assert ours_arr.shape == theirs_arr.shape and ours_arr.dtype == theirs_arr.dtype
-    np.testing.assert_array_equal(ours_arr, theirs_arr)
-    if reference is not None:
-        np.testing.assert_array_equal(ours_arr, reference)
 
 # -- groups ------------------------------------------------------------------------------------
 A3, A2 = np.random.default_rng(0).random((20, 20, 4)), np.random.default_rng(1).random((20, 20))
