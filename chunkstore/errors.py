@@ -53,3 +53,7 @@ class ContainsGroupError(ChunkstoreError, FileExistsError, ValueError):
 
 class NodeTypeError(ChunkstoreError, TypeError):
     """The node at a path is of the other kind (a group opened as an array, ...)."""
+
+
+class ConcurrentWriteError(ChunkstoreError, RuntimeError):
+    """A read-modify-write could not commit: other writers kept changing the object."""

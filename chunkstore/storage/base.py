@@ -19,6 +19,27 @@ ByteRange = tuple[int, int | None]
 BytesLike = bytes | bytearray | memoryview
 
 
+class _Token:
+    """A named sentinel generation token (``ANY``, ``ABSENT``)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+    def __reduce__(self):
+        return self._name  # pickles as the module-level singleton
+
+
+#: commit without a check (whole-object writes: last writer wins)
+ANY = _Token("ANY")
+#: commit only if the key does not exist yet (the generation of a missing key)
+ABSENT = _Token("ABSENT")
+#: an item of ``commit_many``: (key, new value or None to delete, expected generation)
+Commit = tuple[str, "BytesLike | None", Any]
+
+
 def validate_key(key: str) -> str:
     """Return ``key`` if it is a safe relative store key, else raise InvalidKeyError.
 
@@ -75,6 +96,12 @@ class Store(ABC):
     #: what one more request costs, in bytes read: ranged reads merge ranges closer than
     #: this, so many tiny ranges become a few larger ones (remote stores: ~1 MB)
     request_cost_bytes: int = 4096
+    #: ``commit_many`` really checks generations (compare-and-swap): concurrent
+    #: read-modify-writes of one object never lose an update. When False, the checks are
+    #: skipped and writers of one object need a synchronizer.
+    supports_conditional_writes: bool = False
+    #: a conditional commit may delete (value None); else the caller writes a value
+    supports_conditional_delete: bool = False
 
     def __init__(self, read_only: bool = False) -> None:
         self._read_only = bool(read_only)
@@ -142,6 +169,45 @@ class Store(ABC):
     @abstractmethod
     def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is not an error."""
+
+    # -- versioned reads and conditional commits -------------------------------------
+    def get_versioned(self, key: str) -> tuple[bytes | None, Any]:
+        """``(value, generation)``: the value (None if missing) and an opaque token that
+        ``commit_many`` compares with the object's state at commit time. A missing key's
+        generation is ``ABSENT``."""
+        return self.get_versioned_many([key])[0]
+
+    def get_versioned_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, Any]]:
+        """``get_versioned`` of several keys as one batch. Default (no conditional
+        support): plain values, each with the generation ``ANY`` (or ``ABSENT``)."""
+        return [(v, ABSENT if v is None else ANY) for v in self.get_many(keys)]
+
+    def commit_many(self, items: Sequence[Commit]) -> list[bool]:
+        """Apply ``(key, value, generation)`` items as one batch: store ``value`` at
+        ``key`` (delete it when ``value`` is None) only if the key's current generation
+        is ``generation`` (``ANY``: always; ``ABSENT``: only if the key is missing).
+        Each item is atomic on its own; returns, per item, whether it was applied.
+
+        The default (``supports_conditional_writes`` False) applies every item without
+        checking."""
+        self._check_writable(items[0][0] if items else "")
+        to_set = [(k, v) for k, v, _ in items if v is not None]
+        to_delete = [k for k, v, _ in items if v is None]
+        if to_set:
+            self.set_many(to_set)
+        if to_delete:
+            self.delete_many(to_delete)
+        return [True] * len(items)
+
+    def set_if(self, key: str, value: BytesLike | None, generation: Any) -> bool:
+        """``commit_many`` of one item."""
+        return self.commit_many([(key, value, generation)])[0]
+
+    def location(self) -> Any:
+        """A hashable identity of the place the data lives (the resolved directory,
+        bucket and prefix, the dict of a memory store): two stores with equal locations
+        show the same keys. Used to refuse or stage a copy of an array onto itself."""
+        return (type(self).__name__, repr(self))
 
     def exists(self, key: str) -> bool:
         """True if a value is stored at ``key``."""

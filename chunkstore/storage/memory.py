@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+import threading
+from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Any
 
-from .base import ByteRange, BytesLike, Store, normalize_prefix, slice_range, validate_key
+from .base import (
+    ABSENT,
+    ANY,
+    ByteRange,
+    BytesLike,
+    Commit,
+    Store,
+    normalize_prefix,
+    slice_range,
+    validate_key,
+)
 
 
 class MemoryStore(Store):
@@ -16,10 +27,25 @@ class MemoryStore(Store):
     """
 
     supports_partial_reads = True
+    supports_conditional_writes = True
+    supports_conditional_delete = True
 
     def __init__(self, data: MutableMapping[str, bytes] | None = None, read_only: bool = False):
         super().__init__(read_only)
         self._data: MutableMapping[str, bytes] = {} if data is None else data
+        # every write holds it, so a generation check and its write are one step; a
+        # value's generation is the stored bytes object itself (held by the token, so its
+        # identity cannot be reused)
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def _description(self) -> tuple[Any, ...]:
         return (dict(self._data), self._read_only)
@@ -51,11 +77,43 @@ class MemoryStore(Store):
 
     def set(self, key: str, value: BytesLike) -> None:
         self._check_writable(key)
-        self._data[validate_key(key)] = bytes(value)
+        value = bytes(value)
+        with self._lock:
+            self._data[validate_key(key)] = value
 
     def delete(self, key: str) -> None:
         self._check_writable(key)
-        self._data.pop(validate_key(key), None)
+        with self._lock:
+            self._data.pop(validate_key(key), None)
+
+    def get_versioned_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, Any]]:
+        found = []
+        for key in keys:
+            value = self._data.get(validate_key(key))
+            found.append((None, ABSENT) if value is None else (bytes(value), _Gen(value)))
+        return found
+
+    def commit_many(self, items: Sequence[Commit]) -> list[bool]:
+        done = []
+        for key, value, generation in items:
+            self._check_writable(key)
+            key = validate_key(key)
+            new = None if value is None else bytes(value)
+            with self._lock:
+                current = self._data.get(key)
+                if generation is ANY or (current is None if generation is ABSENT else (
+                        isinstance(generation, _Gen) and current is generation.value)):
+                    if new is None:
+                        self._data.pop(key, None)
+                    else:
+                        self._data[key] = new
+                    done.append(True)
+                else:
+                    done.append(False)
+        return done
+
+    def location(self) -> Any:
+        return ("memory", id(self._data))
 
     def exists(self, key: str) -> bool:
         return validate_key(key) in self._data
@@ -71,3 +129,12 @@ class MemoryStore(Store):
         base = normalize_prefix(prefix)
         names = {k[len(base):].split("/", 1)[0] for k in list(self._data) if k.startswith(base)}
         return iter(sorted(names))
+
+
+class _Gen:
+    """The generation of a stored value: the value object itself (compared by identity)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bytes) -> None:
+        self.value = value

@@ -1,0 +1,148 @@
+"""The one read-modify-write primitive: every update of a stored object that depends on
+its previous content goes through :func:`commit_units`.
+
+An update is a :class:`WriteUnit`: a key and a ``build`` function from the old value to
+the new one. Units that replace their object whole (``needs_old`` False) are written
+without reading. The others are read with their generation, rebuilt and committed only
+if the object is unchanged (the store's compare-and-swap); a unit that lost the race is
+re-read and rebuilt, with a growing back-off, until it commits. Writers of distinct parts
+of one object (inner chunks of one shard, halves of one chunk, two attributes of one
+document) therefore never lose an update, across threads and processes, without locks.
+
+Stores without compare-and-swap (``supports_conditional_writes`` False: zip, plain
+fsspec file systems) commit unchecked; writers sharing an object there need a
+synchronizer, whose lock is then held around each read-modify-write (and around whole
+replacements too, which would otherwise slip between a locked read and its write).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..concurrency import run_batched
+from ..errors import ConcurrentWriteError
+from ..storage.base import ABSENT, ANY, BytesLike, Store
+
+#: what ``build`` returns to leave the object as it is (nothing to commit)
+UNCHANGED = object()
+MAX_ATTEMPTS = 200
+_BACKOFF_START, _BACKOFF_MAX = 0.0005, 0.05
+
+
+@dataclass
+class WriteUnit:
+    """One object to update. ``build(old)`` gets the stored bytes (None when missing, and
+    always None when ``needs_old`` is False) and returns the new bytes, None to delete the
+    object, or ``UNCHANGED``. ``fallback(new_none)``: bytes to write instead of a delete on
+    stores that cannot delete conditionally (e.g. the encoded all-fill chunk); None means
+    "delete unconditionally is acceptable"."""
+
+    key: str
+    build: Callable[[bytes | None], Any]
+    needs_old: bool = True
+    fallback: Callable[[], BytesLike] | None = None
+    label: str = ""
+
+
+def _lock(synchronizer: Any, key: str):
+    return contextlib.nullcontext() if synchronizer is None else synchronizer[key]
+
+
+def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any = None,
+                 cpu_bound: bool = True, item_bytes: int | None = None) -> list[Any]:
+    """Apply every unit (see the module docstring); returns what each ``build`` returned
+    last (the committed value, None for a delete, or ``UNCHANGED``).
+
+    Whole replacements are built in parallel and written with one batched commit. With
+    a synchronizer on a store without compare-and-swap, each unit runs under its key's
+    lock; on a store with it, only the read-modify-writes take the lock (to avoid
+    retries), whole replacements need none.
+    """
+    if not units:
+        return []
+    results: list[Any] = [None] * len(units)
+    cas = store.supports_conditional_writes
+    whole = [i for i, u in enumerate(units) if not u.needs_old]
+    rmw = [i for i, u in enumerate(units) if u.needs_old]
+    if synchronizer is not None and not cas:
+        locked, whole = whole, []
+    else:
+        locked = []
+    if synchronizer is not None:
+        locked += rmw
+        rmw = []
+    if whole:
+        built = run_batched(lambda i: units[i].build(None), whole, cpu_bound=cpu_bound,
+                            item_bytes=item_bytes)
+        items = [(units[i].key, value, ANY) for i, value in zip(whole, built, strict=True)
+                 if value is not UNCHANGED]
+        if items:
+            store.commit_many(items)
+        for i, value in zip(whole, built, strict=True):
+            results[i] = value
+    if rmw:
+        _read_modify_write(store, units, rmw, results, cpu_bound, item_bytes)
+    if locked:
+        def one(i: int) -> None:
+            with _lock(synchronizer, units[i].key):
+                _read_modify_write(store, units, [i], results, cpu_bound, item_bytes)
+        run_batched(one, locked, min_parallel=2)
+    return results
+
+
+def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[int],
+                       results: list[Any], cpu_bound: bool, item_bytes: int | None) -> None:
+    """Read, rebuild and conditionally commit ``pending`` units until all have committed."""
+    delay = _BACKOFF_START
+    for _attempt in range(MAX_ATTEMPTS):
+        keys = [units[i].key for i in pending]
+        if any(units[i].needs_old for i in pending):
+            olds = store.get_versioned_many(keys)
+        else:
+            olds = [(None, ANY)] * len(pending)
+
+        def rebuild(j: int) -> Any:
+            return units[pending[j]].build(olds[j][0])
+
+        built = run_batched(rebuild, list(range(len(pending))), cpu_bound=cpu_bound,
+                            item_bytes=item_bytes)
+        items, positions = [], []
+        for j, value in enumerate(built):
+            i = pending[j]
+            results[i] = value
+            if value is UNCHANGED:
+                continue
+            generation = olds[j][1]
+            if value is None and generation is not ABSENT and generation is not ANY and (
+                    not store.supports_conditional_delete):
+                if units[i].fallback is not None:
+                    value = units[i].fallback()
+                    results[i] = value
+            if value is None and generation is ABSENT:
+                continue  # deleting what is not there
+            items.append((units[i].key, value, generation))
+            positions.append(i)
+        done = store.commit_many(items) if items else []
+        pending = [i for i, ok in zip(positions, done, strict=True) if not ok]
+        if not pending:
+            return
+        time.sleep(delay * (0.5 + random.random()))
+        delay = min(_BACKOFF_MAX, delay * 2)
+    first = units[pending[0]]
+    raise ConcurrentWriteError(
+        f"{first.label or repr(store)}: key {first.key!r} kept changing under "
+        f"{MAX_ATTEMPTS} read-modify-write attempts (other writers); nothing of this "
+        "update was committed for it")
+
+
+def update_object(store: Store, key: str, build: Callable[[bytes | None], Any], *,
+                  synchronizer: Any = None, label: str = "") -> Any:
+    """Read-modify-write one object (a metadata document, a consolidated copy...);
+    returns what ``build`` returned for the committed attempt."""
+    unit = WriteUnit(key, build, needs_old=True, label=label)
+    return commit_units(store, [unit], synchronizer=synchronizer, cpu_bound=False)[0]
