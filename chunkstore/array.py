@@ -6,24 +6,23 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
 import numpy as np
 
 from . import indexing as ix
-from .attributes import Attributes
-from .chunk_io import ChunkEngine
 from .codecs import build_pipeline
 from .codecs.pipeline import CodecPipeline
 from .codecs.sharding import inner_chunk_shape
-from .consolidation import refresh_ancestors
-from .creation import write_metadata
 from .errors import NodeTypeError, ReadOnlyError
+from .hierarchy.attributes import Attributes
+from .hierarchy.documents import read_node, update_node, write_node
 from .info import InfoTable, human_bytes
-from .metadata import ArrayMetadata, is_array, join_path, load_node
+from .metadata import ArrayMetadata, is_array, join_path
 from .metadata.nodes import describe
-from .shard_io import ShardEngine, clear_outside, is_sharded
+from .io.copy import copy_blocks
+from .io.engine import Engine, layout_of, open_engine
+from .io.layout import ChunkLayout
 from .storage.base import Store
 
 ORTHOGONAL, COORDINATE, BASIC = "orthogonal", "coordinate", "basic"
@@ -49,7 +48,7 @@ class Array:
         self._write_empty_chunks = write_empty_chunks
         self._allow_unsafe = allow_unsafe_codecs
         self._meta: ArrayMetadata | None = None
-        self._engine_cache: ChunkEngine | ShardEngine | None = None
+        self._engine_cache: Engine | None = None
         self._layout_cache: tuple[tuple[int, ...], tuple[int, ...], np.dtype] | None = None
         if metadata is not None:
             self._set_metadata(metadata)
@@ -64,7 +63,7 @@ class Array:
     def metadata(self) -> ArrayMetadata:
         """The parsed metadata document (loaded on first use after unpickling)."""
         if self._meta is None:
-            node = load_node(self._store, self._path)
+            node = read_node(self._store, self._path)
             if not is_array(node):
                 raise NodeTypeError(f"path {self._path or '/'!r} in {self._store!r} is a group, "
                                     "not an array")
@@ -72,20 +71,20 @@ class Array:
         return self._meta  # type: ignore[return-value]
 
     @property
-    def _engine(self) -> ChunkEngine | ShardEngine:
+    def _engine(self) -> Engine:
         if self._engine_cache is None:
             meta = self.metadata
-            prefix = f"{self._path}/" if self._path else ""
-            key_of = meta.chunk_key
             pipeline = build_pipeline(meta, self._where(), self._allow_unsafe)
-            engine_cls: Any = ChunkEngine
-            if is_sharded(pipeline):  # inner chunk IO through shard indexes and byte ranges
-                engine_cls = partial(ShardEngine, array_shape=tuple(meta.shape))
-            self._engine_cache = engine_cls(
-                self._store, lambda c: prefix + key_of(c), pipeline, tuple(meta.chunk_shape),
-                meta.dtype, meta.fill_value, self.name, self._synchronizer,
-                self._write_empty_chunks)
+            self._engine_cache = open_engine(self._store, layout_of(meta, self._path), pipeline,
+                                             meta, self.name, self._synchronizer,
+                                             self._write_empty_chunks)
         return self._engine_cache
+
+    @property
+    def layout(self) -> ChunkLayout:
+        """Where the array's elements live: chunk (read unit) and shard or chunk (write
+        unit) grids and their store keys."""
+        return self._engine.layout
 
     def _where(self) -> str:
         doc = "zarr.json" if self.metadata.zarr_format == 3 else ".zarray"
@@ -100,9 +99,12 @@ class Array:
     def _update_metadata(self, metadata: ArrayMetadata) -> None:
         """Store a new document; consolidated copies above the array follow it."""
         self._check_writable()
-        write_metadata(self._store, self._path, metadata)
+        write_node(self._store, self._path, metadata, synchronizer=self._synchronizer)
+        self._adopt_metadata(metadata)
+
+    def _adopt_metadata(self, metadata: ArrayMetadata) -> None:
+        """Use ``metadata`` (just committed) from now on; tell a consolidated snapshot."""
         self._set_metadata(metadata)
-        refresh_ancestors(self._store, self._path, metadata)
         if self._on_metadata_change is not None:
             self._on_metadata_change(metadata)
 
@@ -166,10 +168,16 @@ class Array:
 
     @property
     def attrs(self) -> Attributes:
-        """User attributes; assignments persist at once."""
-        def put(attrs: dict[str, Any]) -> None:
-            self._update_metadata(self.metadata.replace(attributes=attrs))
-        return Attributes(lambda: self.metadata.attributes, put, f"array {self.name!r}")
+        """User attributes; each change is an atomic read-modify-write of the stored ones."""
+        def mutate(fn: Any) -> dict[str, Any]:
+            self._check_writable()
+            meta = update_node(self._store, self._path,
+                               lambda m: m.replace(attributes=fn(m.attributes)),
+                               synchronizer=self._synchronizer, zarr_format=self.zarr_format,
+                               kind="array")
+            self._adopt_metadata(meta)  # type: ignore[arg-type]
+            return meta.attributes
+        return Attributes(lambda: self.metadata.attributes, mutate, f"array {self.name!r}")
 
     def _chunk_keys(self) -> list[str]:
         prefix = f"{self._path}/" if self._path else ""
@@ -269,8 +277,8 @@ class Array:
         if kind == BASIC and _is_lazy_array(value) and tuple(value.shape) == indexer.shape:
             region = _as_region(selection, self.shape)
             if region is not None:  # another Array, an h5py dataset...: block by block
-                from .copying import copy_into_region
-                copy_into_region(value, self, region)
+                copy_blocks(value, self.write_region, self.layout, region,
+                            self.dtype.itemsize)
                 return
         scalar = np.ndim(value) == 0
         try:
@@ -355,11 +363,7 @@ class Array:
     def chunk_key(self, coords: tuple[int, ...]) -> str:
         """The store key of the chunk at grid coordinates ``coords`` (of a sharded
         array: the key of the shard holding that inner chunk)."""
-        coords = tuple(coords)
-        if self.shards is not None:
-            coords = tuple(int(c) * n // s for c, n, s in zip(coords, self.chunks, self.shards,
-                                                              strict=True))
-        return join_path(self._path, self.metadata.chunk_key(coords))
+        return self.layout.chunk_key(tuple(int(c) for c in coords))
 
     def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
         """The data of one chunk, clipped to the array's bounds."""
@@ -415,27 +419,7 @@ class Array:
         self._update_metadata(self.metadata.replace(shape=new_shape))
 
     def _clear_outside(self, new_shape: tuple[int, ...]) -> None:
-        if self.shards is not None:
-            clear_outside(self, new_shape)
-            return
-        new_grid = ix.chunk_grid_shape(new_shape, self.chunks)
-        doomed, cut = [], []
-        for coords in ix.all_chunk_coords(self.shape, self.chunks):
-            if any(c >= g for c, g in zip(coords, new_grid, strict=True)):
-                doomed.append(self.chunk_key(coords))
-            elif any((c + 1) * cl > n for c, cl, n in zip(coords, self.chunks, new_shape,
-                                                           strict=True)):
-                cut.append(coords)
-        self._store.delete_many(doomed)
-        for coords in cut:
-            if not self._store.exists(self.chunk_key(coords)):
-                continue
-            chunk = self._engine.read_chunk(coords)
-            keep = tuple(slice(0, n - c * cl)
-                         for c, cl, n in zip(coords, self.chunks, new_shape, strict=True))
-            cleared = np.full(self.chunks, self._engine.read_fill, dtype=self.dtype)
-            cleared[keep] = chunk[keep]
-            self._engine.write_chunk(coords, cleared)
+        self._engine.clear_outside(self.shape, new_shape)
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Grow along ``axis`` and write ``data`` there; returns the new shape."""

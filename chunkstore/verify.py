@@ -58,7 +58,7 @@ def verify(store: Store, path: str = "",
         if blob is not None:
             nbytes += len(blob)
             try:
-                array._engine.decode(key, blob)
+                array._engine.decode_unit(key, blob)
             except ChunkstoreError as e:
                 report.bad[key] = str(e)
         report.chunks += 1

@@ -407,7 +407,7 @@ class TestRangePlanner:
     @SETTINGS
     @given(st.data())
     def test_plan_and_gather(self, data):
-        from chunkstore import ranged_read as rr
+        from chunkstore.io import ranges as rr
         from chunkstore.indexing import CoordinateIndexer, OrthogonalIndexer
 
         shape = data.draw(npst.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=24))

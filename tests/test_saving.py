@@ -116,26 +116,28 @@ def test_shrink_then_grow_reads_fill_not_stale():
     np.testing.assert_array_equal(z[:], expected)
 
 
-def test_assigning_an_array_copies_block_by_block():
+def test_assigning_an_array_copies_block_by_block(monkeypatch):
     z1 = cs.empty((3000, 1000), chunks=(100, 1000), dtype="i4")
     z1[:] = np.arange(3000, dtype="i4")[:, None]
     z2 = cs.empty_like(z1)
-    import chunkstore.copying as copying
-    old, copying.COPY_BLOCK_BYTES = copying.COPY_BLOCK_BYTES, 1 << 20
-    try:
-        copy_into_region = copying.copy_into_region
-        calls = []
+    import chunkstore.io.copy as copy_module
+    monkeypatch.setattr(copy_module, "COPY_BLOCK_BYTES", 1 << 20)
+    blocks = []
+    write_region = z2.write_region
 
-        def spy(source, target, region, max_bytes=1 << 20):
-            calls.append(region)
-            return copy_into_region(source, target, region, max_bytes)
-        copying.copy_into_region = spy
-        z2[:] = z1
-        z2[10:20, 5:7] = z1[0:10, 0:2]  # an ndarray: the plain path
-    finally:
-        copying.COPY_BLOCK_BYTES = old
-        copying.copy_into_region = copy_into_region
-    assert calls == [(slice(0, 3000), slice(0, 1000))]
+    def spy(region, data):
+        blocks.append((region, data.nbytes))
+        write_region(region, data)
+
+    monkeypatch.setattr(z2, "write_region", spy)
+    z2[:] = z1
+    # 1 MiB blocks of whole chunk rows (200 rows of 4000 bytes), tiling the array
+    assert [r for r, _ in blocks] == [(slice(s, s + 200), slice(0, 1000))
+                                      for s in range(0, 3000, 200)]
+    assert max(n for _, n in blocks) <= 1 << 20
+    blocks.clear()
+    z2[10:20, 5:7] = z1[0:10, 0:2]  # an ndarray: the plain path
+    assert blocks == []
     expected = np.arange(3000, dtype="i4")[:, None].repeat(1000, 1)
     expected[10:20, 5:7] = expected[0:10, 0:2]
     np.testing.assert_array_equal(z2[:], expected)

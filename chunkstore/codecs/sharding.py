@@ -10,7 +10,7 @@ An inner chunk that is not stored has the entry ``(2^64-1, 2^64-1)``; a shard wi
 inner chunk at all is not stored.
 
 This module is pure: it encodes, decodes and parses bytes. The ranged IO that reads
-only the index and the needed inner chunks lives in ``chunkstore.shard_io``.
+only the index and the needed inner chunks lives in ``chunkstore.io.sharded``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ..errors import ChunkDecodeError, CodecError, UnsupportedError
 from .base import ArrayBytesCodec, ChunkSpec, Codec
 from .bytes_codec import BytesCodec
 from .compressors import Crc32cCodec
+from .fill import is_all_fill
 from .pipeline import CodecPipeline
 from .registry import codec_from_json, register_codec
 from .transpose import TransposeCodec
@@ -235,7 +236,6 @@ class ShardingCodec(ArrayBytesCodec):
         """Encode a whole shard; inner chunks equal to ``fill_value`` (when set) are left
         out, as the spec allows."""
         self._check_resolved()
-        from ..chunk_io import is_all_fill  # lazy: chunk_io imports the codecs package
         parts = {}
         for i, region in enumerate(self.inner_regions()):
             inner = np.ascontiguousarray(chunk[region])

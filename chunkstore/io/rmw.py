@@ -58,40 +58,33 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
     """Apply every unit (see the module docstring); returns what each ``build`` returned
     last (the committed value, None for a delete, or ``UNCHANGED``).
 
-    Whole replacements are built in parallel and written with one batched commit. With
-    a synchronizer on a store without compare-and-swap, each unit runs under its key's
-    lock; on a store with it, only the read-modify-writes take the lock (to avoid
-    retries), whole replacements need none.
+    Without a synchronizer: one batched versioned read of the units that need their old
+    value, every unit built in parallel, one batched commit, then the units that lost a
+    race again. With a synchronizer on a store without compare-and-swap, each unit runs
+    under its key's lock; on a store with it, only the read-modify-writes take the lock
+    (to avoid retries), whole replacements need none.
     """
     if not units:
         return []
     results: list[Any] = [None] * len(units)
-    cas = store.supports_conditional_writes
-    whole = [i for i, u in enumerate(units) if not u.needs_old]
-    rmw = [i for i, u in enumerate(units) if u.needs_old]
-    if synchronizer is not None and not cas:
-        locked, whole = whole, []
-    else:
-        locked = []
-    if synchronizer is not None:
-        locked += rmw
-        rmw = []
-    if whole:
-        built = run_batched(lambda i: units[i].build(None), whole, cpu_bound=cpu_bound,
-                            item_bytes=item_bytes)
-        items = [(units[i].key, value, ANY) for i, value in zip(whole, built, strict=True)
-                 if value is not UNCHANGED]
-        if items:
-            store.commit_many(items)
-        for i, value in zip(whole, built, strict=True):
-            results[i] = value
-    if rmw:
-        _read_modify_write(store, units, rmw, results, cpu_bound, item_bytes)
-    if locked:
-        def one(i: int) -> None:
-            with _lock(synchronizer, units[i].key):
-                _read_modify_write(store, units, [i], results, cpu_bound, item_bytes)
-        run_batched(one, locked, min_parallel=2)
+    everything = list(range(len(units)))
+    if synchronizer is None:
+        _read_modify_write(store, units, everything, results, cpu_bound, item_bytes)
+        return results
+    # whole replacements need no lock where commits are checked (a racing locked
+    # read-modify-write notices them and redoes its work); elsewhere every unit is locked
+    free = [i for i in everything if not units[i].needs_old] \
+        if store.supports_conditional_writes else []
+    if free:
+        _read_modify_write(store, units, free, results, cpu_bound, item_bytes)
+    taken = set(free)
+    locked = [i for i in everything if i not in taken]
+
+    def one(i: int) -> None:
+        with _lock(synchronizer, units[i].key):
+            _read_modify_write(store, units, [i], results, cpu_bound, item_bytes)
+
+    run_batched(one, locked, min_parallel=2)
     return results
 
 
@@ -100,11 +93,12 @@ def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[i
     """Read, rebuild and conditionally commit ``pending`` units until all have committed."""
     delay = _BACKOFF_START
     for _attempt in range(MAX_ATTEMPTS):
-        keys = [units[i].key for i in pending]
-        if any(units[i].needs_old for i in pending):
-            olds = store.get_versioned_many(keys)
-        else:
-            olds = [(None, ANY)] * len(pending)
+        reads = [j for j, i in enumerate(pending) if units[i].needs_old]
+        olds: list[tuple[bytes | None, Any]] = [(None, ANY)] * len(pending)
+        if reads:
+            got = store.get_versioned_many([units[pending[j]].key for j in reads])
+            for j, old in zip(reads, got, strict=True):
+                olds[j] = old
 
         def rebuild(j: int) -> Any:
             return units[pending[j]].build(olds[j][0])

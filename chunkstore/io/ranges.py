@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from .coalesce import coalesce
+
 #: read the whole chunk when the selection needs more than this fraction of it (gathering
 #: from many ranges would cost more CPU than the IO saved)
 MAX_FRACTION = 0.25
@@ -174,18 +176,10 @@ class RangePlanner:
         """Coalesce sorted runs ``[start, start + run)`` whose gaps cost less to read than a
         request more (so the ranges never cost more than reading the whole chunk)."""
         size = self.itemsize
-        if starts.size == 1:
-            first = int(starts[0])
-            plan = RangePlan([(first * size, (first + run) * size)], offsets, selection)
-            firsts, lasts = starts, starts + run
-        else:
-            gaps = (starts[1:] - starts[:-1] - run) * size
-            breaks = np.flatnonzero(gaps > self.request_cost) + 1
-            firsts = starts[np.concatenate(([0], breaks))]
-            lasts = starts[np.concatenate((breaks - 1, [starts.size - 1]))] + run
-            plan = RangePlan([(a * size, b * size) for a, b in
-                              zip(firsts.tolist(), lasts.tolist(), strict=True)],
-                             offsets, selection)
+        firsts, lasts, _ = coalesce(starts, starts + run, self.request_cost // size)
+        plan = RangePlan([(a * size, b * size) for a, b in
+                          zip(firsts.tolist(), lasts.tolist(), strict=True)],
+                         offsets, selection)
         if view is not None and len(plan.ranges) == 1:
             plan.view = (view[0] - int(firsts[0]), view[1], view[2])
         elif view is not None and len(plan.ranges) == starts.size:

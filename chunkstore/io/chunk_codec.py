@@ -1,0 +1,121 @@
+"""ChunkCodec: the per-chunk work both engines share — decode a stored chunk into (part
+of) an output, assemble a chunk from old content and new values, encode it (or say it
+is all fill_value, so it need not be stored)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..codecs import Pipeline
+from ..codecs.fill import is_all_fill
+from ..errors import ChunkDecodeError, ChunkstoreError, CodecError
+from ..indexing import ChunkProjection
+
+OBJECT_HINT = (". Arbitrary Python objects need zarr_format=2, an object codec filter "
+               "(e.g. numcodecs.Pickle()) and allow_unsafe_codecs=True")
+_scratch = threading.local()
+
+
+def scratch_buffer(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A per-thread reusable buffer for decoding (avoids page-faulting a new one per chunk)."""
+    key = (shape, dtype.str)
+    buf = getattr(_scratch, "buf", None)
+    if buf is None or getattr(_scratch, "key", None) != key:
+        buf = np.empty(shape, dtype=dtype)
+        _scratch.buf, _scratch.key = buf, key
+    return buf
+
+
+def is_basic(selection: tuple[Any, ...]) -> bool:
+    return all(isinstance(s, slice | int | np.integer) for s in selection)
+
+
+class ChunkCodec:
+    """Decode/assemble/encode of the chunks of one array (or of the inner chunks of a
+    sharded one)."""
+
+    def __init__(self, pipeline: Pipeline, chunk_shape: tuple[int, ...], dtype: np.dtype,
+                 fill_value: Any, name: str, write_empty_chunks: bool = False) -> None:
+        self.pipeline, self.chunk_shape, self.dtype = pipeline, tuple(chunk_shape), np.dtype(dtype)
+        self.fill_value, self.name = fill_value, name
+        self.read_fill = np.zeros((), self.dtype)[()] if fill_value is None else fill_value
+        self.write_empty_chunks = write_empty_chunks
+        self.nbytes = max(1, int(np.prod(chunk_shape, dtype=np.int64)) * self.dtype.itemsize)
+        self._fill_encoded: bytes | None = None
+
+    def decode(self, label: str, blob: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """Decode one stored chunk; errors name the array and key."""
+        try:
+            return self.pipeline.decode(blob, out=out)
+        except ChunkstoreError as e:
+            raise ChunkDecodeError(f"array {self.name!r}: cannot decode chunk {label!r}: {e}"
+                                   ) from e
+        except Exception as e:  # codec libraries raise assorted errors on corrupt input
+            raise ChunkDecodeError(f"array {self.name!r}: cannot decode chunk {label!r}: "
+                                   f"{type(e).__name__}: {e}") from e
+
+    def fill_chunk(self) -> np.ndarray:
+        return np.full(self.chunk_shape, self.read_fill, dtype=self.dtype)
+
+    def read_into(self, out: np.ndarray, proj: ChunkProjection, label: str, blob: Any) -> None:
+        """Scatter the stored chunk ``blob`` (None: not stored) into ``out``."""
+        if blob is None:
+            out[proj.out_selection] = self.read_fill
+            return
+        native = self.dtype.isnative
+        if proj.is_complete and is_basic(proj.out_selection):
+            view = out[(*proj.out_selection, Ellipsis)]  # a view even when 0-d
+            if view.shape == self.chunk_shape and view.dtype == self.dtype and native:
+                if not view.flags.c_contiguous:  # decode into scratch, copy into the view
+                    view[...] = self.decode(label, blob,
+                                            out=scratch_buffer(self.chunk_shape, self.dtype))
+                    return
+                # straight into the output when the codec chain can; else copy
+                decoded = self.decode(label, blob, out=view)
+                if decoded is not view:
+                    view[...] = decoded
+                return
+        buf = scratch_buffer(self.chunk_shape, self.dtype) if native else None
+        chunk = self.decode(label, blob, out=buf)
+        out[proj.out_selection] = chunk[proj.chunk_selection]
+
+    def assemble(self, proj: ChunkProjection, label: str, blob: Any, value: np.ndarray
+                 ) -> np.ndarray:
+        """The chunk after writing ``value[proj.out_selection]`` over its old content
+        ``blob`` (None: not stored, i.e. fill_value)."""
+        if proj.is_complete and is_basic(proj.out_selection):
+            data = value[(*proj.out_selection, Ellipsis)]  # an array even when 0-d
+            if data.shape == self.chunk_shape:
+                return data
+        if blob is None:
+            chunk = self.fill_chunk()
+        else:
+            chunk = self.decode(label, blob)
+            if not chunk.flags.writeable:
+                chunk = chunk.copy()
+        chunk[proj.chunk_selection] = value[proj.out_selection]
+        return chunk
+
+    def encode(self, chunk: np.ndarray) -> bytes | None:
+        """Encoded bytes of ``chunk``, or None when it is all fill (not to be stored)."""
+        if not self.write_empty_chunks and is_all_fill(chunk, self.fill_value):
+            return None
+        return self.encode_always(chunk)
+
+    def encode_always(self, chunk: np.ndarray) -> bytes:
+        try:
+            return self.pipeline.encode(chunk)
+        except (ChunkstoreError, TypeError) as e:  # e.g. an int in a string/bytes array
+            hint = OBJECT_HINT if self.dtype.kind == "O" else ""
+            raise CodecError(f"array {self.name!r}: cannot encode a chunk of {self.dtype}: {e}"
+                             f"{hint}") from e
+
+    def fill_encoded(self) -> bytes:
+        """The encoded all-fill chunk: written instead of a delete where a store cannot
+        delete conditionally."""
+        if self._fill_encoded is None:
+            self._fill_encoded = bytes(self.encode_always(self.fill_chunk()))
+        return self._fill_encoded

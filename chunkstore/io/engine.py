@@ -1,0 +1,60 @@
+"""The engine protocol (what the array layer calls) and the one place that picks an
+engine and builds an array's layout from its metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..codecs.pipeline import Pipeline
+from ..codecs.sharding import inner_chunk_shape
+from ..indexing import ChunkProjection
+from ..storage.base import Store
+from .layout import ChunkLayout
+from .plain import PlainEngine
+from .sharded import ShardEngine, is_sharded
+
+
+class Engine(Protocol):
+    """Chunk IO of one array: selections in, bytes through the store, values out."""
+
+    store: Store
+    layout: ChunkLayout
+    pipeline: Pipeline
+    dtype: np.dtype
+    read_fill: Any
+
+    def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None: ...
+
+    def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray: ...
+
+    def decode_unit(self, key: str, blob: Any) -> np.ndarray: ...
+
+    def write(self, projections: Iterable[ChunkProjection], value: np.ndarray,
+              scalar: bool = False) -> None: ...
+
+    def write_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> None: ...
+
+    def clear_outside(self, old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> None: ...
+
+
+def layout_of(metadata: Any, path: str) -> ChunkLayout:
+    """The layout of the array at ``path`` described by ``metadata``."""
+    prefix = f"{path}/" if path else ""
+    key_of = metadata.chunk_key
+    inner = inner_chunk_shape(metadata)
+    stored = tuple(metadata.chunk_shape)
+    return ChunkLayout(tuple(metadata.shape), inner or stored,
+                       stored if inner is not None else None,
+                       lambda coords: prefix + key_of(coords))
+
+
+def open_engine(store: Store, layout: ChunkLayout, pipeline: Pipeline, metadata: Any,
+                name: str, synchronizer: Any = None, write_empty_chunks: bool = False
+                ) -> Engine:
+    """The engine for an array: sharded when its codec chain is ``sharding_indexed``."""
+    cls: Any = ShardEngine if is_sharded(pipeline) else PlainEngine
+    return cls(store, layout, pipeline, metadata.dtype, metadata.fill_value, name,
+               synchronizer, write_empty_chunks)

@@ -1,0 +1,137 @@
+"""ChunkLayout: where an array's elements live in a store, as pure arithmetic.
+
+Two units matter. The **read unit** is the chunk (``Array.chunks``): the smallest piece
+that can be decoded. The **write unit** is the stored object holding it: the shard of a
+sharded array, else the chunk itself. A write that covers a write unit whole replaces it
+without reading; anything less is a read-modify-write of that unit. Every layer that
+cuts work into pieces (the IO engines, copies, ``to_store``, the rechunk planner, the
+synchronizer's locks) asks this object, so they all agree on what may be written
+independently.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ChunkLayout:
+    """The chunk grid of one array and the store keys of its write units.
+
+    >>> layout = ChunkLayout((100,), (10,), (50,), lambda c: "c/" + "/".join(map(str, c)))
+    >>> layout.unit_of((7,)), layout.inner_index((7,)), layout.chunk_key((7,))
+    ((1,), 2, 'c/1')
+    """
+
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    shards: tuple[int, ...] | None
+    #: store key (relative to the store root) of a write unit's grid coordinates
+    unit_key: Callable[[tuple[int, ...]], str]
+
+    # -- units ---------------------------------------------------------------------------
+    @property
+    def write_shape(self) -> tuple[int, ...]:
+        """The shape of one write unit: the shard, or the chunk."""
+        return self.shards if self.shards is not None else self.chunks
+
+    @property
+    def ratio(self) -> tuple[int, ...]:
+        """Chunks per write unit along each axis (all 1 when not sharded)."""
+        if self.shards is None:
+            return (1,) * len(self.chunks)
+        return tuple(s // c for s, c in zip(self.shards, self.chunks, strict=True))
+
+    @property
+    def chunks_per_unit(self) -> int:
+        return math.prod(self.ratio)
+
+    def unit_of(self, chunk: Sequence[int]) -> tuple[int, ...]:
+        """Grid coordinates of the write unit holding the chunk at ``chunk``."""
+        if self.shards is None:
+            return tuple(chunk)
+        return tuple(c // r for c, r in zip(chunk, self.ratio, strict=True))
+
+    def inner_index(self, chunk: Sequence[int]) -> int:
+        """C-order number of the chunk inside its write unit (0 when not sharded)."""
+        local = 0
+        for c, r in zip(chunk, self.ratio, strict=True):
+            local = local * r + c % r
+        return local
+
+    def chunk_key(self, chunk: Sequence[int]) -> str:
+        """Store key of the object holding the chunk at ``chunk``."""
+        return self.unit_key(self.unit_of(chunk))
+
+    # -- grids ---------------------------------------------------------------------------
+    @property
+    def chunk_grid(self) -> tuple[int, ...]:
+        return _grid(self.shape, self.chunks)
+
+    @property
+    def unit_grid(self) -> tuple[int, ...]:
+        return _grid(self.shape, self.write_shape)
+
+    def unit_region(self, unit: Sequence[int]) -> tuple[slice, ...]:
+        """The part of the array a write unit covers (clipped at the array's edge)."""
+        return tuple(slice(u * w, min(n, (u + 1) * w))
+                     for u, w, n in zip(unit, self.write_shape, self.shape, strict=True))
+
+    def chunks_in_unit(self, unit: Sequence[int]) -> int:
+        """How many chunks of the write unit ``unit`` intersect the array."""
+        count = 1
+        for u, r, c, n in zip(unit, self.ratio, self.chunks, self.shape, strict=True):
+            count *= max(0, min(r, math.ceil(n / c) - u * r))
+        return count
+
+    def units_outside(self, new_shape: Sequence[int]) -> Iterator[tuple[int, ...]]:
+        """Write units of the current shape that lie wholly outside ``new_shape``."""
+        new_grid = _grid(new_shape, self.write_shape)
+        for unit in itertools.product(*(range(g) for g in self.unit_grid)):
+            if any(u >= g for u, g in zip(unit, new_grid, strict=True)):
+                yield unit
+
+    # -- alignment -----------------------------------------------------------------------
+    def is_aligned(self, region: Sequence[slice]) -> bool:
+        """True when ``region`` covers every write unit it touches whole (its edges lie on
+        write-unit edges or on the array's edge): writing it reads nothing back, and two
+        such regions that do not overlap never share a write unit."""
+        for s, w, n in zip(region, self.write_shape, self.shape, strict=True):
+            if s.start % w or (s.stop % w and s.stop != n):
+                return False
+        return True
+
+    def aligned_blocks(self, region: Sequence[slice], itemsize: int, max_bytes: int
+                       ) -> Iterator[tuple[slice, ...]]:
+        """Write-unit-aligned blocks of at most ``max_bytes`` (at least one write unit)
+        that tile ``region`` of the array. Rows of whole units are grouped along the first
+        axis; the region's own ends may cut a unit (those pieces are read-modify-writes).
+        """
+        region = tuple(region)
+        if not region:
+            yield ()
+            return
+        unit = self.write_shape
+        # unit-grid edges inside the region, per axis, plus the region's own ends
+        edges = []
+        for s, w in zip(region, unit, strict=True):
+            inner = range((s.start // w + 1) * w, s.stop, w)
+            edges.append([s.start, *inner, s.stop] if s.stop > s.start else [s.start, s.stop])
+        row_bytes = math.prod(s.stop - s.start for s in region[1:]) * itemsize
+        first = edges[0]
+        if row_bytes * unit[0] <= max_bytes:  # several unit rows per block
+            rows_per_block = max(1, (max_bytes // max(1, row_bytes)) // unit[0])
+            for i in range(0, len(first) - 1, rows_per_block):
+                stop = first[min(len(first) - 1, i + rows_per_block)]
+                yield (slice(first[i], stop), *region[1:])
+            return
+        pieces = [list(zip(e[:-1], e[1:], strict=True)) for e in edges]
+        for parts in itertools.product(*pieces):
+            yield tuple(slice(a, b) for a, b in parts)
+
+
+def _grid(shape: Sequence[int], unit: Sequence[int]) -> tuple[int, ...]:
+    return tuple(math.ceil(n / u) if u else 0 for n, u in zip(shape, unit, strict=True))

@@ -1,0 +1,231 @@
+"""The engine of unsharded arrays: one stored object per chunk.
+
+Reads: the keys of all touched chunks are fetched with one ``get_many`` per batch
+(bounded bytes), decoded in the shared pool and scattered into the output. Stores with
+zero-copy views (a local directory: memory maps) are read in place: each compressed
+chunk is decoded straight from its view by the thread that fetched it, and uncompressed
+chunks are indexed directly, only the selected elements being copied. Uncompressed
+chunks of other stores of which only a little is needed are read as byte ranges.
+
+Writes: every touched chunk is a write unit (``io.rmw``): a chunk covered whole is
+encoded and committed without reading; a partly covered one is read with its
+generation, assembled, encoded and committed only if unchanged (else redone). Chunks
+that end up all fill_value are deleted instead of written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..codecs import Pipeline
+from ..concurrency import INLINE_ITEM_BYTES, run_batched
+from ..errors import ChunkDecodeError
+from ..indexing import ChunkProjection, OrthogonalIndexer
+from ..storage.base import Store
+from .chunk_codec import ChunkCodec, scratch_buffer
+from .layout import ChunkLayout
+from .ranges import RangePlanner
+from .rmw import WriteUnit, commit_units
+
+BATCH_BYTES = 256 * 2**20  # decoded bytes per batch: bounds memory of huge selections
+VIEW_GROUP = 64  # views held at once (a memory map holds a file descriptor)
+
+
+def batches(items: Iterable[Any], per_batch: int) -> Iterator[list[Any]]:
+    """``items`` in lists of at most ``per_batch``."""
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= per_batch:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class PlainEngine:
+    """Chunk-level reads and writes of one unsharded array."""
+
+    def __init__(self, store: Store, layout: ChunkLayout, pipeline: Pipeline, dtype: np.dtype,
+                 fill_value: Any, name: str, synchronizer: Any = None,
+                 write_empty_chunks: bool = False) -> None:
+        self.store, self.layout, self.pipeline, self.name = store, layout, pipeline, name
+        self.synchronizer = synchronizer
+        self.codec = ChunkCodec(pipeline, layout.chunks, dtype, fill_value, name,
+                                write_empty_chunks)
+        self.chunk_shape, self.dtype = self.codec.chunk_shape, self.codec.dtype
+        self.read_fill, self.chunk_nbytes = self.codec.read_fill, self.codec.nbytes
+        self.key_of = layout.unit_key
+        # chunks stored as raw C-ordered bytes: read in place through views of a
+        # zero-copy store, else just the byte ranges a small selection needs
+        self.raw_dtype: np.dtype | None = None
+        self.ranges: RangePlanner | None = None
+        if pipeline.fixed_size and self.dtype.kind != "O":
+            self.raw_dtype = (pipeline.array_bytes._stored_dtype(self.dtype)
+                              if pipeline.zarr_format == 3 else self.dtype)
+            if not store.zero_copy_views and store.supports_partial_reads:
+                self.ranges = RangePlanner(tuple(self.chunk_shape), self.raw_dtype,
+                                           store.request_cost_bytes)
+
+    def _batches(self, projections: Iterable[ChunkProjection], batch_bytes: int = BATCH_BYTES
+                 ) -> Iterator[list[ChunkProjection]]:
+        return batches(projections, max(1, batch_bytes // self.chunk_nbytes))
+
+    # -- reads ---------------------------------------------------------------------------
+    def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
+        """Fill ``out`` from every projected chunk (missing chunks read as fill_value)."""
+        for batch in self._batches(projections):
+            if self.store.zero_copy_views:
+                self._read_views(batch, out)
+                continue
+            whole, ranged = batch, []
+            if self.ranges is not None:
+                whole = []
+                for p in batch:
+                    plan = None if p.is_complete else self.ranges.plan(p.chunk_selection)
+                    if plan is None:
+                        whole.append(p)
+                    else:
+                        ranged.append((p, plan))
+            if whole:
+                keys = [self.key_of(p.chunk_coords) for p in whole]
+                blobs = self.store.get_many(keys)
+                run_batched(lambda item: self.codec.read_into(out, *item),
+                            list(zip(whole, keys, blobs, strict=True)),
+                            item_bytes=self.chunk_nbytes, cpu_bound=True)
+            if ranged:
+                self._read_ranged(ranged, out)
+
+    def _read_views(self, batch: list[ChunkProjection], out: np.ndarray) -> None:
+        """Chunks read in place (no copy of the stored bytes). Compressed chunks are each
+        fetched by the thread that decodes it, so fetching overlaps decoding; raw or small
+        ones are fetched a group at a time, with one store call."""
+        store, key_of = self.store, self.key_of
+        if self.raw_dtype is not None:  # a copy per chunk: a few elements, or whole chunks
+            read, size = self._read_view, 0
+        else:
+            read, size = self.codec.read_into, self.chunk_nbytes
+        if self.raw_dtype is not None or self.chunk_nbytes < INLINE_ITEM_BYTES:
+            for start in range(0, len(batch), VIEW_GROUP):
+                group = batch[start:start + VIEW_GROUP]
+                keys = [key_of(p.chunk_coords) for p in group]
+                items = list(zip(group, keys, store.get_views(keys), strict=True))
+                run_batched(lambda item: read(out, *item), items, item_bytes=size,
+                            cpu_bound=True)
+            return
+
+        def one(p: ChunkProjection) -> None:
+            key = key_of(p.chunk_coords)
+            read(out, p, key, store.get_views((key,))[0])
+
+        run_batched(one, batch, item_bytes=size, cpu_bound=True)
+
+    def _read_view(self, out: np.ndarray, proj: ChunkProjection, key: str, view: Any) -> None:
+        if view is None:
+            out[proj.out_selection] = self.read_fill
+            return
+        n = memoryview(view).nbytes
+        if n != self.chunk_nbytes:
+            raise ChunkDecodeError(f"array {self.name!r}: cannot decode chunk {key!r}: chunk "
+                                   f"has {n} bytes, expected {self.chunk_nbytes} for shape "
+                                   f"{self.chunk_shape} {self.dtype}")
+        chunk = np.frombuffer(view, self.raw_dtype).reshape(self.chunk_shape)
+        out[proj.out_selection] = chunk[proj.chunk_selection]
+
+    def _read_ranged(self, items: list, out: np.ndarray) -> None:
+        keys = [self.key_of(p.chunk_coords) for p, _ in items]  # once per chunk, not range
+        requests = [(key, r) for key, (_, plan) in zip(keys, items, strict=True)
+                    for r in plan.ranges]
+        # a missing chunk answers None to every range
+        parts = self.store.get_ranges(requests) if requests else []
+        planner = self.ranges
+        pos = 0
+        for key, (proj, plan) in zip(keys, items, strict=True):
+            n = len(plan.ranges)
+            got, pos = parts[pos:pos + n], pos + n
+            if n and got[0] is None:
+                out[proj.out_selection] = self.read_fill
+                continue
+            flat = scratch_buffer((planner.nelements,), planner.stored_dtype)
+            try:
+                values = planner.gather(plan, got, flat)
+            except ValueError as e:
+                raise ChunkDecodeError(f"array {self.name!r}: cannot decode chunk {key!r}: {e}"
+                                       ) from e
+            out[proj.out_selection] = values
+
+    def decode_unit(self, key: str, blob: Any) -> np.ndarray:
+        """Decode one stored write unit (here a chunk); errors name the array and key."""
+        return self.codec.decode(key, blob)
+
+    def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
+        """The whole (unclipped) decoded chunk, fill_value if it is not stored."""
+        key = self.key_of(coords)
+        blob = self.store.get(key)
+        if blob is None:
+            return self.codec.fill_chunk()
+        chunk = self.codec.decode(key, blob)
+        return chunk if chunk.flags.writeable else chunk.copy()
+
+    # -- writes --------------------------------------------------------------------------
+    def write(self, projections: Iterable[ChunkProjection], value: np.ndarray,
+              scalar: bool = False) -> None:
+        """Write ``value`` (already broadcast to the selection shape) into every chunk."""
+        scalar_cache: dict[Any, Any] | None = {} if scalar else None
+        # a remote store holds a batch's encoded chunks until they are sent: smaller batches
+        batch_bytes = getattr(self.store, "write_batch_bytes", BATCH_BYTES)
+        for batch in self._batches(projections, batch_bytes):
+            units = [self._unit(p, value, scalar_cache) for p in batch]
+            commit_units(self.store, units, synchronizer=self.synchronizer,
+                         item_bytes=self.chunk_nbytes)
+
+    def _unit(self, proj: ChunkProjection, value: np.ndarray, scalar_cache: dict | None
+              ) -> WriteUnit:
+        key = self.key_of(proj.chunk_coords)
+        codec = self.codec
+        if proj.is_complete and scalar_cache is not None:
+            # a scalar over whole chunks: every chunk of one edge shape encodes the same
+            edge = tuple((s.start, s.stop) for s in proj.chunk_selection
+                         if isinstance(s, slice))
+
+            def build(_old: Any) -> Any:
+                if edge not in scalar_cache:
+                    scalar_cache[edge] = codec.encode(codec.assemble(proj, key, None, value))
+                return scalar_cache[edge]
+        else:
+            def build(old: Any) -> Any:
+                return codec.encode(codec.assemble(proj, key, old, value))
+        return WriteUnit(key, build, needs_old=not proj.is_complete,
+                         fallback=codec.fill_encoded, label=f"array {self.name!r}")
+
+    def write_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:
+        """Encode and store one whole chunk (deleted instead when it is all fill)."""
+        full = tuple(slice(0, n) for n in self.chunk_shape)
+        self.write([ChunkProjection(tuple(coords), full, full, True)], chunk)
+
+    def clear_outside(self, old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> None:
+        """Shrinking: delete chunks wholly outside ``new_shape`` and reset the part of the
+        cut chunks beyond it to fill_value (so growing again shows fill, never stale data)."""
+        clear_outside(self, self.layout, old_shape, new_shape)
+
+
+def clear_outside(engine: Any, layout: ChunkLayout, old_shape: tuple[int, ...],
+                  new_shape: tuple[int, ...]) -> None:
+    """``clear_outside`` of either engine: whole write units outside go, and the bands of
+    the kept units beyond the new edge are written with fill_value (read-modify-writes)."""
+    doomed = [layout.unit_key(u) for u in layout.units_outside(new_shape)]
+    engine.store.delete_many(doomed)
+    unit = layout.write_shape
+    kept = tuple(min(o, -(-n // w) * w) for o, n, w in zip(old_shape, new_shape, unit,
+                                                          strict=True))
+    for axis, (n, k) in enumerate(zip(new_shape, kept, strict=True)):
+        if k <= n:
+            continue
+        band = tuple(slice(n, k) if i == axis else slice(0, kept[i])
+                     for i in range(len(old_shape)))
+        indexer = OrthogonalIndexer(band, kept, layout.chunks, False)
+        fill = np.full(indexer.shape, engine.read_fill, dtype=engine.dtype)
+        engine.write(indexer, fill)

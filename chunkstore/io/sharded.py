@@ -1,0 +1,292 @@
+"""The engine of sharded arrays: read only the shard index and the needed inner chunks;
+write whole shards, each a write unit of ``io.rmw``.
+
+The array layer sees inner chunks (``Array.chunks``) and hands this engine projections
+on the inner chunk grid; the layout groups them by shard.
+
+* Reads fetch the indexes of all touched shards with one ``get_ranges`` (parsed indexes
+  are kept in a bounded cache), then the byte ranges of just the needed inner chunks
+  with one more ``get_ranges`` (neighbours merged by the store's request cost), and
+  decode them in the pool straight into the output. A cached index is never trusted
+  blindly: the same batched call re-reads the index bytes, and if another writer has
+  replaced the shard the batch is redone with the new index.
+* Writes: a shard whose inner chunks are all covered is encoded without reading; a
+  partly covered shard is a read-modify-write committed only if the shard did not
+  change meanwhile (else redone), so writers of distinct inner chunks of one shard
+  never lose an update. Untouched inner chunks keep their stored bytes; inner chunks
+  equal to the fill value are left out; a shard left empty is deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..codecs.pipeline import CodecPipeline, Pipeline
+from ..codecs.sharding import EMPTY, ShardingCodec
+from ..concurrency import run_batched
+from ..errors import ChunkDecodeError, ChunkstoreError, UnsupportedError
+from ..indexing import ChunkProjection
+from ..storage.base import Store
+from .cache import LRUCache
+from .chunk_codec import ChunkCodec
+from .coalesce import coalesce
+from .layout import ChunkLayout
+from .plain import BATCH_BYTES, batches, clear_outside
+from .rmw import WriteUnit, commit_units
+
+#: parsed shard indexes kept per open array (an index of 64 inner chunks is 1 KiB)
+INDEX_CACHE_BYTES = 16 * 2**20
+Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
+
+
+class _StaleIndex(Exception):
+    """A cached index no longer matches the stored shard."""
+
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__(keys)
+        self.keys = keys
+
+
+def is_sharded(pipeline: Pipeline) -> bool:
+    """True when the array's codec chain is a ``sharding_indexed`` codec."""
+    return isinstance(pipeline, CodecPipeline) and isinstance(pipeline.array_bytes, ShardingCodec)
+
+
+class ShardEngine:
+    """Reads and writes of a sharded array, in terms of its inner chunks."""
+
+    def __init__(self, store: Store, layout: ChunkLayout, pipeline: CodecPipeline,
+                 dtype: np.dtype, fill_value: Any, name: str, synchronizer: Any = None,
+                 write_empty_chunks: bool = False) -> None:
+        codec = pipeline.array_bytes
+        if not isinstance(codec, ShardingCodec) or codec.inner is None:
+            raise UnsupportedError(f"array {name!r}: not a sharded codec chain")
+        if pipeline.array_array or pipeline.bytes_bytes:
+            raise UnsupportedError(f"array {name!r}: codecs around 'sharding_indexed' are not "
+                                   f"supported: {pipeline.to_json()}")
+        self.store, self.layout, self.pipeline, self.name = store, layout, pipeline, name
+        self.codec, self.inner_pipeline = codec, codec.inner
+        self.synchronizer = synchronizer
+        self.inner = ChunkCodec(codec.inner, codec.chunk_shape, dtype, fill_value, name,
+                                write_empty_chunks)
+        self.chunk_shape, self.dtype = self.inner.chunk_shape, self.inner.dtype
+        self.read_fill = self.inner.read_fill
+        self.shard_nbytes = self.inner.nbytes * layout.chunks_per_unit
+        # key -> (raw index bytes, parsed index)
+        self._indexes = LRUCache(max_entries=65536, max_bytes=INDEX_CACHE_BYTES,
+                                 size_of=lambda e: 2 * len(e[0]) + 64)
+
+    # -- grouping ------------------------------------------------------------------------
+    def _groups(self, projections: Iterable[ChunkProjection]) -> Iterator[list[Group]]:
+        """Batches of ``(shard coords, [(projection, inner number), ...])``."""
+        groups: dict[tuple[int, ...], list[tuple[ChunkProjection, int]]] = {}
+        layout = self.layout
+        for p in projections:
+            coords = tuple(p.chunk_coords)
+            groups.setdefault(layout.unit_of(coords), []).append((p, layout.inner_index(coords)))
+        return batches(groups.items(), max(1, BATCH_BYTES // self.shard_nbytes))
+
+    def _label(self, key: str, local: int) -> str:
+        ratio = self.layout.ratio
+        coords = np.unravel_index(local, ratio) if ratio else ()
+        return f"{key} (inner chunk {tuple(int(c) for c in coords)})"
+
+    # -- indexes -------------------------------------------------------------------------
+    def indexes(self, keys: Sequence[str], cached: set[str] | None = None
+                ) -> list[np.ndarray | None]:
+        """Parsed indexes of the shards ``keys`` (None: shard not stored), one batched
+        ranged read for those not cached; keys answered from the cache go to ``cached``."""
+        found: dict[str, np.ndarray | None] = {}
+        for k in keys:
+            entry = self._indexes.get(k)
+            if entry is not None:
+                found[k] = entry[1]
+        if cached is not None:
+            cached.update(found)
+        missing = list(dict.fromkeys(k for k in keys if k not in found))
+        if missing:
+            rng = self.codec.index_range
+            parts = self.store.get_ranges([(k, rng) for k in missing])
+            for key, part in zip(missing, parts, strict=True):
+                found[key] = None if part is None else self._remember(key, part)
+        return [found[k] for k in keys]
+
+    def _remember(self, key: str, raw: Any) -> np.ndarray:
+        index = self.codec.decode_index(raw, f"array {self.name!r}: shard {key!r}")
+        self._indexes.put(key, (bytes(raw), index))
+        return index
+
+    def _still_valid(self, key: str, raw: Any) -> bool:
+        entry = self._indexes.get(key)
+        return raw is not None and entry is not None and entry[0] == bytes(raw)
+
+    def invalidate(self, keys: Iterable[str] | None = None) -> None:
+        """Forget cached indexes (all of them by default)."""
+        self._indexes.discard(keys)
+
+    # -- reads ---------------------------------------------------------------------------
+    def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
+        """Fill ``out`` from the projected inner chunks (missing ones read as fill)."""
+        for batch in self._groups(projections):
+            try:
+                self._read_batch(batch, out)
+            except _StaleIndex as e:  # another writer replaced a shard: re-read its index
+                self.invalidate(e.keys)
+                try:
+                    self._read_batch(batch, out)
+                except _StaleIndex as again:
+                    raise ChunkDecodeError(
+                        f"array {self.name!r}: shard {again.keys[0]!r} is shorter than its "
+                        "index says (truncated or changing shard)") from None
+
+    def _read_batch(self, batch: list[Group], out: np.ndarray) -> None:
+        keys = [self.layout.unit_key(shard) for shard, _ in batch]
+        cached: set[str] = set()
+        indexes = self.indexes(keys, cached)
+        requests: list[tuple[str, tuple[int, int]]] = []
+        wanted: list[list[tuple[ChunkProjection, int, int, int]]] = []
+        fill_projs: list[ChunkProjection] = []
+        gap = self.store.request_cost_bytes
+        for key, (_, items), index in zip(keys, batch, indexes, strict=True):
+            if index is None:
+                fill_projs.extend(p for p, _ in items)
+                continue
+            located = []
+            for p, local in items:
+                offset, nbytes = index[local]
+                if nbytes == EMPTY:
+                    fill_projs.append(p)
+                else:
+                    located.append((p, local, int(offset), int(nbytes)))
+            located.sort(key=lambda t: t[2])
+            starts = np.array([t[2] for t in located], np.int64)
+            stops = starts + np.array([t[3] for t in located], np.int64)
+            firsts, lasts, group = coalesce(starts, stops, gap)
+            for r, (a, b) in enumerate(zip(firsts.tolist(), lasts.tolist(), strict=True)):
+                requests.append((key, (a, b)))
+                wanted.append([t for t, g in zip(located, group.tolist(), strict=True)
+                               if g == r])
+        # cached indexes are re-read alongside the data (same call) to catch other writers
+        recheck = [k for k in dict.fromkeys(keys) if k in cached]
+        parts = self.store.get_ranges(
+            requests + [(k, self.codec.index_range) for k in recheck]) if (
+            requests or recheck) else []
+        stale = [k for k, raw in zip(recheck, parts[len(requests):], strict=True)
+                 if not self._still_valid(k, raw)]
+        if stale:
+            raise _StaleIndex(stale)
+        for p in fill_projs:
+            out[p.out_selection] = self.read_fill
+        work = []
+        for (key, (start, stop)), members, part in zip(requests, wanted, parts[:len(requests)],
+                                                       strict=True):
+            if part is None or len(part) != stop - start:
+                stale.append(key)
+                continue
+            for p, local, offset, nbytes in members:
+                # bytes, not a memoryview: some numcodecs decoders need a real buffer object
+                blob = part if len(members) == 1 else part[offset - start:offset - start + nbytes]
+                work.append((p, self._label(key, local), blob))
+        if stale:
+            raise _StaleIndex(stale)
+        run_batched(lambda item: self.inner.read_into(out, *item), work)
+
+    def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
+        """One whole inner chunk (fill_value where it is not stored)."""
+        out = np.empty(self.chunk_shape, dtype=self.dtype)
+        full = tuple(slice(0, n) for n in self.chunk_shape)
+        self.read([ChunkProjection(tuple(coords), full, full, True)], out)
+        return out
+
+    def decode_unit(self, key: str, blob: Any) -> np.ndarray:
+        """Decode one whole stored shard; errors name the array and key."""
+        try:
+            index = self.codec.parse(blob, f"array {self.name!r}: shard {key!r}")
+        except ChunkstoreError as e:
+            raise ChunkDecodeError(str(e)) from e
+        shard = np.full(self.layout.write_shape, self.read_fill, dtype=self.dtype)
+        for i, region in enumerate(self.codec.inner_regions()):
+            data = self.codec.inner_bytes(blob, index, i)
+            if data is not None:
+                shard[region] = self.inner.decode(self._label(key, i), bytes(data))
+        return shard
+
+    # -- writes --------------------------------------------------------------------------
+    def write(self, projections: Iterable[ChunkProjection], value: np.ndarray,
+              scalar: bool = False) -> None:
+        """Write ``value`` (broadcast to the selection shape) into the projected chunks."""
+        scalar_cache: dict[Any, Any] | None = {} if scalar else None
+        for batch in self._groups(projections):
+            units = [self._unit(group, value, scalar_cache) for group in batch]
+            built = commit_units(self.store, units, synchronizer=self.synchronizer,
+                                 cpu_bound=False)
+            for unit, result in zip(units, built, strict=True):
+                self._after_commit(unit.key, result)
+
+    def _after_commit(self, key: str, result: Any) -> None:
+        if isinstance(result, bytes | bytearray):
+            self._remember(key, self.codec.index_bytes_of(result))
+        else:
+            self.invalidate([key])
+
+    def _unit(self, group: Group, value: np.ndarray, scalar_cache: dict | None) -> WriteUnit:
+        shard, items = group
+        key = self.layout.unit_key(shard)
+        complete = {local for p, local in items if p.is_complete}
+        covered = len(complete) == self.layout.chunks_in_unit(shard)
+        inner, codec = self.inner, self.codec
+
+        def encode(task: tuple[ChunkProjection, int, bytes | None]) -> Any:
+            p, local, old = task
+            if scalar_cache is not None and p.is_complete:
+                edge = tuple((s.start, s.stop) for s in p.chunk_selection
+                             if isinstance(s, slice))
+                if edge not in scalar_cache:
+                    scalar_cache[edge] = inner.encode(inner.assemble(p, key, None, value))
+                return scalar_cache[edge]
+            return inner.encode(inner.assemble(p, self._label(key, local), old, value))
+
+        def build(old: bytes | None) -> Any:
+            parts: dict[int, Any] = {}
+            index = None
+            if old is not None and not covered:
+                index = codec.parse(old, f"array {self.name!r}: shard {key!r}")
+                for local in np.flatnonzero(index[:, 1] != EMPTY):
+                    parts[int(local)] = codec.inner_bytes(old, index, int(local))
+            tasks = []
+            for p, local in items:
+                prior = None
+                if index is not None and not p.is_complete:  # only partial chunks decode
+                    found = codec.inner_bytes(old, index, local)
+                    prior = None if found is None else bytes(found)
+                tasks.append((p, local, prior))
+            for (_, local, _), encoded in zip(tasks, run_batched(encode, tasks), strict=True):
+                if encoded is None:
+                    parts.pop(local, None)
+                else:
+                    parts[local] = encoded
+            built = codec.build(parts)
+            return None if built is None else built[0]
+
+        return WriteUnit(key, build, needs_old=not covered, fallback=self._empty_shard,
+                         label=f"array {self.name!r}")
+
+    def _empty_shard(self) -> bytes:
+        """A shard of no inner chunks (just its index): written instead of a delete where
+        a store cannot delete conditionally."""
+        return bytes(self.codec.index.encode(self.codec.empty_index()))
+
+    def write_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:
+        """Replace one whole inner chunk (its shard is read, modified and written back)."""
+        full = tuple(slice(0, n) for n in self.chunk_shape)
+        self.write([ChunkProjection(tuple(coords), full, full, True)], chunk)
+
+    def clear_outside(self, old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> None:
+        """Shrinking: delete shards wholly outside ``new_shape``; reset the part of the cut
+        shards beyond it to fill_value (so growing again shows fill)."""
+        doomed = [self.layout.unit_key(u) for u in self.layout.units_outside(new_shape)]
+        self.invalidate(doomed)
+        clear_outside(self, self.layout, old_shape, new_shape)
