@@ -3,23 +3,38 @@ Dask-scale rechunk and transpose on a laptop or a distributed cluster."""
 
 from .api import (
     array,
+    consolidate_metadata,
+    copy,
+    create,
     create_array,
+    create_group,
     empty,
     empty_like,
+    from_array,
     full,
     full_like,
+    group,
+    load,
     ones,
     ones_like,
     open,
     open_array,
+    open_consolidated,
+    open_group,
+    open_like,
+    save,
+    save_array,
+    save_group,
     zeros,
     zeros_like,
 )
 from .array import Array
+from .config import config
 from .errors import (
     ChunkDecodeError,
     ChunkstoreError,
     CodecError,
+    ConcurrentWriteError,
     ContainsArrayError,
     ContainsGroupError,
     InvalidKeyError,
@@ -29,36 +44,21 @@ from .errors import (
     ReadOnlyError,
     UnsupportedError,
 )
-from .group import Group
-from .group_api import consolidate_metadata, group, open_group
-from .saving import (
-    copy,
-    create,
-    create_group,
-    from_array,
-    load,
-    open_consolidated,
-    open_like,
-    save,
-    save_array,
-    save_group,
-)
+from .hierarchy.group import Group
 from .storage import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
 from .sync import ProcessSynchronizer, ThreadSynchronizer
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "Group", "consolidate_metadata", "copy", "create", "create_group", "from_array",
-    "group", "load", "open_consolidated", "open_group", "open_like", "save", "save_array",
-    "save_group",
-    "ChunkDecodeError", "ChunkstoreError", "CodecError", "ContainsArrayError",
-    "ContainsGroupError", "FsspecStore", "InvalidKeyError", "LocalStore", "MemoryStore",
-    "MetadataError", "ZipStore",
-    "NodeNotFoundError", "NodeTypeError", "ProcessSynchronizer", "ReadOnlyError", "Store",
-    "ThreadSynchronizer", "UnsupportedError", "array",
-    "create_array", "empty", "empty_like", "full", "full_like", "ones", "ones_like", "open",
-    "open_array", "zeros", "zeros_like",
+    "Array", "ChunkDecodeError", "ChunkstoreError", "CodecError", "ConcurrentWriteError",
+    "ContainsArrayError", "ContainsGroupError", "FsspecStore", "Group", "InvalidKeyError",
+    "LocalStore", "MemoryStore", "MetadataError", "NodeNotFoundError", "NodeTypeError",
+    "ProcessSynchronizer", "ReadOnlyError", "Store", "ThreadSynchronizer", "UnsupportedError",
+    "ZipStore", "array", "config", "consolidate_metadata", "copy", "create", "create_array",
+    "create_group", "empty", "empty_like", "from_array", "full", "full_like", "group", "load",
+    "ones", "ones_like", "open", "open_array", "open_consolidated", "open_group", "open_like",
+    "save", "save_array", "save_group", "zeros", "zeros_like",
 ]
 
 

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from .config import config
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -32,7 +34,11 @@ _pool_pid: int | None = None
 
 
 def default_workers() -> int:
-    """Thread count: ``CHUNKSTORE_THREADS`` or 4 per core, capped at 32."""
+    """Thread count: ``config`` "threading.max_workers", else ``CHUNKSTORE_THREADS``, else
+    4 per core, capped at 32."""
+    configured = config.get("threading.max_workers")
+    if configured:
+        return max(1, int(configured))
     env = os.environ.get("CHUNKSTORE_THREADS")
     if env:
         return max(1, int(env))

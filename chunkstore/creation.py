@@ -1,4 +1,5 @@
-"""Building the metadata of new nodes from user arguments, and writing node documents."""
+"""Building the metadata of a new array from user arguments (shape, dtype, chunks,
+shards, codecs, fill value...): validation and defaults only, no store IO."""
 
 from __future__ import annotations
 
@@ -10,74 +11,98 @@ import numpy as np
 
 from .codecs.convert import v2_codecs, v3_codec_chain
 from .codecs.sharding import ShardingCodec
-from .errors import ContainsArrayError, ContainsGroupError, MetadataError, UnsupportedError
+from .errors import MetadataError, UnsupportedError
 from .metadata import (
     ArrayMetadata,
     ArrayMetadataV2,
     ArrayMetadataV3,
-    GroupMetadataV2,
-    GroupMetadataV3,
-    NodeMetadata,
     default_fill_value,
-    is_array,
-    join_path,
-    node_keys,
     normalize_fill_value,
 )
 from .metadata.dtypes import dtype_from_v2, v3_name_of
 from .metadata.dtypes_extra import refine_v2_object_dtype, user_dtype, with_object_codec
 from .metadata.json_io import check_json_value
-from .metadata.nodes import probe_nodes
-from .storage.base import Store, validate_key
 
-TARGET_CHUNK_BYTES = 1 << 20
+class _DefaultFill:
+    """The fill value of an array created without one: the dtype's default (0, "",
+    NaT...). Distinct from ``None``, which a v2 array stores as ``null`` (zarr-python)."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT_FILL"
 
 
-def normalize_path(path: str | None) -> str:
-    """``"/a/b/"`` -> ``"a/b"``; ``None`` or ``"/"`` -> ``""`` (the root)."""
-    if path is None:
-        return ""
-    path = str(path).strip("/")
-    if path:
-        validate_key(path)
-    return path
+DEFAULT_FILL: Any = _DefaultFill()
+
+# zarr-python's chunk guess (from PyTables): a target chunk size growing with the array
+CHUNK_BASE, CHUNK_MIN, CHUNK_MAX = 256 * 1024, 128 * 1024, 64 * 1024 * 1024
+
+
+def _as_int(value: Any, what: str, given: Any) -> int:
+    """``value`` as an int: ints, NumPy integers and bools (an int subclass, accepted as
+    zarr-python does); anything else (a float such as 16.5 or even 16.0, a string)
+    raises TypeError rather than being truncated."""
+    if isinstance(value, int | np.integer):
+        return int(value)
+    raise TypeError(f"{what} must be integers, got {given!r} ({type(value).__name__} "
+                    f"{value!r})")
 
 
 def normalize_shape(shape: Any) -> tuple[int, ...]:
+    """User shape (an int or a sequence of ints) -> a tuple of non-negative ints."""
     if isinstance(shape, int | np.integer):
         shape = (shape,)
-    try:
-        out = tuple(int(s) for s in shape)
-    except TypeError as e:
-        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from e
+    if isinstance(shape, str | bytes) or not hasattr(shape, "__iter__"):
+        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
+    out = tuple(_as_int(s, "shape", shape) for s in shape)
     if any(s < 0 for s in out):
         raise ValueError(f"shape must not be negative, got {out}")
     return out
 
 
 def auto_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """Chunks of about 1 MiB: halve the largest axis until the chunk is small enough."""
+    """The chunk shape zarr-python picks: a target size between 128 KiB and 64 MiB that
+    grows with the array (``256 KiB * 2 ** log10(MiB)``), reached by halving the axes in
+    turn until the chunk is below it or within 50% of it."""
     chunks = [max(1, s) for s in shape]
-    while math.prod(chunks) * itemsize > TARGET_CHUNK_BYTES and max(chunks) > 1:
-        i = chunks.index(max(chunks))
-        chunks[i] = math.ceil(chunks[i] / 2)
+    if not chunks:
+        return ()
+    itemsize = max(1, itemsize)
+    total = math.prod(chunks) * itemsize
+    target = CHUNK_BASE * (2 ** math.log10(total / (1024.0 * 1024)))
+    target = min(max(target, CHUNK_MIN), CHUNK_MAX)
+    idx = 0
+    while True:
+        nbytes = math.prod(chunks) * itemsize
+        if (nbytes < target or abs(nbytes - target) / target < 0.5) and nbytes < CHUNK_MAX:
+            break
+        if math.prod(chunks) == 1:
+            break
+        axis = idx % len(chunks)
+        chunks[axis] = math.ceil(chunks[axis] / 2.0)
+        idx += 1
     return tuple(chunks)
 
 
 def normalize_chunks(chunks: Any, shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """User chunks -> a tuple of positive ints (None / -1 in an axis = the whole axis)."""
-    if chunks is None or chunks is True or chunks == "auto":
+    """User chunks -> a tuple of positive ints. None, True or "auto": zarr-python's guess;
+    an int: the same length on every axis; None or -1 in an axis: the whole axis; 0 is
+    accepted for an axis of length 0 (as zarr-python does) and stored as 1."""
+    if chunks is None or chunks is True or (isinstance(chunks, str) and chunks == "auto"):
         return auto_chunks(shape, itemsize)
     if isinstance(chunks, int | np.integer):
         chunks = (int(chunks),) * len(shape)
+    if isinstance(chunks, str | bytes) or not hasattr(chunks, "__iter__"):
+        raise TypeError(f"chunks must be an int or a sequence of ints, got {chunks!r}")
     chunks = tuple(chunks)
     if len(chunks) != len(shape):
         raise ValueError(f"chunks {chunks} do not match the {len(shape)}-d shape {shape}")
     out = []
     for c, s in zip(chunks, shape, strict=True):
-        if c is None or c == -1:
+        if c is None or (isinstance(c, int | np.integer) and c == -1):
             c = max(1, s)
-        c = int(c)
+        c = _as_int(c, "chunks", chunks)
+        if c == 0 and s == 0:
+            c = 1
         if c < 1:
             raise ValueError(f"chunk sizes must be positive, got {chunks}")
         out.append(c)
@@ -128,14 +153,15 @@ def _key_encoding(chunk_key_encoding: Any, dimension_separator: str | None) -> t
 
 
 def build_array_metadata(
-    *, shape: Any, dtype: Any, chunks: Any = None, shards: Any = None, fill_value: Any = None,
+    *, shape: Any, dtype: Any, chunks: Any = None, shards: Any = None, fill_value: Any = DEFAULT_FILL,
     order: str = "C",
     compressors: Any = "auto", filters: Any = None, codecs: Any = None, zarr_format: int = 3,
     dimension_names: Sequence[str | None] | None = None, attributes: dict | None = None,
     chunk_key_encoding: Any = None, dimension_separator: str | None = None, where: str = "array",
     allow_unsafe_codecs: bool = False,
 ) -> ArrayMetadata:
-    """Validated metadata for a new array."""
+    """Validated metadata for a new array. ``fill_value``: omitted -> the dtype's default;
+    None -> the default too in v3, ``null`` in v2 (read as None, as zarr-python)."""
     shape = normalize_shape(shape)
     np_dtype = user_dtype(dtype, where)  # str -> StringDType, bytes -> object (vlen)
     shard_shape, index_location = None, "end"
@@ -161,7 +187,7 @@ def build_array_metadata(
                                 f"match the {len(shape)}-d shape")
     if zarr_format == 3:
         v3_name_of(np_dtype, where)
-        fill = (default_fill_value(np_dtype) if fill_value is None
+        fill = (default_fill_value(np_dtype) if fill_value is None or fill_value is DEFAULT_FILL
                 else normalize_fill_value(fill_value, np_dtype, where))
         if np_dtype.kind != "T":  # StringDType has no byte order
             np_dtype = np_dtype.newbyteorder("=")
@@ -191,8 +217,12 @@ def build_array_metadata(
         sep = sep or "."
         if sep not in (".", "/"):
             raise ValueError(f"{where}: dimension_separator must be '.' or '/', got {sep!r}")
-        fill = normalize_fill_value(fill_value, np_dtype, where) if fill_value is not None else (
-            default_fill_value(np_dtype))
+        if fill_value is DEFAULT_FILL:
+            fill = default_fill_value(np_dtype)
+        elif fill_value is None:
+            fill = None  # written as null, as zarr-python does
+        else:
+            fill = normalize_fill_value(fill_value, np_dtype, where)
         if dimension_names is not None:  # v2 has no field: the xarray convention
             if not all(isinstance(n, str) for n in dimension_names):
                 raise MetadataError(f"{where}: v2 dimension_names must all be strings, got "
@@ -203,58 +233,3 @@ def build_array_metadata(
             compressor=compressor, filters=v2_filters, order=order, dimension_separator=sep,
             attributes=attributes)
     raise ValueError(f"{where}: zarr_format must be 2 or 3, got {zarr_format!r}")
-
-
-def write_metadata(store: Store, path: str, metadata: NodeMetadata) -> None:
-    """Store a node's documents (each one replaced atomically by the store)."""
-    store.set_many(_documents(store, path, metadata))
-
-
-def _documents(store: Store, path: str, metadata: NodeMetadata) -> dict[str, bytes]:
-    where = f"{store!r}/{join_path(path, node_keys(metadata)[0])}"
-    return {join_path(path, k): v for k, v in metadata.documents(where).items()}
-
-
-def _ancestors(path: str, within: str | None) -> list[str]:
-    """The groups above ``path``, root first; only those below ``within`` when given."""
-    if not path:
-        return []
-    parts = path.split("/")[:-1]
-    out = [""] + ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
-    if within is None:
-        return out
-    return [p for p in out if len(p) > len(within) and (not within or p.startswith(within + "/"))]
-
-
-def prepare_node(store: Store, path: str, zarr_format: int, overwrite: bool, *,
-                 within: str | None = None, checked: bool = False) -> None:
-    """Make room for a new node at ``path`` with one batched read.
-
-    A node already there (in either format: an existing v2 array blocks a new v3 one)
-    raises ContainsArrayError / ContainsGroupError, or is deleted with ``overwrite``.
-    The missing groups above ``path`` are created (root included, as zarr-python does);
-    a parent that is an array raises ContainsArrayError. ``within``: the path of a group
-    known to exist (its ancestors are not read); ``checked``: nothing is at ``path``
-    (the caller just read it in both formats).
-    """
-    parents = _ancestors(path, within)
-    nodes = probe_nodes(store, parents if checked else [*parents, path])
-    existing = None if checked else nodes[path]
-    if existing is not None and not overwrite:
-        kind = ContainsArrayError if is_array(existing) else ContainsGroupError
-        what = "an array" if is_array(existing) else "a group"
-        raise kind(f"{what} already exists at path {path or '/'!r} in {store!r}")
-    for parent in parents:
-        node = nodes[parent]
-        if node is not None and is_array(node):
-            raise ContainsArrayError(f"cannot create {path!r}: {parent or '/'!r} in {store!r} "
-                                     "is an array")
-    if existing is not None:
-        store.delete_prefix(path)
-    meta = GroupMetadataV3() if zarr_format == 3 else GroupMetadataV2()
-    docs: dict[str, bytes] = {}
-    for parent in parents:
-        if nodes[parent] is None:
-            docs.update(_documents(store, parent, meta))
-    if docs:
-        store.set_many(docs)

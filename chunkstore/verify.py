@@ -7,20 +7,21 @@ from dataclasses import dataclass, field
 
 from .array import Array
 from .errors import ChunkstoreError
-from .metadata import is_array, try_load_node
+from .hierarchy.reading import try_read_node
+from .metadata import is_array
 from .storage.base import Store
 
 
 def walk_nodes(store: Store, path: str = "") -> Iterator[tuple[str, object]]:
     """``(path, metadata)`` of the node at ``path`` and every node below it, sorted by
     path (one listing and one batched read per level, or the consolidated metadata)."""
-    node = try_load_node(store, path)
+    node = try_read_node(store, path)
     if node is None:
         return
     yield path, node
     if is_array(node):
         return
-    from .group_api import open_group
+    from .api import open_group
     below = open_group(store, mode="r", path=path)._descendants(None)
     for rel in sorted(below):
         yield (f"{path}/{rel}" if path else rel), below[rel]

@@ -1,0 +1,47 @@
+"""``copy``: an array or a whole hierarchy into another store, block by block."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..array import Array
+from ..hierarchy.group import Group
+from ..hierarchy.paths import normalize_path
+from ..io.copy import COPY_BLOCK_BYTES, copy_into
+from ..storage.resolve import resolve_store
+from .creation import create_array, jsonable_attrs, like_array_kwargs, regular_chunks
+from .opening import open_group
+
+
+def copy(source: Any, store: Any = None, path: str | None = None, *,
+         chunks: Any = None, max_bytes: int = COPY_BLOCK_BYTES, overwrite: bool = False,
+         storage_options: dict | None = None, **create_kwargs: Any) -> Array | Group:
+    """Copy ``source`` into a new array (or hierarchy) at ``store``/``path``, a block of at
+    most ``max_bytes`` at a time: never the whole array in memory.
+
+    ``source``: a chunkstore Array or Group, or any array-like with ``shape``, ``dtype`` and
+    NumPy slicing (a NumPy array or memmap, an h5py dataset...). Its attributes come along;
+    chunks default to the source's chunks; an Array keeps its format (unless
+    ``zarr_format`` is given), fill value, dimension names and v2 separator.
+    """
+    st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
+    path = normalize_path(path)
+    if isinstance(source, Group):
+        kwargs = {**create_kwargs}
+        if kwargs.get("zarr_format") is None:
+            kwargs["zarr_format"] = source.zarr_format
+        g = open_group(st, "w" if overwrite else "w-", path, zarr_format=kwargs["zarr_format"],
+                       attributes=source.attrs.asdict())
+        for name, member in source.members():
+            copy(member, st, g._full(name), max_bytes=max_bytes, **kwargs)
+        return g
+    if isinstance(source, Array):
+        like_array_kwargs(source, create_kwargs)
+    if chunks is None:
+        chunks = regular_chunks(source)
+    arr = create_array(st, path, shape=tuple(source.shape), dtype=source.dtype, chunks=chunks,
+                       overwrite=overwrite,
+                       attributes=jsonable_attrs(source, f"copy of {source!r}"),
+                       **create_kwargs)
+    copy_into(source, arr, max_bytes)
+    return arr

@@ -1,0 +1,149 @@
+"""Opening nodes by mode, with zarr-python 3's names: ``open``, ``open_array``,
+``open_group``, ``group``, ``create_group``, ``open_consolidated``, ``open_like``.
+
+``mode``: "r" read-only, "r+" must exist, "a" read/write, create if missing, "w" create
+(replacing what is there), "w-" create, fail if anything is there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..array import Array
+from ..errors import NodeNotFoundError, NodeTypeError
+from ..hierarchy.group import Group
+from ..hierarchy.group_open import check_mode
+from ..hierarchy.members import array_options, new_array
+from ..hierarchy.paths import normalize_path
+from ..hierarchy.reading import read_documents, try_read_node
+from ..metadata import consolidated as cons
+from ..metadata.nodes import NodeMetadata, is_array, parse_node, where_prefix
+from ..storage.base import Store
+from ..storage.resolve import resolve_store
+from .creation import regular_chunks
+
+
+def open_array(store: Any = None, mode: str = "a", path: str | None = None, *,
+               zarr_format: int | None = None, storage_options: dict | None = None,
+               synchronizer: Any = None, write_empty_chunks: bool | None = None,
+               allow_unsafe_codecs: bool = False, **create_kwargs: Any) -> Array:
+    """Open (or, by mode, create) an array: "a" creates it when missing if ``shape`` is
+    given; "w"/"w-" need ``shape`` (and the other ``create_array`` arguments)."""
+    check_mode(mode)
+    st = resolve_store(store, mode=mode, storage_options=storage_options)
+    path = normalize_path(path)
+    node = None if mode in ("w", "w-") else try_read_node(st, path, zarr_format, kind="array")
+    return _open_or_create(st, mode, path, node, zarr_format=zarr_format,
+                           synchronizer=synchronizer, write_empty_chunks=write_empty_chunks,
+                           allow_unsafe_codecs=allow_unsafe_codecs, **create_kwargs)
+
+
+def _open_or_create(st: Store, mode: str, path: str, node: NodeMetadata | None, *,
+                    zarr_format: int | None = None, synchronizer: Any = None,
+                    write_empty_chunks: bool | None = None, allow_unsafe_codecs: bool = False,
+                    **create_kwargs: Any) -> Array:
+    """open_array once the node at ``path`` has been read (in ``zarr_format``, or in both
+    formats when it is None)."""
+    opts = {"synchronizer": synchronizer, "allow_unsafe_codecs": allow_unsafe_codecs}
+    if mode in ("w", "w-") or (mode == "a" and node is None and "shape" in create_kwargs):
+        if "shape" not in create_kwargs:
+            raise TypeError(f"creating an array at {path or '/'!r} needs a shape")
+        if zarr_format is not None:
+            create_kwargs["zarr_format"] = zarr_format
+        checked = mode == "a" and zarr_format is None  # both formats were read: nothing there
+        return new_array(st, path, overwrite=mode == "w", checked=checked,
+                         write_empty_chunks=write_empty_chunks, **opts, **create_kwargs)
+    if node is None:
+        raise NodeNotFoundError(f"no array at path {path or '/'!r} in {st!r}")
+    if not is_array(node):
+        raise NodeTypeError(f"path {path or '/'!r} in {st!r} is a group, not an array")
+    write_empty, _ = array_options(create_kwargs.get("config"), write_empty_chunks, None)
+    return Array(st, path, node, read_only=mode == "r",  # type: ignore[arg-type]
+                 write_empty_chunks=write_empty, **opts)
+
+
+def open(store: Any = None, mode: str = "a", path: str | None = None, **kwargs: Any
+         ) -> Array | Group:
+    """Open the array or group at ``path``: an array if ``shape`` is given (created by
+    mode), else whatever is there; "w" without ``shape`` makes a new group, "w-" refuses
+    any node there (ContainsArrayError / ContainsGroupError).
+
+    Its documents are read once (``zarr.json`` first; the v2 ones only if it is missing).
+    """
+    check_mode(mode)
+    st = resolve_store(store, mode=mode, storage_options=kwargs.pop("storage_options", None))
+    path = normalize_path(path)
+    if "shape" in kwargs:
+        return open_array(st, mode, path, **kwargs)
+    zarr_format = kwargs.get("zarr_format")
+    group_kwargs = {k: kwargs[k] for k in ("zarr_format", "attributes", "use_consolidated",
+                                           "synchronizer") if k in kwargs}
+    if mode in ("w", "w-"):
+        return Group._from_documents(st, mode, path, {}, **group_kwargs)
+    extra = () if kwargs.get("use_consolidated") is False else (cons.V2_KEY,)
+    docs = read_documents(st, [path], zarr_format, group_extra=extra)[path]
+    node = parse_node(docs, where_prefix(st, path), zarr_format)
+    if node is not None and is_array(node):
+        kwargs.pop("use_consolidated", None)
+        return _open_or_create(st, mode, path, node, **kwargs)
+    return Group._from_documents(st, mode, path, docs, **group_kwargs)
+
+
+def open_group(store: Any = None, mode: str = "a", path: str | None = None, *,
+               zarr_format: int | None = None, attributes: dict | None = None,
+               storage_options: dict | None = None, use_consolidated: bool | None = None,
+               synchronizer: Any = None) -> Group:
+    """Open (or, by ``mode``, create) the group at ``path``.
+
+    A v3 group costs one read (``zarr.json``); the v2 documents (``.zgroup``, ``.zattrs``
+    and ``.zmetadata``, in one batch) are read only when ``zarr.json`` is missing or
+    ``zarr_format=2``. When the group has consolidated metadata its members come from
+    it with no further requests (``use_consolidated=False`` ignores it, ``True``
+    requires it).
+    """
+    check_mode(mode)
+    st = resolve_store(store, mode=mode, storage_options=storage_options)
+    return Group._open_at(st, mode, normalize_path(path), zarr_format=zarr_format,
+                          attributes=attributes, use_consolidated=use_consolidated,
+                          synchronizer=synchronizer)
+
+
+def group(store: Any = None, overwrite: bool = False, *, path: str | None = None,
+          zarr_format: int | None = None, attributes: dict | None = None,
+          storage_options: dict | None = None, synchronizer: Any = None) -> Group:
+    """The group at ``path`` of ``store`` (memory when None), created if missing
+    (``overwrite=True`` replaces whatever is there).
+
+    >>> g = group()
+    >>> g.create_group("bar").name
+    '/bar'
+    """
+    return open_group(store, "w" if overwrite else "a", path, zarr_format=zarr_format,
+                      attributes=attributes, storage_options=storage_options,
+                      synchronizer=synchronizer)
+
+
+def create_group(store: Any, *, path: str | None = None, zarr_format: int | None = None,
+                 overwrite: bool = False, attributes: dict | None = None,
+                 storage_options: dict | None = None) -> Group:
+    """A new group at ``store``/``path``; an existing node there raises (ContainsGroupError
+    or ContainsArrayError) unless ``overwrite=True``."""
+    return open_group(store, "w" if overwrite else "w-", path, zarr_format=zarr_format,
+                      attributes=attributes, storage_options=storage_options)
+
+
+def open_consolidated(store: Any = None, mode: str = "a", path: str | None = None,
+                      **kwargs: Any) -> Group:
+    """``open_group`` that requires consolidated metadata (MetadataError without it)."""
+    return open_group(store, mode, path, use_consolidated=True, **kwargs)
+
+
+def open_like(a: Any, path: Any, **kwargs: Any) -> Array:
+    """Open (or create) the array at ``path`` with the shape, dtype and chunks of ``a``."""
+    kwargs.setdefault("shape", tuple(a.shape))
+    kwargs.setdefault("dtype", a.dtype)
+    kwargs.setdefault("chunks", regular_chunks(a))
+    if isinstance(a, Array):
+        kwargs.setdefault("fill_value", a.fill_value)
+        kwargs.setdefault("zarr_format", a.zarr_format)
+    return open_array(path, **kwargs)

@@ -1,0 +1,98 @@
+"""``chunkstore.config``: the settings users set, in zarr-python's spelling.
+
+>>> import chunkstore as cs
+>>> cs.config.get("array.write_empty_chunks")
+False
+>>> with cs.config.set({"array.write_empty_chunks": True}):
+...     cs.config.get("array.write_empty_chunks")
+True
+
+Keys (dotted, as ``zarr.config``):
+
+* ``array.write_empty_chunks`` (False): store chunks that hold only the fill value.
+* ``array.order`` ("C"): memory order of new arrays.
+* ``array.default_compressor`` ("auto"): the compressor(s) of new arrays when none is
+  given: "auto" (Blosc lz4 with shuffle), None, or a numcodecs codec / list of them.
+* ``threading.max_workers`` (None): threads of the chunk IO pool (None: 4 per core, at
+  most 32, or the ``CHUNKSTORE_THREADS`` environment variable). Read when the pool is
+  created: set it before the first read or write.
+* ``cache.shard_index_bytes`` (16 MiB): bytes of shard indexes kept per array.
+
+Set values apply at once; ``config.set`` used as a context manager restores the previous
+values on exit. Thread-safe for readers; meant to be set at start-up.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+_DEFAULTS: dict[str, Any] = {
+    "array.write_empty_chunks": False,
+    "array.order": "C",
+    "array.default_compressor": "auto",
+    "threading.max_workers": None,
+    "cache.shard_index_bytes": 16 * 2**20,
+}
+_MISSING = object()
+
+
+class _Restore:
+    """What ``config.set`` returns: the change is already applied; ``with`` undoes it."""
+
+    def __init__(self, config: Config, previous: dict[str, Any]) -> None:
+        self._config, self._previous = config, previous
+
+    def __enter__(self) -> Config:
+        return self._config
+
+    def __exit__(self, *exc: object) -> None:
+        self._config._values.update(self._previous)
+
+
+class Config:
+    """A flat mapping of dotted keys to values with defaults (see the module docstring)."""
+
+    def __init__(self, defaults: Mapping[str, Any]) -> None:
+        self._defaults = dict(defaults)
+        self._values = dict(defaults)
+        self._lock = threading.Lock()
+
+    def _check(self, key: str) -> str:
+        if key not in self._defaults:
+            raise KeyError(f"unknown chunkstore config key {key!r}; known keys: "
+                           f"{sorted(self._defaults)}")
+        return key
+
+    def get(self, key: str, default: Any = _MISSING) -> Any:
+        """The value of ``key``; ``default`` (when given) for an unknown key, else KeyError.
+        A section name (``"array"``) gives a dict of its keys."""
+        if key in self._values:
+            return self._values[key]
+        section = {k[len(key) + 1:]: v for k, v in self._values.items() if k.startswith(key + ".")}
+        if section:
+            return section
+        if default is not _MISSING:
+            return default
+        return self._values[self._check(key)]
+
+    def set(self, values: Mapping[str, Any] | None = None, **kwargs: Any) -> _Restore:
+        """Set values (a mapping of dotted keys, or keyword arguments with ``__`` for the
+        dots); usable as a context manager that restores the old values on exit."""
+        changes = {**(values or {}), **{k.replace("__", "."): v for k, v in kwargs.items()}}
+        with self._lock:
+            previous = {self._check(k): self._values[k] for k in changes}
+            self._values.update(changes)
+        return _Restore(self, previous)
+
+    def reset(self) -> None:
+        """Back to the defaults."""
+        with self._lock:
+            self._values = dict(self._defaults)
+
+    def __repr__(self) -> str:
+        return f"chunkstore.config({self._values!r})"
+
+
+config = Config(_DEFAULTS)

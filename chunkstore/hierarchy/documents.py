@@ -1,0 +1,148 @@
+"""Node documents in a store: the one place that reads and writes ``zarr.json``,
+``.zarray``, ``.zgroup`` and ``.zattrs``.
+
+* :func:`read_node` / :func:`try_read_node` / :func:`read_nodes` / :func:`probe_nodes`:
+  format-aware batched reads (see ``hierarchy.reading``).
+* :func:`write_node`: store a node's documents whole (a new node), then bring the
+  consolidated copies above it up to date.
+* :func:`update_node`: a read-modify-write of a node's documents through the conditional
+  commit of ``io.rmw``: ``change(current) -> new`` is applied to the *stored* document at
+  each attempt, so concurrent writers (appends, attributes) never lose an update; then the
+  consolidated copies above it are refreshed.
+* :func:`delete_node`: remove a node and its subtree, and drop it from consolidated copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..errors import MetadataError, NodeNotFoundError
+from ..io.rmw import UNCHANGED, WriteUnit, commit_units
+from ..metadata.nodes import (
+    V2_KIND_KEY,
+    NodeMetadata,
+    is_array,
+    join_path,
+    node_keys,
+    parse_node,
+    where_prefix,
+)
+from ..storage.base import Store
+from .consolidated import refresh_consolidated
+from .reading import probe_nodes, read_node, read_nodes, try_read_node
+
+Change = Callable[[NodeMetadata], NodeMetadata]
+
+__all__ = ["delete_node", "probe_nodes", "read_node", "read_nodes", "refresh_consolidated",
+           "try_read_node", "update_node", "write_node", "write_nodes"]
+
+
+def _documents(store: Store, path: str, meta: NodeMetadata) -> dict[str, bytes]:
+    where = f"{where_prefix(store, path)}/{node_keys(meta)[0]}"
+    return {join_path(path, k): v for k, v in meta.documents(where).items()}
+
+
+def write_nodes(store: Store, nodes: Mapping[str, NodeMetadata], *, synchronizer: Any = None,
+                consolidating: Sequence[str] | None = None) -> None:
+    """Store the documents of several nodes (path -> metadata, e.g. a new node and the
+    groups created above it) with one batched write, each document replaced atomically;
+    then bring the consolidated copies above them up to date. ``consolidating``: the
+    groups holding such copies when the caller knows them (it has just read them; ``[]``
+    skips the refresh), else they are found by reading the store."""
+    docs: dict[str, bytes] = {}
+    for path, meta in nodes.items():
+        docs.update(_documents(store, path, meta))
+    if docs:
+        store.set_many(docs)
+    leaves = [p for p in nodes if not any(q.startswith(p + "/") or (not p and q)
+                                          for q in nodes if q != p)]
+    for path in leaves:  # a refresh adds the unlisted groups between, too
+        refresh_consolidated(store, path, zarr_format=nodes[path].zarr_format,
+                             synchronizer=synchronizer, groups=consolidating)
+
+
+def write_node(store: Store, path: str, meta: NodeMetadata, *, synchronizer: Any = None,
+               consolidating: Sequence[str] | None = None) -> None:
+    """Store a node's documents whole (a new node, or one replaced on purpose), then
+    bring the consolidated copies above it up to date (see :func:`write_nodes`)."""
+    write_nodes(store, {path: meta}, synchronizer=synchronizer, consolidating=consolidating)
+
+
+def delete_node(store: Store, path: str, *, zarr_format: int | None = None,
+                synchronizer: Any = None, consolidating: Sequence[str] | None = None) -> None:
+    """Remove the node at ``path`` and everything below it, and its entries in the
+    consolidated copies above it (``consolidating``: as for :func:`write_nodes`)."""
+    store.delete_prefix(path)
+    refresh_consolidated(store, path, zarr_format=zarr_format, synchronizer=synchronizer,
+                         groups=consolidating)
+
+
+def _locate(store: Store, path: str, zarr_format: int | None, kind: str | None
+            ) -> tuple[int, str]:
+    """(format, kind) of the node at ``path``, probing the store only when the caller
+    did not say (v3 needs no kind: one document holds everything)."""
+    if zarr_format == 3 or (zarr_format == 2 and kind is not None):
+        return zarr_format, kind or "node"
+    node = probe_nodes(store, [path])[path]
+    if node is None or (zarr_format is not None and node.zarr_format != zarr_format):
+        raise NodeNotFoundError(f"no array or group at path {path or '/'!r} in {store!r}")
+    return node.zarr_format, "array" if is_array(node) else "group"
+
+
+def _checked(new: Any, current: NodeMetadata, where: str) -> NodeMetadata:
+    if type(new) is not type(current):
+        raise MetadataError(f"{where}: an update must keep the node's kind and format "
+                            f"({type(current).__name__}), got {type(new).__name__}")
+    return new
+
+
+def update_node(store: Store, path: str, change: Change, *, synchronizer: Any = None,
+                zarr_format: int | None = None, kind: str | None = None) -> NodeMetadata:
+    """Read-modify-write the documents of the node at ``path``; returns the committed
+    metadata.
+
+    ``change(current) -> new`` gets the metadata as stored at the time of each attempt
+    (it may run more than once: keep it a pure function of its argument) and returns the
+    new metadata (the same object to change nothing). Each changed document commits only
+    if unchanged since it was read (``io.rmw``), else it is re-read and ``change`` applied
+    again: concurrent updates of one node never lose one another. v2 keeps attributes in
+    ``.zattrs`` and the rest in ``.zarray``/``.zgroup``: each is read-modify-written on
+    its own, with the other read fresh. Afterwards the consolidated copies above the
+    node are refreshed. ``zarr_format`` / ``kind`` ("array", "group"), when the caller
+    knows them, save a probe of the store; ``synchronizer`` adds a lock per document.
+    NodeNotFoundError when there is no node at ``path``.
+    """
+    fmt, kind = _locate(store, path, zarr_format, kind)
+    prefix = where_prefix(store, path)
+    names = ["zarr.json"] if fmt == 3 else [V2_KIND_KEY[kind], ".zattrs"]
+    built: dict[str, NodeMetadata] = {}
+
+    def unit(name: str) -> WriteUnit:
+        others = [n for n in names if n != name]
+
+        def build(old: bytes | None) -> Any:
+            docs = {name: old}
+            if others:
+                docs.update(zip(others, store.get_many([join_path(path, n) for n in others]),
+                                strict=True))
+            current = parse_node(docs, prefix, fmt)
+            if current is None:
+                raise NodeNotFoundError(f"no array or group at path {path or '/'!r} in "
+                                        f"{store!r}")
+            new = _checked(change(current), current, f"{prefix}/{name}")
+            built[name] = new
+            if new is current:
+                return UNCHANGED
+            where = f"{prefix}/{names[0]}"
+            raw = new.documents(where)[name]
+            return UNCHANGED if raw == current.documents(where)[name] else raw
+        return WriteUnit(join_path(path, name), build, label=f"{prefix}/{name}")
+
+    commit_units(store, [unit(n) for n in names], synchronizer=synchronizer, cpu_bound=False)
+    result = built[names[0]]
+    if fmt == 2:
+        result = result.replace(attributes=built[".zattrs"].attributes)
+    refresh_consolidated(store, path, zarr_format=fmt, synchronizer=synchronizer)
+    return result
+

@@ -1,0 +1,92 @@
+"""Creating an array node: user arguments -> metadata -> placed in the hierarchy -> Array.
+
+Shared by ``Group.create_array`` and the top-level ``chunkstore.create_array`` (which sits
+above groups), so it lives below both."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..array import Array
+from ..config import config as settings
+from ..creation import build_array_metadata
+from ..metadata.dtypes_extra import infer_object_dtype
+from ..storage.base import Store
+from .placement import place_node
+
+UNSET: Any = "unset"
+
+
+def shape_and_dtype(data: Any, shape: Any, dtype: Any, what: str) -> tuple[Any, Any, Any]:
+    """``(data, shape, dtype)`` for a new array: taken from ``data`` (made array-like)
+    unless given; dtype defaults to float64 without data. TypeError without either."""
+    if data is None:
+        if shape is None:
+            raise TypeError(f"{what}() needs shape= or data=")
+        return None, shape, "f8" if dtype is None else dtype
+    if not (hasattr(data, "shape") and hasattr(data, "dtype")):
+        data = np.asarray(data)
+    if dtype is None and isinstance(data, np.ndarray) and data.dtype.kind == "O":
+        dtype = infer_object_dtype(data)  # all str -> variable-length strings
+    return data, data.shape if shape is None else shape, data.dtype if dtype is None else dtype
+
+
+def array_options(config: dict[str, Any] | None, write_empty_chunks: bool | None,
+                  order: str | None) -> tuple[bool, str]:
+    """``(write_empty_chunks, order)`` from the explicit arguments, the per-array
+    ``config={...}`` (zarr-python's ArrayConfig spelling) and ``chunkstore.config``."""
+    config = dict(config or {})
+    unknown = set(config) - {"write_empty_chunks", "order"}
+    if unknown:
+        raise ValueError(f"config: unknown array settings {sorted(unknown)}; known: "
+                         "'write_empty_chunks', 'order'")
+    if write_empty_chunks is None:
+        write_empty_chunks = config.get("write_empty_chunks",
+                                        settings.get("array.write_empty_chunks"))
+    if order is None:
+        order = config.get("order", settings.get("array.order"))
+    return bool(write_empty_chunks), order  # type: ignore[return-value]
+
+
+def resolve_compressors(compressors: Any, compressor: Any) -> Any:
+    """One compressor setting from ``compressors=`` / the zarr-python 2 ``compressor=``
+    spelling / ``chunkstore.config`` "array.default_compressor"."""
+    if compressor is not UNSET:
+        if not (isinstance(compressors, str) and compressors == "auto"):
+            raise TypeError("give compressors= or compressor=, not both")
+        compressors = compressor
+    if isinstance(compressors, str) and compressors == "auto":
+        compressors = settings.get("array.default_compressor")
+    return compressors
+
+
+def new_array(st: Store, path: str, *, shape: Any, dtype: Any = "f8",
+              compressors: Any = "auto", compressor: Any = UNSET, filters: Any = None,
+              order: str | None = None, overwrite: bool = False, synchronizer: Any = None,
+              write_empty_chunks: bool | None = None, allow_unsafe_codecs: bool = False,
+              config: dict[str, Any] | None = None, zarr_format: int = 3,
+              dimension_separator: str | None = None, within: str | None = None,
+              checked: bool = False, consolidating_above: Sequence[str] | None = None,
+              **meta_kwargs: Any) -> Array:
+    """Create the array node at ``path`` of a resolved store and return it.
+
+    ``within``, ``checked`` and ``consolidating_above`` say what the caller knows of the
+    hierarchy already (see ``placement.place_node``); ``meta_kwargs`` are the other
+    arguments of ``creation.build_array_metadata``."""
+    if zarr_format == 3 and dimension_separator is not None:
+        raise ValueError("dimension_separator cannot be used for arrays with zarr_format 3. "
+                         "Use chunk_key_encoding instead.")
+    write_empty, order = array_options(config, write_empty_chunks, order)
+    compressors = resolve_compressors(compressors, compressor)
+    where = f"{st!r}/{path}" if path else repr(st)
+    meta = build_array_metadata(shape=shape, dtype=dtype, compressors=compressors,
+                                filters=filters, order=order, zarr_format=zarr_format,
+                                dimension_separator=dimension_separator, where=where,
+                                allow_unsafe_codecs=allow_unsafe_codecs, **meta_kwargs)
+    place_node(st, path, meta, overwrite=overwrite, within=within, checked=checked,
+               consolidating_above=consolidating_above, synchronizer=synchronizer)
+    return Array(st, path, meta, synchronizer=synchronizer, write_empty_chunks=write_empty,
+                 allow_unsafe_codecs=allow_unsafe_codecs)
