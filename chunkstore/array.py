@@ -18,11 +18,11 @@ from .errors import NodeTypeError, ReadOnlyError
 from .hierarchy.attributes import Attributes
 from .hierarchy.documents import read_node, update_node, write_node
 from .info import InfoTable, human_bytes
-from .metadata import ArrayMetadata, is_array, join_path
-from .metadata.nodes import describe
 from .io.copy import copy_blocks
 from .io.engine import Engine, layout_of, open_engine
 from .io.layout import ChunkLayout
+from .metadata import ArrayMetadata, is_array, join_path
+from .metadata.nodes import describe
 from .storage.base import Store
 
 ORTHOGONAL, COORDINATE, BASIC = "orthogonal", "coordinate", "basic"
@@ -415,27 +415,44 @@ class Array:
         if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
             raise ValueError(f"array {self.name!r}: cannot resize {self.shape} to {new_shape}")
         if any(n < o for n, o in zip(new_shape, self.shape, strict=True)):
-            self._clear_outside(new_shape)
-        self._update_metadata(self.metadata.replace(shape=new_shape))
+            self._engine.clear_outside(self.shape, new_shape)
+        self._change_metadata(lambda m: m.replace(shape=new_shape))
 
-    def _clear_outside(self, new_shape: tuple[int, ...]) -> None:
-        self._engine.clear_outside(self.shape, new_shape)
+    def _change_metadata(self, change: Any) -> ArrayMetadata:
+        """Read-modify-write the stored document (``change(current) -> new``, applied to
+        what is stored at that moment, so concurrent changes are never lost)."""
+        self._check_writable()
+        meta = update_node(self._store, self._path, change, synchronizer=self._synchronizer,
+                           zarr_format=self.zarr_format, kind="array")
+        self._adopt_metadata(meta)  # type: ignore[arg-type]
+        return meta  # type: ignore[return-value]
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
-        """Grow along ``axis`` and write ``data`` there; returns the new shape."""
+        """Grow along ``axis`` and write ``data`` there; returns the new shape.
+
+        The rows are reserved by one read-modify-write of the stored shape, so
+        concurrent appenders (threads or processes) each get their own rows."""
         self._check_writable()
         data = np.asarray(data, dtype=self.dtype)
         axis = axis + self.ndim if axis < 0 else axis
-        if data.ndim != self.ndim or any(d != s for i, (d, s) in
-                                         enumerate(zip(data.shape, self.shape, strict=True))
-                                         if i != axis):
+        if data.ndim != self.ndim or not 0 <= axis < self.ndim:
             raise ValueError(f"array {self.name!r}: cannot append data of shape {data.shape} "
                              f"to shape {self.shape} along axis {axis}")
-        old = self.shape
-        new_shape = tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(old))
-        self.resize(new_shape)
-        region = tuple(slice(old[axis], None) if i == axis else slice(None)
-                       for i in range(self.ndim))
+        start: list[int] = []
+
+        def grow(meta: ArrayMetadata) -> ArrayMetadata:
+            old = tuple(meta.shape)
+            if any(d != s for i, (d, s) in enumerate(zip(data.shape, old, strict=True))
+                   if i != axis):
+                raise ValueError(f"array {self.name!r}: cannot append data of shape "
+                                 f"{data.shape} to shape {old} along axis {axis}")
+            start[:] = [old[axis]]
+            return meta.replace(shape=tuple(s + data.shape[axis] if i == axis else s
+                                            for i, s in enumerate(old)))
+
+        new_shape = tuple(self._change_metadata(grow).shape)
+        region = tuple(slice(start[0], start[0] + data.shape[axis]) if i == axis
+                       else slice(None) for i in range(self.ndim))
         self[region] = data
         return new_shape
 

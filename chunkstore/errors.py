@@ -57,3 +57,7 @@ class NodeTypeError(ChunkstoreError, TypeError):
 
 class ConcurrentWriteError(ChunkstoreError, RuntimeError):
     """A read-modify-write could not commit: other writers kept changing the object."""
+
+
+class SameLocationError(ChunkstoreError, ValueError):
+    """A copy, rechunk or transpose would write onto (or over) its own source."""

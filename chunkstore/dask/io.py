@@ -22,7 +22,9 @@ from ..api import create_array, open_array
 from ..array import Array
 from ..hierarchy.group import Group
 from ..hierarchy.paths import normalize_path
+from ..io.overlap import refuse_onto_itself
 from ..metadata import join_path
+from ..storage.resolve import resolve_store
 
 
 def in_group(store: Any, path: str | None) -> tuple[Any, str | None]:
@@ -111,6 +113,15 @@ def is_aligned(chunks: tuple[tuple[int, ...], ...], offsets: tuple[int, ...],
     return True
 
 
+def stored_sources(x: da.Array) -> list[Array]:
+    """The stored Arrays a dask array reads (those ``from_store`` put in its graph)."""
+    found = []
+    for name, layer in x.dask.layers.items():
+        if name.startswith("original-"):
+            found += [v for v in layer.values() if isinstance(v, Array)]
+    return found
+
+
 def _regular_chunks(x: da.Array) -> tuple[int, ...] | None:
     """The dask chunk shape when all blocks but the last per axis are equal."""
     out = []
@@ -140,6 +151,10 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     store, path = in_group(store, path)
     if any(math.isnan(c) for sizes in x.chunks for c in sizes):
         raise ValueError("to_store needs known chunk sizes; call x.compute_chunk_sizes() first")
+    if region is None and not isinstance(store, Array):  # creating: never over a source
+        store = resolve_store(store, storage_options=storage_options)
+        for source in stored_sources(x):
+            refuse_onto_itself(source, store, normalize_path(path), "to_store")
     if isinstance(store, Array):
         target = store
     elif region is not None:
@@ -158,7 +173,7 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
         raise ValueError(f"array {target.name!r}: region {region} has shape {shape}, the dask "
                          f"array has {x.shape}")
     offsets = tuple(s.start for s in region)
-    unit = target.shards or target.chunks  # the write unit: one task per shard if sharded
+    unit = target.layout.write_shape  # the write unit: one task per shard if sharded
     if not is_aligned(x.chunks, offsets, unit):
         x = x.rechunk(aligned_chunks(x.shape, offsets, unit))
     token = tokenize(x.name, target.store, target.path, region)

@@ -23,6 +23,8 @@ from ..api import create_array, open_array
 from ..array import Array
 from ..creation import normalize_chunks
 from ..hierarchy.paths import normalize_path
+from ..info import human_bytes
+from ..io.overlap import refuse_onto_itself
 from ..storage.resolve import resolve_store
 from .io import in_group
 from .planner import PlanError, Stage, parse_bytes, plan_rechunk
@@ -64,6 +66,17 @@ def _done(*_: Any) -> None:
     return None
 
 
+class PlanDescription(dict):
+    """``RechunkPlan.describe()``: the plan's figures as a dict, printed as its summary."""
+
+    def __init__(self, figures: dict[str, Any], text: str) -> None:
+        super().__init__(figures)
+        self._text = text
+
+    def __str__(self) -> str:
+        return self._text
+
+
 class RechunkPlan:
     """What a rechunk/transpose will do; ``execute()`` does it."""
 
@@ -72,6 +85,7 @@ class RechunkPlan:
         self.source, self.target, self.stages = source, target, stages
         self.max_mem, self.temp_store, self.progress = max_mem, temp_store, progress
         self._temp_arrays: list[Array] = []
+        self.notes: list[str] = []
 
     # -- inspection ---------------------------------------------------------------------------
     @property
@@ -82,9 +96,10 @@ class RechunkPlan:
     def peak_task_memory(self) -> int:
         return max((s.task_memory for s in self.stages), default=0)
 
-    def describe(self) -> dict[str, Any]:
-        """Stages, tasks, bytes read and written, and the expected peak memory per task."""
-        return {
+    def describe(self) -> PlanDescription:
+        """Stages, tasks, bytes read and written, and the expected peak memory per task:
+        a dict that prints as the plan's summary."""
+        return PlanDescription({
             "shape": tuple(self.target.shape),
             "dtype": str(self.target.dtype),
             "max_mem": self.max_mem,
@@ -99,18 +114,28 @@ class RechunkPlan:
                  "bytes_written": s.nbytes, "intermediate": i < len(self.stages) - 1}
                 for i, s in enumerate(self.stages)
             ],
-        }
+            "write_unit": tuple(self.target.layout.write_shape),
+            "notes": list(self.notes),
+        }, str(self))
 
     def __repr__(self) -> str:
-        d = self.describe()
+        d = self._summary()
         lines = [f"RechunkPlan {d['shape']} {d['dtype']}: {len(self.stages)} stage(s), "
-                 f"{d['ntasks']} tasks, peak ~{d['peak_task_memory'] / 2**20:.0f} MiB per task "
-                 f"(max_mem {self.max_mem / 2**20:.0f} MiB)"]
+                 f"{d['ntasks']} tasks, peak ~{human_bytes(d['peak_task_memory'])}B per task "
+                 f"(max_mem {human_bytes(self.max_mem)}B)"]
         for i, s in enumerate(d["stages"], 1):
             lines.append(f"  stage {i}: {s['source_chunks']} -> {s['target_chunks']} in blocks "
-                         f"{s['block']}: {s['ntasks']} tasks, {s['bytes_read'] / 2**20:.0f} MiB "
+                         f"{s['block']}: {s['ntasks']} tasks, {human_bytes(s['bytes_read'])}B "
                          f"read and written")
+        lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def _summary(self) -> dict[str, Any]:
+        return {"shape": tuple(self.target.shape), "dtype": str(self.target.dtype),
+                "ntasks": self.ntasks, "peak_task_memory": self.peak_task_memory,
+                "stages": [{"source_chunks": s.source_chunks, "target_chunks": s.target_chunks,
+                            "block": s.block, "ntasks": s.ntasks, "bytes_read": s.nbytes}
+                           for s in self.stages]}
 
     # -- execution ----------------------------------------------------------------------------
     def _intermediate(self, stage: Stage) -> Array:
@@ -194,7 +219,6 @@ def _create_target(source: Array | TransposedSource, store: Any, path: str | Non
     base = source.array if isinstance(source, TransposedSource) else source
     kwargs = {"zarr_format": base.zarr_format, "fill_value": base.fill_value,
               "overwrite": False, **create_kwargs}
-    store, path = in_group(store, path)
     if isinstance(source, Array) and source.dimension_names is not None:
         kwargs.setdefault("dimension_names", source.dimension_names)
     return create_array(store, normalize_path(path), shape=source.shape, dtype=source.dtype,
@@ -237,9 +261,37 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
         target_chunks = _chunks_from_dict(target_chunks, tuple(source.chunks))
     chunks = normalize_chunks(target_chunks, tuple(source.shape), source.dtype.itemsize)
     budget = parse_bytes(max_mem)
-    stages = plan_rechunk(source.shape, source.chunks, chunks, source.dtype.itemsize, budget)
+    store, path = in_group(store, path)
+    store = resolve_store(store, storage_options=create_kwargs.pop("storage_options", None))
+    path = normalize_path(path)
+    base = source.array if isinstance(source, TransposedSource) else source
+    refuse_onto_itself(base, store, path, "rechunk")
+    # refuse an impossible plan before creating anything
+    plan_rechunk(source.shape, source.chunks, chunks, source.dtype.itemsize, budget)
     target = _create_target(source, store, path, chunks, create_kwargs)
-    return RechunkPlan(source, target, stages, budget, temp_store, progress)
+    stages, notes = _plan_for(source, target, budget)
+    plan = RechunkPlan(source, target, stages, budget, temp_store, progress)
+    plan.notes.extend(notes)
+    return plan
+
+
+def _plan_for(source: Array | TransposedSource, target: Array, budget: int
+              ) -> tuple[list[Stage], list[str]]:
+    """Stages whose blocks cover whole write units of the target (its shards, if sharded),
+    so no two tasks write into one object. When one shard does not fit in ``max_mem``,
+    blocks follow the inner chunks and each shard is assembled by conditional
+    read-modify-writes (correct, but each shard is rewritten several times)."""
+    unit = tuple(target.layout.write_shape)
+    itemsize = source.dtype.itemsize
+    try:
+        return plan_rechunk(source.shape, source.chunks, unit, itemsize, budget), []
+    except PlanError:
+        if unit == tuple(target.chunks):
+            raise
+    stages = plan_rechunk(source.shape, source.chunks, target.chunks, itemsize, budget)
+    return stages, [f"a target shard {unit} does not fit in max_mem={budget} bytes: blocks "
+                    f"follow the chunks {tuple(target.chunks)}, and each shard is assembled "
+                    "by read-modify-writes (raise max_mem to write whole shards)"]
 
 
 def transpose(src: Any, axes: Any, store: Any, path: str | None = None, chunks: Any = None,

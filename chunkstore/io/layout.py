@@ -15,6 +15,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,19 @@ class ChunkLayout:
         """Store key of the object holding the chunk at ``chunk``."""
         return self.unit_key(self.unit_of(chunk))
 
+    def at_edge(self, chunk: Sequence[int]) -> bool:
+        """True when the chunk reaches past the array's edge. Such a chunk is never
+        replaced blind: the array may have grown meanwhile (another process appending),
+        and the part past the edge this writer knows may hold its data."""
+        return any((c + 1) * size > n for c, size, n in zip(chunk, self.chunks, self.shape,
+                                                            strict=True))
+
+    def for_write(self, projection: Any) -> Any:
+        """``projection`` as a write sees it: a chunk at the edge is never complete."""
+        if projection.is_complete and self.at_edge(projection.chunk_coords):
+            return projection._replace(is_complete=False)
+        return projection
+
     # -- grids ---------------------------------------------------------------------------
     @property
     def chunk_grid(self) -> tuple[int, ...]:
@@ -79,13 +93,6 @@ class ChunkLayout:
         """The part of the array a write unit covers (clipped at the array's edge)."""
         return tuple(slice(u * w, min(n, (u + 1) * w))
                      for u, w, n in zip(unit, self.write_shape, self.shape, strict=True))
-
-    def chunks_in_unit(self, unit: Sequence[int]) -> int:
-        """How many chunks of the write unit ``unit`` intersect the array."""
-        count = 1
-        for u, r, c, n in zip(unit, self.ratio, self.chunks, self.shape, strict=True):
-            count *= max(0, min(r, math.ceil(n / c) - u * r))
-        return count
 
     def units_outside(self, new_shape: Sequence[int]) -> Iterator[tuple[int, ...]]:
         """Write units of the current shape that lie wholly outside ``new_shape``."""

@@ -178,7 +178,7 @@ class PlainEngine:
         # a remote store holds a batch's encoded chunks until they are sent: smaller batches
         batch_bytes = getattr(self.store, "write_batch_bytes", BATCH_BYTES)
         for batch in self._batches(projections, batch_bytes):
-            units = [self._unit(p, value, scalar_cache) for p in batch]
+            units = [self._unit(self.layout.for_write(p), value, scalar_cache) for p in batch]
             commit_units(self.store, units, synchronizer=self.synchronizer,
                          item_bytes=self.chunk_nbytes)
 

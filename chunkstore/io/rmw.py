@@ -100,10 +100,8 @@ def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[i
             for j, old in zip(reads, got, strict=True):
                 olds[j] = old
 
-        def rebuild(j: int) -> Any:
-            return units[pending[j]].build(olds[j][0])
-
-        built = run_batched(rebuild, list(range(len(pending))), cpu_bound=cpu_bound,
+        work = [(units[i], old) for i, (old, _) in zip(pending, olds, strict=True)]
+        built = run_batched(lambda item: item[0].build(item[1]), work, cpu_bound=cpu_bound,
                             item_bytes=item_bytes)
         items, positions = [], []
         for j, value in enumerate(built):

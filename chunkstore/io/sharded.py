@@ -219,6 +219,7 @@ class ShardEngine:
               scalar: bool = False) -> None:
         """Write ``value`` (broadcast to the selection shape) into the projected chunks."""
         scalar_cache: dict[Any, Any] | None = {} if scalar else None
+        projections = map(self.layout.for_write, projections)
         for batch in self._groups(projections):
             units = [self._unit(group, value, scalar_cache) for group in batch]
             built = commit_units(self.store, units, synchronizer=self.synchronizer,
@@ -236,7 +237,7 @@ class ShardEngine:
         shard, items = group
         key = self.layout.unit_key(shard)
         complete = {local for p, local in items if p.is_complete}
-        covered = len(complete) == self.layout.chunks_in_unit(shard)
+        covered = len(complete) == self.layout.chunks_per_unit
         inner, codec = self.inner, self.codec
 
         def encode(task: tuple[ChunkProjection, int, bytes | None]) -> Any:
