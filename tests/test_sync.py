@@ -1,10 +1,11 @@
-"""Concurrent unaligned writers: synchronizers make them lose nothing.
+"""Concurrent unaligned writers lose nothing: by conditional commits on stores with
+compare-and-swap, by synchronizers elsewhere.
 
 Each writer owns a strided set of elements (``a[w::nw]``), so writers never touch the
-same element, but every chunk is shared: each write is a chunk read-modify-write, and
-without a lock two writers racing on a chunk drop one another's update. A store with a
-little latency on reads widens the race window so the unsynchronized run reliably
-loses updates — proving the test can fail.
+same element, but every chunk is shared: each write is a chunk read-modify-write. A
+store with a little latency on reads widens the race window; on a store without
+compare-and-swap (the control group) the unsynchronized run reliably loses updates —
+proving the test can fail.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.storage import LocalStore
+from chunkstore.storage.base import ANY, Store
 
 N_WRITERS, N_ROUNDS, SHAPE, CHUNKS = 4, 25, (40,), (20,)
 
@@ -32,9 +34,29 @@ class SlowReadStore(LocalStore):
     def get_many(self, keys):
         return [self.get(k) for k in keys]
 
+    def get_versioned_many(self, keys):
+        time.sleep(0.002)
+        return super().get_versioned_many(keys)
 
-def _increment_own_elements(root: str, writer: int, synchronizer) -> None:
-    a = cs.open_array(SlowReadStore(root), mode="r+", synchronizer=synchronizer)
+
+class SlowNoCasStore(SlowReadStore):
+    """The control group: commits without checking generations."""
+
+    supports_conditional_writes = False
+    supports_conditional_delete = False
+
+    def get_versioned_many(self, keys):
+        return Store.get_versioned_many(self, keys)
+
+    def commit_many(self, items):  # every commit unconditional
+        return super().commit_many([(key, value, ANY) for key, value, _ in items])
+
+
+STORES = {"cas": SlowReadStore, "nocas": SlowNoCasStore}
+
+
+def _increment_own_elements(root: str, writer: int, synchronizer, kind: str = "cas") -> None:
+    a = cs.open_array(STORES[kind](root), mode="r+", synchronizer=synchronizer)
     for _ in range(N_ROUNDS):
         a[writer::N_WRITERS] = a[writer::N_WRITERS] + 1
 
@@ -45,9 +67,9 @@ def _make(tmp_path) -> str:
     return root
 
 
-def _run_processes(root: str, synchronizer) -> np.ndarray:
+def _run_processes(root: str, synchronizer, kind: str = "cas") -> np.ndarray:
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_increment_own_elements, args=(root, w, synchronizer))
+    procs = [ctx.Process(target=_increment_own_elements, args=(root, w, synchronizer, kind))
              for w in range(N_WRITERS)]
     for p in procs:
         p.start()
@@ -57,8 +79,9 @@ def _run_processes(root: str, synchronizer) -> np.ndarray:
     return cs.open_array(root, mode="r")[:]
 
 
-def _run_threads(root: str, synchronizer) -> np.ndarray:
-    threads = [threading.Thread(target=_increment_own_elements, args=(root, w, synchronizer))
+def _run_threads(root: str, synchronizer, kind: str = "cas") -> np.ndarray:
+    threads = [threading.Thread(target=_increment_own_elements,
+                                args=(root, w, synchronizer, kind))
                for w in range(N_WRITERS)]
     for t in threads:
         t.start()
@@ -67,23 +90,35 @@ def _run_threads(root: str, synchronizer) -> np.ndarray:
     return cs.open_array(root, mode="r")[:]
 
 
-def test_process_synchronizer_loses_nothing(tmp_path):
-    counts = _run_processes(_make(tmp_path), cs.ProcessSynchronizer(tmp_path / "locks"))
+@pytest.mark.parametrize("kind", ["cas", "nocas"])
+def test_process_synchronizer_loses_nothing(tmp_path, kind):
+    counts = _run_processes(_make(tmp_path), cs.ProcessSynchronizer(tmp_path / "locks"), kind)
     assert (counts == N_ROUNDS).all(), counts
 
 
-def test_without_synchronizer_processes_lose_updates(tmp_path):
+def test_without_synchronizer_processes_lose_nothing_by_conditional_commits(tmp_path):
     counts = _run_processes(_make(tmp_path), None)
+    assert (counts == N_ROUNDS).all(), counts
+
+
+def test_without_synchronizer_or_compare_and_swap_processes_lose_updates(tmp_path):
+    counts = _run_processes(_make(tmp_path), None, "nocas")
     assert (counts < N_ROUNDS).any(), "expected lost updates without a synchronizer"
 
 
-def test_thread_synchronizer_loses_nothing(tmp_path):
-    counts = _run_threads(_make(tmp_path), cs.ThreadSynchronizer())
+@pytest.mark.parametrize("kind", ["cas", "nocas"])
+def test_thread_synchronizer_loses_nothing(tmp_path, kind):
+    counts = _run_threads(_make(tmp_path), cs.ThreadSynchronizer(), kind)
     assert (counts == N_ROUNDS).all(), counts
 
 
-def test_without_synchronizer_threads_lose_updates(tmp_path):
+def test_without_synchronizer_threads_lose_nothing_by_conditional_commits(tmp_path):
     counts = _run_threads(_make(tmp_path), None)
+    assert (counts == N_ROUNDS).all(), counts
+
+
+def test_without_synchronizer_or_compare_and_swap_threads_lose_updates(tmp_path):
+    counts = _run_threads(_make(tmp_path), None, "nocas")
     assert (counts < N_ROUNDS).any(), "expected lost updates without a synchronizer"
 
 
