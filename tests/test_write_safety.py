@@ -197,6 +197,9 @@ def test_rechunk_transpose_to_store_refuse_their_own_source(tmp_path):
         with pytest.raises(SameLocationError, match="source"):
             call()
         np.testing.assert_array_equal(cs.open_array(where, path="a", mode="r")[:], data)
+    with pytest.raises(SameLocationError, match="source"):
+        cs.copy(a, where, path="a", overwrite=True)
+    np.testing.assert_array_equal(cs.open_array(where, path="a", mode="r")[:], data)
     # the same directory reached through another spelling is the same place
     other = LocalStore(str(tmp_path / "." / "x.zarr"))
     with pytest.raises(SameLocationError):

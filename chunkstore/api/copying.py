@@ -8,6 +8,7 @@ from ..array import Array
 from ..hierarchy.group import Group
 from ..hierarchy.paths import normalize_path
 from ..io.copy import COPY_BLOCK_BYTES, copy_into
+from ..io.overlap import refuse_onto_itself
 from ..storage.resolve import resolve_store
 from .creation import create_array, jsonable_attrs, like_array_kwargs, regular_chunks
 from .opening import open_group
@@ -24,8 +25,11 @@ def copy(source: Any, store: Any = None, path: str | None = None, *,
     chunks default to the source's chunks; an Array keeps its format (unless
     ``zarr_format`` is given), fill value, dimension names and v2 separator.
     """
-    st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
     path = normalize_path(path)
+    if isinstance(source, Array | Group):  # never over its own source (before any delete)
+        refuse_onto_itself(source, resolve_store(store, storage_options=storage_options),
+                           path, "copy")
+    st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
     if isinstance(source, Group):
         kwargs = {**create_kwargs}
         if kwargs.get("zarr_format") is None:
