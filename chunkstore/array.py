@@ -296,10 +296,12 @@ class Array:
         self._engine.write(indexer, arr, scalar=scalar)
 
     def __getitem__(self, selection: Any) -> Any:
-        return self._get(selection, _kind_of(selection, len(self._layout[0])))
+        selection, kind = ix.numpy_selection(selection, self._layout[0])
+        return self._get(selection, kind)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        self._set(selection, value, _kind_of(selection, len(self._layout[0])))
+        selection, kind = ix.numpy_selection(selection, self._layout[0])
+        self._set(selection, value, kind)
 
     def get_basic_selection(self, selection: Any = Ellipsis, out: np.ndarray | None = None) -> Any:
         """Ints, slices and Ellipsis, as NumPy's basic indexing."""
@@ -512,20 +514,6 @@ def _as_region(selection: Any, shape: tuple[int, ...]) -> tuple[slice, ...] | No
             return None
         region.append(slice(start, max(start, stop)))
     return tuple(region)
-
-
-def _kind_of(selection: Any, ndim: int) -> str:
-    """NumPy-style dispatch: all-array (or whole mask) -> coordinate, some arrays ->
-    orthogonal, else basic."""
-    items = selection if isinstance(selection, tuple) else (selection,)
-    arrays = [isinstance(s, np.ndarray | list) for s in items]
-    if not any(arrays):
-        return BASIC
-    if len(items) == 1 and np.asarray(items[0]).dtype == bool and np.ndim(items[0]) == ndim > 1:
-        return COORDINATE
-    if all(arrays) and len(items) == ndim and ndim > 1:
-        return COORDINATE
-    return ORTHOGONAL
 
 
 def _chunk_key_pattern(meta: ArrayMetadata, ndim: int) -> re.Pattern[str]:
