@@ -14,9 +14,10 @@ from . import indexing as ix
 from .codecs import build_pipeline
 from .codecs.pipeline import CodecPipeline
 from .codecs.sharding import inner_chunk_shape
-from .errors import NodeTypeError, ReadOnlyError
+from .errors import NodeNotFoundError, NodeTypeError, ReadOnlyError
 from .hierarchy.attributes import Attributes
-from .hierarchy.documents import read_node, update_node, write_node
+from .hierarchy.documents import read_node, try_read_node, update_node, write_node
+from .hierarchy.paths import normalize_path
 from .info import InfoTable, human_bytes
 from .io.copy import copy_blocks
 from .io.engine import Engine, layout_of, open_engine
@@ -24,6 +25,7 @@ from .io.layout import ChunkLayout
 from .metadata import ArrayMetadata, is_array, join_path
 from .metadata.nodes import describe
 from .storage.base import Store
+from .storage.resolve import resolve_store
 
 ORTHOGONAL, COORDINATE, BASIC = "orthogonal", "coordinate", "basic"
 
@@ -94,6 +96,38 @@ class Array:
         return (_reopen, (self._store, self._path, self._read_only, self._synchronizer,
                           self._write_empty_chunks, self._allow_unsafe))
 
+    def __eq__(self, other: object) -> bool:
+        """The same array: same path in the same store location (an unpickled or reopened
+        array equals the original)."""
+        return (isinstance(other, Array) and other._path == self._path
+                and other._store.location() == self._store.location())
+
+    def __hash__(self) -> int:
+        return hash(("array", self._store.location(), self._path))
+
+    @classmethod
+    def open(cls, store: Any, *, path: str = "", mode: str = "r+",
+             zarr_format: int | None = None, storage_options: dict | None = None,
+             synchronizer: Any = None) -> Array:
+        """Open the existing array at ``path`` of ``store`` (zarr-python's ``Array.open``):
+        mode "r" is read-only; NodeNotFoundError when nothing is there."""
+        if mode not in ("r", "r+", "a"):
+            raise ValueError(f"Array.open: mode must be 'r', 'r+' or 'a', got {mode!r}")
+        st = resolve_store(store, mode=mode, storage_options=storage_options)
+        path = normalize_path(path)
+        node = try_read_node(st, path, zarr_format, kind="array")
+        if node is None:
+            raise NodeNotFoundError(f"no array at path {path or '/'!r} in {st!r}")
+        if not is_array(node):
+            raise NodeTypeError(f"path {path or '/'!r} in {st!r} is a group, not an array")
+        return cls(st, path, node, read_only=mode == "r",  # type: ignore[arg-type]
+                   synchronizer=synchronizer)
+
+    def update_attributes(self, new_attributes: dict[str, Any]) -> Array:
+        """Merge ``new_attributes`` into the attributes (one atomic update); returns self."""
+        self.attrs.update(new_attributes)
+        return self
+
     _on_metadata_change: Any = None  # set by a Group holding a consolidated snapshot
 
     def _update_metadata(self, metadata: ArrayMetadata) -> None:
@@ -126,7 +160,14 @@ class Array:
     def basename(self) -> str:
         return self._path.rsplit("/", 1)[-1]
 
-    shape = property(lambda self: tuple(self.metadata.shape))
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The array's shape; assigning a new one resizes (as ``resize``)."""
+        return tuple(self.metadata.shape)
+
+    @shape.setter
+    def shape(self, value: Any) -> None:
+        self.resize(value)
     dtype = property(lambda self: np.dtype(self.metadata.dtype))
     chunks = property(lambda self: inner_chunk_shape(self.metadata)
                       or tuple(self.metadata.chunk_shape),
@@ -194,11 +235,17 @@ class Array:
         return len(self._chunk_keys())
 
     @property
-    def nbytes_stored(self) -> int:
-        """Bytes stored for this array: metadata documents plus chunks."""
+    def nbytes_stored(self) -> StoredBytes:
+        """Bytes stored for this array: metadata documents plus chunks. An int that is
+        also callable, as zarr-python 3's ``nbytes_stored()`` method."""
         docs = [join_path(self._path, k) for k in ("zarr.json", ".zarray", ".zattrs")]
         keys = [k for k in docs if self._store.exists(k)] + self._chunk_keys()
-        return sum(self._store.getsize(k) or 0 for k in keys)
+        return StoredBytes(sum(self._store.getsize(k) or 0 for k in keys))
+
+    def info_complete(self) -> InfoTable:
+        """``info`` (zarr-python's spelling for the table with storage figures, which
+        ``info`` always has)."""
+        return self.info
 
     @property
     def info(self) -> InfoTable:
@@ -219,6 +266,8 @@ class Array:
             ("Order", self.order),
             ("Read-only", str(self.read_only)),
             ("Fill value", str(self.fill_value)),
+            ("Filters", str(self.filters)),
+            ("Compressors", str(self.compressors)),
             ("Codecs", str(codecs)),
             ("Store type", type(self._store).__name__),
             ("Store", repr(self._store)),
@@ -284,8 +333,8 @@ class Array:
         try:
             arr = np.asarray(value, dtype=self.dtype)
         except (ValueError, TypeError) as e:
-            raise TypeError(f"array {self.name!r}: cannot store {type(value).__name__} as "
-                            f"{self.dtype}: {e}") from None
+            raise UnstorableValueError(f"array {self.name!r}: cannot store "
+                                       f"{type(value).__name__} as {self.dtype}: {e}") from None
         try:
             arr = np.broadcast_to(arr, indexer.shape)
         except ValueError:
@@ -349,6 +398,9 @@ class Array:
     blocks = property(lambda self: _SelectionView(self, "block"))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if copy is False:  # NumPy 2's protocol, as zarr-python: the data is always a copy
+            raise ValueError(f"array {self.name!r}: cannot give a NumPy view without a copy "
+                             "(the data lives in a store); use np.asarray(a) or a[...]")
         data = np.asarray(self[...])
         return data if dtype is None else data.astype(dtype, copy=False)
 
@@ -457,6 +509,19 @@ class Array:
                        else slice(None) for i in range(self.ndim))
         self[region] = data
         return new_shape
+
+
+class UnstorableValueError(ValueError, TypeError):
+    """A value that cannot be converted to the array's dtype: a ValueError, as NumPy and
+    zarr-python raise for ``"abc"`` into ints, and a TypeError, as chunkstore raised."""
+
+
+class StoredBytes(int):
+    """``Array.nbytes_stored``: an int that can also be called (zarr-python 3 made it a
+    method), so ``a.nbytes_stored`` and ``a.nbytes_stored()`` both work."""
+
+    def __call__(self) -> int:
+        return int(self)
 
 
 class _SelectionView:
