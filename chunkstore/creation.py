@@ -23,6 +23,7 @@ from .metadata.dtypes import dtype_from_v2, v3_name_of
 from .metadata.dtypes_extra import refine_v2_object_dtype, user_dtype, with_object_codec
 from .metadata.json_io import check_json_value
 
+
 class _DefaultFill:
     """The fill value of an array created without one: the dtype's default (0, "",
     NaT...). Distinct from ``None``, which a v2 array stores as ``null`` (zarr-python)."""

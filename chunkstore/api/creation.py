@@ -165,7 +165,10 @@ def _like(a: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 
 def empty_like(a: Any, **kwargs: Any) -> Array:
-    """An empty array with the shape, dtype and chunks of ``a`` (each overridable)."""
+    """An empty array with the shape, dtype and chunks (and for an Array, fill value) of
+    ``a`` (each overridable)."""
+    if isinstance(a, Array):
+        kwargs.setdefault("fill_value", a.fill_value)
     shape, kw = _like(a, kwargs)
     return empty(shape, **kw)
 

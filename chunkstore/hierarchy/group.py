@@ -18,8 +18,8 @@ from .documents import try_read_node, update_node
 from .group_create import GroupCreation
 from .group_open import GroupOpening, load_group
 from .paths import normalize_path
-from .reading import read_nodes, walk_descendants
 from .reading import META_NAMES as _META_NAMES
+from .reading import read_nodes, walk_descendants
 from .tree import TreeView
 
 
@@ -37,7 +37,7 @@ class MemberCount(int):
     def __call__(self, max_depth: int | None = 0) -> int:
         if max_depth == 0:
             return int(self)
-        return len(self._group._descendants(max_depth))
+        return len(self._group._descendants(_checked_depth(max_depth)))
 
 
 class Group(GroupCreation, GroupOpening):
@@ -186,7 +186,7 @@ class Group(GroupCreation, GroupOpening):
                 ) -> tuple[tuple[str, Array | Group], ...]:
         """``(name, member)`` pairs sorted by name; ``max_depth=None`` walks the whole subtree
         (names are then relative paths)."""
-        found = self._descendants(max_depth)
+        found = self._descendants(_checked_depth(max_depth))
         return tuple((rel, self._wrap(join_path(self._path, rel), found[rel]))
                      for rel in sorted(found))
 
@@ -236,7 +236,7 @@ class Group(GroupCreation, GroupOpening):
         members only; None: all), at most ``max_nodes`` nodes. ``expand`` and ``plain``
         are accepted for zarr-python's signature: the drawing is always plain text,
         fully expanded."""
-        found = self._descendants(level)
+        found = self._descendants(_checked_depth(level))
         truncated = None
         if len(found) > max_nodes:
             found = {k: found[k] for k in sorted(found)[:max_nodes]}
@@ -264,6 +264,13 @@ class Group(GroupCreation, GroupOpening):
     def info_complete(self) -> InfoTable:
         """``info`` with the member counts (zarr-python's spelling; ``info`` has them)."""
         return self.info
+
+
+def _checked_depth(max_depth: int | None) -> int | None:
+    """``max_depth`` if it is None or >= 0, else ValueError (as zarr-python)."""
+    if max_depth is not None and max_depth < 0:
+        raise ValueError(f"max_depth must be None or >= 0, got {max_depth}")
+    return max_depth
 
 
 def _reopen(store: Store, path: str, read_only: bool) -> Group:

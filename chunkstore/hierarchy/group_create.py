@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..array import Array
-from ..errors import ContainsArrayError, NodeTypeError
+from ..errors import NodeTypeError
 from ..io.copy import copy_into
 from ..metadata.json_io import check_json_value
 from ..metadata.nodes import GroupMetadataV2, GroupMetadataV3, NodeMetadata, is_array
@@ -87,8 +87,8 @@ class GroupCreation:
         if node is None or overwrite:
             return self.create_group(name, overwrite=overwrite)
         if is_array(node):
-            raise ContainsArrayError(f"{self._full(name)!r} in {self._store!r} is an array, "
-                                     "not a group")
+            raise NodeTypeError(f"Incompatible object: {self._full(name)!r} in {self._store!r} "
+                                "is an array, not a group")
         return self._wrap(self._full(name), node)  # type: ignore[return-value]
 
     def require_groups(self, *names: str) -> tuple[Group, ...]:
@@ -104,7 +104,10 @@ class GroupCreation:
         A direct child costs one batched existence check of its path and one write."""
         self._check_writable()
         data, shape, dtype = shape_and_dtype(data, shape, dtype, f"create_array({name!r})")
-        kwargs.setdefault("zarr_format", self.zarr_format)
+        if kwargs.get("zarr_format") not in (None, self.zarr_format):
+            raise ValueError(f"cannot create a zarr_format={kwargs['zarr_format']} array in a "
+                             f"zarr_format={self.zarr_format} group: it would not be a member")
+        kwargs["zarr_format"] = self.zarr_format
         kwargs.setdefault("synchronizer", self._synchronizer)
         kwargs.pop("storage_options", None)
         path = self._full(name)
@@ -135,26 +138,28 @@ class GroupCreation:
 
     def require_array(self, name: str, *, shape: Any, dtype: Any = None, exact: bool = False,
                       **kwargs: Any) -> Array:
-        """The array ``name`` if it exists with this shape (and a dtype it can hold), else a
-        new one; a mismatch raises TypeError naming the array."""
+        """The array ``name`` if it exists with this shape (and a dtype its data casts to
+        safely, or exactly this dtype with ``exact``: as zarr-python and h5py), else a new
+        one; a mismatch raises TypeError ("Incompatible ...") naming the array."""
         node = self._node(self._full(name))
         if node is None:
             if dtype is not None:
                 kwargs["dtype"] = dtype
             return self.create_array(name, shape=shape, **kwargs)
         if not is_array(node):
-            raise NodeTypeError(f"{self._full(name)!r} in {self._store!r} is a group, "
-                                "not an array")
+            raise NodeTypeError(f"Incompatible object: {self._full(name)!r} in {self._store!r} "
+                                "is a group, not an array")
         arr: Array = self._wrap(self._full(name), node)  # type: ignore[assignment]
         want_shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
         if arr.shape != want_shape:
-            raise TypeError(f"array {arr.name!r} has shape {arr.shape}, not {want_shape}")
+            raise TypeError(f"Incompatible shape: array {arr.name!r} has shape {arr.shape}, "
+                            f"not {want_shape}")
         if dtype is not None:
             want = np.dtype(dtype)
-            ok = arr.dtype == want if exact else np.can_cast(want, arr.dtype)
+            ok = arr.dtype == want if exact else np.can_cast(arr.dtype, want)
             if not ok:
-                raise TypeError(f"array {arr.name!r} has dtype {arr.dtype}, incompatible "
-                                f"with {want}")
+                raise TypeError(f"Incompatible dtype: array {arr.name!r} has dtype "
+                                f"{arr.dtype}, not {want}")
         return arr
 
     def require_dataset(self, name: str, *, shape: Any, **kwargs: Any) -> Array:
@@ -199,7 +204,9 @@ class GroupCreation:
         return self.ones(name, **self._like(data, kwargs))
 
     def empty_like(self, name: str, data: Any, **kwargs: Any) -> Array:
-        """An empty array with the shape, dtype (and chunks) of ``data``."""
+        """An empty array with the shape, dtype (and chunks, fill value) of ``data``."""
+        if isinstance(data, Array):
+            kwargs.setdefault("fill_value", data.fill_value)
         return self.empty(name, **self._like(data, kwargs))
 
     def full_like(self, name: str, data: Any, **kwargs: Any) -> Array:

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 from ..errors import MetadataError, NodeNotFoundError, NodeTypeError
 from ..metadata import consolidated as cons
 from ..metadata.json_io import check_json_value
-from ..metadata.nodes import GroupMetadata, GroupMetadataV2, GroupMetadataV3, is_array, parse_node, where_prefix
+from ..metadata.nodes import (
+    GroupMetadata,
+    GroupMetadataV2,
+    GroupMetadataV3,
+    is_array,
+    parse_node,
+    where_prefix,
+)
 from ..storage.base import Store
 from ..storage.resolve import resolve_store
 from .consolidated import Consolidated, read_consolidated
@@ -125,8 +132,9 @@ class GroupOpening:
         if use_consolidated is not False:
             entries = read_consolidated(st, path, node, docs.get(cons.V2_KEY))  # type: ignore[arg-type]
             if entries is None and use_consolidated:
-                raise MetadataError(f"group {path or '/'!r} in {st!r} has no consolidated "
-                                    "metadata")
+                raise MetadataError(f"Consolidated metadata requested with "
+                                    f"use_consolidated=True, but group {path or '/'!r} in "
+                                    f"{st!r} has none")
         snapshot = Consolidated(path, entries) if entries is not None else None
         return cls(st, path, node, read_only=mode == "r",  # type: ignore[call-arg]
                    consolidated=snapshot, synchronizer=synchronizer,

@@ -73,8 +73,9 @@ def place_node(store: Store, path: str, meta: NodeMetadata, *, overwrite: bool =
     for parent in parents:
         node = nodes[parent]
         if node is not None and is_array(node):
-            raise ContainsArrayError(f"cannot create {path!r}: {parent or '/'!r} in {store!r} "
-                                     "is an array")
+            raise ContainsArrayError(f"cannot create {path!r}: A parent of {path!r} "
+                                     f"({parent or '/'!r} in {store!r}) is an array - only "
+                                     "groups may have child nodes.")
     consolidating: list[str] | None = None
     if within is None or consolidating_above is not None:
         key = "zarr.json" if fmt == 3 else V2_KEY

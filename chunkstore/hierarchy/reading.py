@@ -12,7 +12,15 @@ from collections.abc import Sequence
 
 from ..errors import NodeNotFoundError
 from ..metadata.consolidated import V2_KEY
-from ..metadata.nodes import KIND_KEYS, V2_KIND_KEY, NodeMetadata, is_array, join_path, parse_node, where_prefix
+from ..metadata.nodes import (
+    KIND_KEYS,
+    V2_KIND_KEY,
+    NodeMetadata,
+    is_array,
+    join_path,
+    parse_node,
+    where_prefix,
+)
 from ..storage.base import Store
 
 #: names in a node's directory that are documents, not members
