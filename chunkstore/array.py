@@ -16,7 +16,7 @@ from .codecs.pipeline import CodecPipeline
 from .codecs.sharding import inner_chunk_shape
 from .errors import NodeNotFoundError, NodeTypeError, ReadOnlyError
 from .hierarchy.attributes import Attributes
-from .hierarchy.documents import read_node, try_read_node, update_node, write_node
+from .hierarchy.documents import read_node, try_read_node, update_node
 from .hierarchy.paths import normalize_path
 from .info import InfoTable, human_bytes
 from .io.copy import copy_blocks
@@ -129,12 +129,6 @@ class Array:
         return self
 
     _on_metadata_change: Any = None  # set by a Group holding a consolidated snapshot
-
-    def _update_metadata(self, metadata: ArrayMetadata) -> None:
-        """Store a new document; consolidated copies above the array follow it."""
-        self._check_writable()
-        write_node(self._store, self._path, metadata, synchronizer=self._synchronizer)
-        self._adopt_metadata(metadata)
 
     def _adopt_metadata(self, metadata: ArrayMetadata) -> None:
         """Use ``metadata`` (just committed) from now on; tell a consolidated snapshot."""
