@@ -57,6 +57,12 @@ def get_pool() -> ThreadPoolExecutor:
     return _pool
 
 
+def pool_threads(cpu_bound: bool = False) -> int:
+    """How many pool threads ``run_batched`` uses for one call."""
+    workers = default_workers()
+    return max(2, min(workers, _CORES)) if cpu_bound else workers
+
+
 def _in_pool_thread() -> bool:
     return threading.current_thread().name.startswith("chunkstore")
 

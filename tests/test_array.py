@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import chunkstore as cs
+from chunkstore.concurrency import pool_threads
+from chunkstore.io.rmw import RUNS_PER_THREAD
 from chunkstore.errors import (
     ContainsArrayError,
     ContainsGroupError,
@@ -60,6 +62,9 @@ class CountingStore(cs.MemoryStore):
 
     def commit_many(self, items):
         return self._counted("commit_many", super().commit_many, items)
+
+
+MAX_RUNS = pool_threads(True) * RUNS_PER_THREAD + 1  # store calls per batched write
 
 
 def chunk_files(root) -> set[str]:
@@ -437,7 +442,9 @@ def test_many_chunks_one_get_many(zarr_format):
     ref = np.random.default_rng(1).random((40, 40)).astype("f4")
     store.calls.clear()
     a[...] = ref
-    assert store.calls == {"commit_many": 1}  # whole chunks: nothing read, one batch
+    # whole chunks: nothing read; a few batched commits (runs, one per pool claim)
+    assert set(store.calls) == {"commit_many"}
+    assert store.calls["commit_many"] <= MAX_RUNS
     store.calls.clear()
     np.testing.assert_array_equal(a[...], ref)
     assert store.calls == {"get_many": 1}
@@ -447,7 +454,8 @@ def test_many_chunks_one_get_many(zarr_format):
     store.calls.clear()
     a[1:39, 2:38] = 0.5  # partial chunks: one batched read, one batched write
     ref[1:39, 2:38] = 0.5
-    assert store.calls == {"get_versioned_many": 1, "commit_many": 1}
+    assert set(store.calls) == {"get_versioned_many", "commit_many"}
+    assert store.calls["get_versioned_many"] <= store.calls["commit_many"] <= MAX_RUNS
     np.testing.assert_array_equal(a[...], ref)
 
 

@@ -24,13 +24,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..concurrency import run_batched
+from ..concurrency import pool_threads, run_batched
 from ..errors import ConcurrentWriteError
 from ..storage.base import ABSENT, ANY, BytesLike, Store
 
 #: what ``build`` returns to leave the object as it is (nothing to commit)
 UNCHANGED = object()
 MAX_ATTEMPTS = 200
+RUNS_PER_THREAD = 4  # commits per thread and batch: fewer overlap less, more cost calls
 _BACKOFF_START, _BACKOFF_MAX = 0.0005, 0.05
 
 
@@ -69,14 +70,14 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
     results: list[Any] = [None] * len(units)
     everything = list(range(len(units)))
     if synchronizer is None:
-        _read_modify_write(store, units, everything, results, cpu_bound, item_bytes)
+        _in_runs(store, units, everything, results, cpu_bound, item_bytes)
         return results
     # whole replacements need no lock where commits are checked (a racing locked
     # read-modify-write notices them and redoes its work); elsewhere every unit is locked
     free = [i for i in everything if not units[i].needs_old] \
         if store.supports_conditional_writes else []
     if free:
-        _read_modify_write(store, units, free, results, cpu_bound, item_bytes)
+        _in_runs(store, units, free, results, cpu_bound, item_bytes)
     taken = set(free)
     locked = [i for i in everything if i not in taken]
 
@@ -86,6 +87,20 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
 
     run_batched(one, locked, min_parallel=2)
     return results
+
+
+def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
+             results: list[Any], cpu_bound: bool, item_bytes: int | None) -> None:
+    """``_read_modify_write`` of ``pending`` as runs of neighbouring units, each run read,
+    built and committed by one pool thread: encoding one run overlaps writing another
+    (a store call per run, several in flight), instead of encoding everything first."""
+    n_threads = max(1, min(len(pending), pool_threads(cpu_bound)))
+    size = max(1, len(pending) // (n_threads * RUNS_PER_THREAD))
+    runs = [pending[i:i + size] for i in range(0, len(pending), size)]
+    run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
+                                               item_bytes),
+                runs, cpu_bound=cpu_bound,
+                item_bytes=None if item_bytes is None else item_bytes * size)
 
 
 def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[int],
