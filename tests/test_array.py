@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 import chunkstore as cs
 from chunkstore.concurrency import pool_threads
-from chunkstore.io.rmw import RUNS_PER_THREAD
 from chunkstore.errors import (
     ContainsArrayError,
     ContainsGroupError,
@@ -22,6 +21,7 @@ from chunkstore.errors import (
     NodeTypeError,
     ReadOnlyError,
 )
+from chunkstore.io.rmw import RUNS_PER_THREAD
 
 
 class CountingStore(cs.MemoryStore):
