@@ -3,6 +3,7 @@
 from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
 from .bytes_codec import BytesCodec
 from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
+from .limits import DecodeLimits, decode_limits, set_decode_limits
 from .numcodecs_adapter import UNSAFE_IDS, numcodecs_from_config, wrap_numcodecs
 from .pipeline import CodecPipeline, Pipeline, V2Pipeline, build_pipeline
 from .registry import codec_from_json, register_codec
@@ -11,7 +12,8 @@ from .transpose import TransposeCodec
 
 __all__ = [
     "ArrayArrayCodec", "ArrayBytesCodec", "BloscCodec", "BytesBytesCodec", "BytesCodec",
-    "ChunkSpec", "Codec", "CodecPipeline", "Crc32cCodec", "GzipCodec", "Pipeline", "ShardingCodec",
+    "ChunkSpec", "Codec", "CodecPipeline", "Crc32cCodec", "DecodeLimits", "GzipCodec", "Pipeline",
+    "ShardingCodec", "decode_limits", "set_decode_limits",
     "TransposeCodec", "UNSAFE_IDS", "V2Pipeline", "ZstdCodec", "build_pipeline",
     "codec_from_json", "numcodecs_from_config", "register_codec", "wrap_numcodecs",
 ]

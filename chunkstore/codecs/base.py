@@ -11,6 +11,7 @@ pick its typesize and transpose check its permutation.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -26,7 +27,7 @@ class ChunkSpec:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
 class Codec:
@@ -79,6 +80,11 @@ class ArrayBytesCodec(Codec):
         """The spec the following bytes->bytes codecs resolve against (e.g. blosc typesize)."""
         return spec
 
+    def serialized_limit(self, spec: ChunkSpec) -> int | None:
+        """The most bytes a chunk of ``spec`` serializes to — exactly that many when
+        ``fixed_size`` — or None when it depends on the items (variable-length data)."""
+        return None
+
     def encode(self, chunk: np.ndarray) -> bytes | memoryview:
         raise NotImplementedError
 
@@ -90,6 +96,13 @@ class BytesBytesCodec(Codec):
     def encode(self, data: bytes | memoryview) -> bytes | memoryview:
         raise NotImplementedError
 
-    def decode(self, data: bytes | memoryview, out: memoryview | None = None) -> bytes | memoryview:
-        """Decode ``data``; write into ``out`` when given and supported, returning it."""
+    def decode(self, data: bytes | memoryview, out: memoryview | None = None,
+               limit: int | None = None) -> bytes | memoryview:
+        """Decode ``data``; write into ``out`` when given (the output must fill it
+        exactly), returning it. ``limit``: the most bytes the output may have; a payload
+        that would decode to more is refused (ChunkDecodeError) before it is decoded."""
         raise NotImplementedError
+
+    def encoded_bound(self, nbytes: int) -> int | None:
+        """The most bytes ``nbytes`` of input encode to; None when unknown."""
+        return None

@@ -40,6 +40,10 @@ class BytesCodec(ArrayBytesCodec):
             return BytesCodec(None)  # absent for 1-byte types, as the spec writes it
         return BytesCodec(self.endian or "little")
 
+    def serialized_limit(self, spec: ChunkSpec) -> int:
+        """Exactly the chunk's bytes."""
+        return spec.nbytes
+
     def _stored_dtype(self, dtype: np.dtype) -> np.dtype:
         if self.endian is None or dtype.itemsize == 1:
             return dtype

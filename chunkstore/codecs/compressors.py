@@ -12,6 +12,8 @@ import numpy as np
 
 from ..errors import CodecError
 from .base import BytesBytesCodec, ChunkSpec
+from .bounded import bounded_decode, check_blosc_frame, size_error
+from .limits import compressed_bound
 
 _SHUFFLE_NAMES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 _SHUFFLE_IDS = {v: k for k, v in _SHUFFLE_NAMES.items()}
@@ -19,14 +21,6 @@ _BLOSC_CNAMES = {"lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"}
 _BLOSC_SIZES = struct.Struct("<I4xI")  # header bytes 4..16: nbytes, (blocksize), cbytes
 _COPY_MAX_BYTES = 32 * 1024  # below this a memcpy beats numcodecs' destination checks
 _WHOLE_BUFFERS = (bytes, mmap.mmap)  # len() is the size in bytes
-
-
-def _decode_with(codec: Any, data: Any, out: memoryview | None) -> Any:
-    """numcodecs decode, straight into ``out`` when given."""
-    if out is not None:
-        codec.decode(data, out=out)
-        return out
-    return codec.decode(data)
 
 
 class BloscCodec(BytesBytesCodec):
@@ -65,9 +59,14 @@ class BloscCodec(BytesBytesCodec):
     def encode(self, data: Any) -> bytes:
         return self._codec.encode(data)
 
-    def decode(self, data: Any, out: memoryview | None = None) -> Any:
-        check_blosc_frame(data, None if out is None else memoryview(out).nbytes)
-        return _decode_with(self._codec, data, out)
+    def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
+               ) -> Any:
+        if limit is None and out is None:
+            check_blosc_frame(data)
+        return bounded_decode(self._codec, data, limit, out=out)
+
+    def encoded_bound(self, nbytes: int) -> int:
+        return compressed_bound(nbytes)
 
 
 def blosc_decode_into(codec: Any, data: Any, out: np.ndarray, copy: bool = False) -> None:
@@ -96,24 +95,6 @@ def blosc_copy_ok(dtype: np.dtype, nbytes: int) -> bool:
     return nbytes <= _COPY_MAX_BYTES and not dtype.hasobject and dtype.kind not in "Mm"
 
 
-def check_blosc_frame(data: Any, expected_nbytes: int | None = None) -> None:
-    """Blosc has no checksum and trusts its header: check the header against the buffer,
-    so that a truncated chunk is an error rather than garbage."""
-    size = memoryview(data).nbytes
-    if size < 16:
-        raise CodecError(f"blosc: a chunk of {size} bytes is shorter than a blosc header")
-    # blosc1 header: version, versionlz, flags, typesize, then uint32 LE nbytes,
-    # blocksize, cbytes
-    header = bytes(memoryview(data).cast("B")[:16])
-    nbytes, cbytes = int.from_bytes(header[4:8], "little"), int.from_bytes(header[12:16], "little")
-    if cbytes != size:
-        raise CodecError(f"blosc: the header says {cbytes} compressed bytes, the chunk has "
-                         f"{size}")
-    if expected_nbytes is not None and nbytes != expected_nbytes:
-        raise CodecError(f"blosc: the header says {nbytes} decoded bytes, expected "
-                         f"{expected_nbytes}")
-
-
 class GzipCodec(BytesBytesCodec):
     name = "gzip"
 
@@ -129,8 +110,12 @@ class GzipCodec(BytesBytesCodec):
     def encode(self, data: Any) -> bytes:
         return self._codec.encode(data)
 
-    def decode(self, data: Any, out: memoryview | None = None) -> Any:
-        return _decode_with(self._codec, data, out)
+    def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
+               ) -> Any:
+        return bounded_decode(self._codec, data, limit, out=out)
+
+    def encoded_bound(self, nbytes: int) -> int:
+        return compressed_bound(nbytes)
 
 
 class ZstdCodec(BytesBytesCodec):
@@ -148,8 +133,12 @@ class ZstdCodec(BytesBytesCodec):
     def encode(self, data: Any) -> bytes:
         return self._codec.encode(data)
 
-    def decode(self, data: Any, out: memoryview | None = None) -> Any:
-        return _decode_with(self._codec, data, out)
+    def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
+               ) -> Any:
+        return bounded_decode(self._codec, data, limit, out=out)
+
+    def encoded_bound(self, nbytes: int) -> int:
+        return compressed_bound(nbytes)
 
 
 class Crc32cCodec(BytesBytesCodec):
@@ -163,11 +152,18 @@ class Crc32cCodec(BytesBytesCodec):
     def encode(self, data: Any) -> bytes:
         return self._codec.encode(data)
 
-    def decode(self, data: Any, out: memoryview | None = None) -> Any:
+    def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
+               ) -> Any:
+        size = memoryview(data).nbytes - 4  # the output is the input less the checksum
+        if limit is not None and size > limit:
+            raise size_error("crc32c", size, limit, False)
         try:
-            return _decode_with(self._codec, data, out)
+            return bounded_decode(self._codec, data, limit, out=out)
         except RuntimeError as e:  # numcodecs raises RuntimeError on a checksum mismatch
             raise CodecError(f"crc32c checksum mismatch: {e}") from e
+
+    def encoded_bound(self, nbytes: int) -> int:
+        return nbytes + 4
 
     @classmethod
     def from_json(cls, config: dict[str, Any], where: str) -> Crc32cCodec:

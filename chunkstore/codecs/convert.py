@@ -23,6 +23,7 @@ from .transpose import TransposeCodec
 from .vlen import VLenBytesCodec, VLenUTF8Codec, vlen_codec_for
 
 _SHUFFLE = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
+_BYTES_FILTER_IDS = frozenset({"shuffle"})  # v2 filters that are bytes->bytes codecs in v3
 
 
 def default_v3_compressor() -> BytesBytesCodec:
@@ -110,8 +111,11 @@ def v3_codec_chain(*, dtype: np.dtype, chunk_shape: tuple[int, ...], compressors
         pre: list[Codec] = []
         if order == "F" and len(chunk_shape) > 1:
             pre.append(TransposeCodec(list(range(len(chunk_shape)))[::-1]))
-        pre += [c for c in (to_v3_codec(f, where, allow_unsafe) for f in _as_list(filters))
-                if not isinstance(c, VLenUTF8Codec | VLenBytesCodec)]  # chosen by dtype below
+        given = [c for c in (to_v3_codec(f, where, allow_unsafe) for f in _as_list(filters))
+                 if not isinstance(c, VLenUTF8Codec | VLenBytesCodec)]  # chosen by dtype below
+        # the byte-shuffle filter is a bytes->bytes codec in v3: first of them
+        mid = [c for c in given if getattr(c, "codec_id", None) in _BYTES_FILTER_IDS]
+        pre += [c for c in given if c not in mid]
         post = [to_v3_codec(c, where, allow_unsafe) for c in _as_list(compressors)]
         for c in pre:
             if not isinstance(c, ArrayArrayCodec):
@@ -119,12 +123,21 @@ def v3_codec_chain(*, dtype: np.dtype, chunk_shape: tuple[int, ...], compressors
         for c in post:
             if not isinstance(c, BytesBytesCodec):
                 raise CodecError(f"{where}: compressor {c!r} is not a bytes->bytes codec")
-        chain = [*pre, vlen_codec_for(dtype) or BytesCodec(), *post]
+        serialized = _filtered_dtype(pre, ChunkSpec(chunk_shape, dtype))
+        chain = [*pre, vlen_codec_for(serialized) or BytesCodec(), *mid, *post]
     if not any(isinstance(c, ArrayBytesCodec) for c in chain):
         i = next((k for k, c in enumerate(chain) if isinstance(c, BytesBytesCodec)), len(chain))
         chain.insert(i, vlen_codec_for(dtype) or BytesCodec())
     pipeline = CodecPipeline(chain, ChunkSpec(chunk_shape, dtype), where)
     return pipeline.to_json()
+
+
+def _filtered_dtype(filters: list[Codec], spec: ChunkSpec) -> np.dtype:
+    """The data type the array->array ``filters`` turn a chunk of ``spec`` into (what
+    the array->bytes codec serializes: ``categorize`` turns strings into integers)."""
+    for f in filters:
+        spec = f.resolve(spec).output_spec(spec)  # type: ignore[attr-defined]
+    return spec.dtype
 
 
 def v2_codecs(*, compressors: Any, filters: Any, where: str, allow_unsafe: bool = False

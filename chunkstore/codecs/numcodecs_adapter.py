@@ -7,18 +7,23 @@ vlen-array) are refused unless the caller explicitly allows them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numcodecs
 import numpy as np
 
-from ..errors import CodecError
+from ..errors import ChunkDecodeError, CodecError
 from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec
+from .bounded import bounded_decode
+from .bounded import encoded_bound as numcodecs_encoded_bound
+from .filter_specs import filter_output_spec
+from .limits import compressed_bound
 
 UNSAFE_IDS = frozenset({"pickle", "msgpack2", "json2", "vlen-array"})
 #: numcodecs ids that zarr-python 3 treats as array -> array
 ARRAY_TO_ARRAY_IDS = frozenset({"delta", "fixedscaleoffset", "quantize", "bitround", "packbits",
-                                "astype"})
+                                "astype", "categorize"})
 ARRAY_TO_BYTES_IDS = frozenset({"pcodec", "zfpy"})
 
 
@@ -67,18 +72,21 @@ class NumcodecsBytesCodec(_NumcodecsMixin, BytesBytesCodec):
             data = np.frombuffer(data, dtype=np.uint8)
         return self.codec.encode(data)
 
-    def decode(self, data: Any, out: memoryview | None = None) -> Any:
-        if out is not None:
-            # some codecs (jenkins_lookup3) need an ndarray `out`, not a memoryview
-            self.codec.decode(data, out=np.asarray(out).view(np.uint8))
-            return out
-        return self.codec.decode(data)
+    def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
+               ) -> Any:
+        return bounded_decode(self.codec, data, limit, out=out)
+
+    def encoded_bound(self, nbytes: int) -> int | None:
+        return numcodecs_encoded_bound(self.codec, nbytes)
 
 
 class NumcodecsArrayCodec(_NumcodecsMixin, ArrayArrayCodec):
     """A numcodecs filter (delta, fixedscaleoffset...) used as an array -> array codec."""
 
     def output_spec(self, spec: ChunkSpec) -> ChunkSpec:
+        known = filter_output_spec(self.codec, spec)
+        if known is not None:
+            return known
         probe = self.codec.encode(np.zeros((1,) * max(1, len(spec.shape)), dtype=spec.dtype))
         return ChunkSpec(spec.shape, np.asarray(probe).dtype)
 
@@ -88,7 +96,11 @@ class NumcodecsArrayCodec(_NumcodecsMixin, ArrayArrayCodec):
 
     def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         out = np.asarray(self.codec.decode(np.ascontiguousarray(chunk)))
-        return out.view(spec.dtype).reshape(spec.shape) if out.dtype != spec.dtype else out.reshape(spec.shape)
+        n = math.prod(spec.shape)
+        if out.size != n:
+            raise ChunkDecodeError(f"{self.name}: decoded {out.size} items, expected {n} for "
+                                   f"shape {spec.shape}")
+        return out.astype(spec.dtype, copy=False).reshape(spec.shape)
 
 
 class NumcodecsArrayBytesCodec(_NumcodecsMixin, ArrayBytesCodec):
@@ -97,9 +109,15 @@ class NumcodecsArrayBytesCodec(_NumcodecsMixin, ArrayBytesCodec):
     def encode(self, chunk: np.ndarray) -> Any:
         return self.codec.encode(np.ascontiguousarray(chunk))
 
+    def serialized_limit(self, spec: ChunkSpec) -> int:
+        return compressed_bound(spec.nbytes)
+
     def decode(self, data: Any, spec: ChunkSpec) -> np.ndarray:
         out = np.asarray(self.codec.decode(data))
-        return out.view(spec.dtype).reshape(spec.shape)
+        if out.nbytes != spec.nbytes:
+            raise ChunkDecodeError(f"{self.name}: decoded {out.nbytes} bytes, expected "
+                                   f"{spec.nbytes} for shape {spec.shape} {spec.dtype}")
+        return out.reshape(-1).view(spec.dtype).reshape(spec.shape)
 
 
 def wrap_numcodecs(codec: Any) -> ArrayArrayCodec | ArrayBytesCodec | BytesBytesCodec:

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Any
 
-import numcodecs
 import numpy as np
 
 from ..errors import ChunkDecodeError, CodecError
 from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
+from .bounded import size_error
 from .bytes_codec import BytesCodec
-from .compressors import BloscCodec, blosc_copy_ok, blosc_decode_into, check_blosc_frame
+from .compressors import BloscCodec, blosc_copy_ok, blosc_decode_into
+from .limits import over_cap, variable_cap
 from .numcodecs_adapter import numcodecs_from_config
 from .registry import codec_from_json
+from .v2_pipeline import V2Pipeline
 
 
 class CodecPipeline:
-    """A resolved v3 chain: array->array*, one array->bytes, bytes->bytes*."""
+    """A resolved v3 chain: array->array*, one array->bytes, bytes->bytes*.
+
+    Decoding gives each bytes->bytes stage the most it may produce before it runs: the
+    stage next to the array->bytes codec exactly the serialized chunk (its bytes, for
+    fixed-size types), each stage in front of it what its inner neighbour's encoder can
+    output for that (``encoded_bound``), and stages of variable-length chunks
+    :func:`~chunkstore.codecs.limits.variable_cap` of the stored size.
+    """
 
     zarr_format = 3
 
@@ -47,17 +58,25 @@ class CodecPipeline:
                 self.bytes_bytes.append(codec)
         if self.array_bytes is None:
             raise CodecError(f"{where}: field 'codecs' has no array->bytes codec (e.g. 'bytes')")
-        self._direct = (
+        # raw native bytes after the bytes->bytes codecs: the last one decodes into `out`
+        self._into_out = (
             not self.array_array
             and isinstance(self.array_bytes, BytesCodec)
-            and len(self.bytes_bytes) == 1
+            and bool(self.bytes_bytes)
             and (self.array_bytes.endian is None or self.array_bytes._stored_dtype(spec.dtype)
                  .isnative)
         )
         # the common chain bytes+blosc: decode straight into the output, no per-call dispatch
-        self._blosc = (self.bytes_bytes[0]._codec
-                       if self._direct and type(self.bytes_bytes[0]) is BloscCodec else None)
+        self._blosc = (self.bytes_bytes[0]._codec if self._into_out and len(self.bytes_bytes) == 1
+                       and type(self.bytes_bytes[0]) is BloscCodec else None)
         self._blosc_copy = blosc_copy_ok(spec.dtype, spec.nbytes)
+        serialized = self.array_bytes.serialized_limit(self._bytes_spec)
+        self._exact = serialized if self.array_bytes.fixed_size else None
+        self._limits: list[int | None] = []
+        self._decoders = [_bounded_decoder(c) for c in self.bytes_bytes]
+        for codec in self.bytes_bytes:
+            self._limits.append(serialized)
+            serialized = None if serialized is None else codec.encoded_bound(serialized)
 
     @property
     def codecs(self) -> list[Codec]:
@@ -84,16 +103,15 @@ class CodecPipeline:
         """Decode one stored chunk to an array of the chunk spec.
 
         ``out`` (C-contiguous, the chunk's shape and dtype) is filled directly when the
-        chain allows (one compressor over raw native bytes), saving a copy.
+        chain allows (compressors over raw native bytes), saving a copy.
         """
-        if out is not None and self._direct:
-            if self._blosc is not None:
-                blosc_decode_into(self._blosc, data, out, self._blosc_copy)
-            else:
-                self.bytes_bytes[0].decode(data, out=memoryview(out.reshape(-1).view(np.uint8)))
+        if out is not None and self._blosc is not None:
+            blosc_decode_into(self._blosc, data, out, self._blosc_copy)
             return out
-        for codec in reversed(self.bytes_bytes):
-            data = codec.decode(data)
+        if self.bytes_bytes:
+            data = self._decode_bytes(data, out if self._into_out else None)
+            if out is not None and data is out:
+                return out
         chunk = self.array_bytes.decode(data, self._bytes_spec)
         for codec, spec in reversed(self.array_array):
             chunk = codec.decode(chunk, spec)
@@ -101,67 +119,40 @@ class CodecPipeline:
             raise ChunkDecodeError(f"decoded chunk has shape {chunk.shape}, expected {self.spec.shape}")
         return chunk
 
-
-class V2Pipeline:
-    """v2: filters (numcodecs, in order) then an optional compressor; C or F layout."""
-
-    zarr_format = 2
-    fixed_size = False
-
-    def __init__(self, filters: list[Any], compressor: Any, spec: ChunkSpec, order: str) -> None:
-        self.filters, self.compressor, self.spec, self.order = filters, compressor, spec, order
-        self._direct = not filters and compressor is not None and (order == "C" or len(spec.shape) < 2)
-        self.fixed_size = not filters and compressor is None and order == "C"
-        self._blosc = (compressor if self._direct and type(compressor) is numcodecs.Blosc
-                       and not spec.dtype.hasobject else None)
-        self._blosc_copy = blosc_copy_ok(spec.dtype, spec.nbytes)
-
-    def encode(self, chunk: np.ndarray) -> bytes | memoryview:
-        need = ["F" if self.order == "F" else "C"] + (["W"] if chunk.dtype.kind == "O" else [])
-        data: Any = np.require(chunk, requirements=need)  # VLenBytes wants a writable buffer
-        if self.order == "F":
-            data = data.reshape(-1, order="F")
-        for f in self.filters:
-            data = f.encode(data)
-        if self.compressor is not None:
-            return self.compressor.encode(data)
-        return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
-
-    def decode(self, data: Any, out: np.ndarray | None = None) -> np.ndarray:
-        if out is not None and self._blosc is not None:
-            blosc_decode_into(self._blosc, data, out, self._blosc_copy)
-            return out
-        if self.compressor is not None and self.compressor.codec_id == "blosc":
-            check_blosc_frame(data, self.spec.nbytes if self._direct else None)
-        if out is not None and self._direct:
-            self.compressor.decode(data, out=memoryview(out.reshape(-1).view(np.uint8)))
-            return out
-        if self.compressor is not None:
-            data = self.compressor.decode(data)
-        for f in reversed(self.filters):
-            data = f.decode(data)
-        if self.spec.dtype.kind in "OT":  # the object codec returned an object array
-            return _object_chunk(data, self.spec, self.order)
-        arr = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
-        if arr.dtype != self.spec.dtype:
-            arr = arr.reshape(-1).view(np.uint8)
-            if arr.nbytes != self.spec.nbytes:
-                raise ChunkDecodeError(f"chunk has {arr.nbytes} bytes, expected {self.spec.nbytes}"
-                                       f" for shape {self.spec.shape} {self.spec.dtype}")
-            arr = arr.view(self.spec.dtype)
-        if arr.size != int(np.prod(self.spec.shape)):
-            raise ChunkDecodeError(f"chunk has {arr.size} items, expected shape {self.spec.shape}")
-        return arr.reshape(self.spec.shape, order=self.order)
+    def _decode_bytes(self, data: Any, out: np.ndarray | None) -> Any:
+        """Run the bytes->bytes codecs backwards, each within its limit; the last one
+        into ``out`` (returned) or a buffer of the exact size when the size is fixed."""
+        cap, stored = None, data
+        for i in range(len(self.bytes_bytes) - 1, -1, -1):
+            decode, limit = self._decoders[i], self._limits[i]
+            if i == 0 and self._exact is not None:
+                target = out if out is not None else np.empty(self._exact, np.uint8)
+                self.bytes_bytes[0].decode(data, out=memoryview(target.reshape(-1).view(np.uint8)))
+                return target
+            if limit is not None:
+                data = decode(data, limit)
+                continue
+            if cap is None:
+                cap = variable_cap(memoryview(stored).nbytes)
+            try:
+                data = decode(data, cap)
+            except ChunkDecodeError as e:
+                raise over_cap(e) from e
+        return data
 
 
-def _object_chunk(data: Any, spec: ChunkSpec, order: str) -> np.ndarray:
-    arr = np.asarray(data)
-    n = int(np.prod(spec.shape, dtype=np.int64))
-    if arr.dtype.kind not in "OT" or arr.size != n:
-        raise ChunkDecodeError(f"object codec returned {arr.size} items of {arr.dtype}, "
-                               f"expected {n} objects for shape {spec.shape}")
-    arr = arr.reshape(spec.shape, order=order)
-    return arr if arr.dtype == spec.dtype else arr.astype(spec.dtype)
+def _bounded_decoder(codec: BytesBytesCodec) -> Callable[[Any, int], Any]:
+    """``decode(data, limit)`` for a bytes->bytes codec; a registered codec whose decode
+    takes no ``limit`` has its output checked after decoding."""
+    if "limit" in inspect.signature(codec.decode).parameters:
+        return lambda data, limit: codec.decode(data, limit=limit)
+
+    def checked(data: Any, limit: int) -> Any:
+        result = codec.decode(data)
+        if memoryview(result).nbytes > limit:
+            raise size_error(codec.name, memoryview(result).nbytes, limit, False)
+        return result
+    return checked
 
 
 Pipeline = CodecPipeline | V2Pipeline

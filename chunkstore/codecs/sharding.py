@@ -31,6 +31,7 @@ from .registry import codec_from_json, register_codec
 from .transpose import TransposeCodec
 
 EMPTY = np.uint64(2**64 - 1)
+_MAX_END = 2**64 - 1  # no entry may end past this (the largest uint64)
 _INDEX_DTYPE = np.dtype("uint64")
 _LOCATIONS = ("start", "end")
 
@@ -174,15 +175,37 @@ class ShardingCodec(ArrayBytesCodec):
         except Exception as e:
             raise ChunkDecodeError(f"{where}: cannot decode the shard index: {e}") from e
         index = np.asarray(index, dtype=_INDEX_DTYPE).reshape(-1, 2)
-        present = index[:, 1] != EMPTY
-        if np.any(present & (index[:, 0] == EMPTY)):
-            raise ChunkDecodeError(f"{where}: shard index has a half-empty entry")
+        lo = self.index_nbytes if self.index_location == "start" else 0
+        self._check_entries(index, lo, _MAX_END, where)
         return index
 
-    def index_bytes_of(self, shard: Any) -> Any:
+    def _check_entries(self, index: np.ndarray, lo: int, hi: int, where: str,
+                       size: int | None = None) -> None:
+        """Every entry is empty (both fields 2^64-1) or lies within ``[lo, hi)``; the
+        arithmetic stays in uint64 without wrapping (``offset + nbytes`` could)."""
+        offset, nbytes = index[:, 0], index[:, 1]
+        half = (offset == EMPTY) != (nbytes == EMPTY)
+        lo64, hi64 = np.uint64(lo), np.uint64(hi)
+        outside = (nbytes != EMPTY) & ((offset < lo64) | (offset > hi64)
+                                       | (nbytes > hi64 - np.minimum(offset, hi64)))
+        bad = np.flatnonzero(half | outside)
+        if not bad.size:
+            return
+        i = int(bad[0])
+        coords = tuple(int(c) for c in np.unravel_index(i, self.chunks_per_shard))
+        entry = f"(offset {int(offset[i])}, nbytes {int(nbytes[i])})"
+        if half[i]:
+            raise ChunkDecodeError(f"{where}: inner chunk {coords}: half-empty index entry "
+                                   f"{entry}")
+        payload = f"bytes [{lo}, {hi})" if size is None else (
+            f"payload (bytes [{lo}, {hi}) of the {size}-byte shard)")
+        raise ChunkDecodeError(f"{where}: inner chunk {coords}: index entry {entry} lies "
+                               f"outside the shard {payload}")
+
+    def index_bytes_of(self, shard: Any, where: str = "shard") -> Any:
         """The encoded index inside a whole shard object."""
         if len(shard) < self.index_nbytes:
-            raise ChunkDecodeError(f"shard has {len(shard)} bytes, fewer than its "
+            raise ChunkDecodeError(f"{where}: shard has {len(shard)} bytes, fewer than its "
                                    f"{self.index_nbytes}-byte index (truncated shard?)")
         view = memoryview(shard)
         if self.index_location == "start":
@@ -190,13 +213,13 @@ class ShardingCodec(ArrayBytesCodec):
         return view[len(shard) - self.index_nbytes:]
 
     def parse(self, shard: Any, where: str = "shard") -> np.ndarray:
-        """The decoded index of a whole shard object, checked against its size."""
-        index = self.decode_index(self.index_bytes_of(shard), where)
-        present = index[:, 1] != EMPTY
-        ends = index[present, 0] + index[present, 1]
-        if ends.size and int(ends.max()) > len(shard):
-            raise ChunkDecodeError(f"{where}: shard index points past the end of the "
-                                   f"{len(shard)}-byte shard")
+        """The decoded index of a whole shard object; every entry must be empty or lie
+        inside the shard's payload (the bytes other than the index)."""
+        index = self.decode_index(self.index_bytes_of(shard, where), where)
+        size = len(shard)
+        lo, hi = ((self.index_nbytes, size) if self.index_location == "start"
+                  else (0, size - self.index_nbytes))
+        self._check_entries(index, lo, hi, where, size)
         return index
 
     @staticmethod

@@ -7,6 +7,7 @@ writes in v3 and, as the v2 object codec filter, in v2.
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import numcodecs
@@ -14,6 +15,28 @@ import numpy as np
 
 from ..errors import ChunkDecodeError, CodecError
 from .base import ArrayBytesCodec, ChunkSpec
+
+VLEN_IDS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array"})
+
+
+def check_item_count(data: Any, n: int, name: str) -> None:
+    """Check a variable-length chunk's header before numcodecs allocates its items.
+
+    The layout is a little-endian uint32 item count, then per item a uint32 length
+    and the item's bytes: the count must be the chunk's ``n`` elements, and the
+    payload must be long enough to hold that many length headers.
+    """
+    view = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else \
+        memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+    size = len(view)
+    if size < 4:
+        raise ChunkDecodeError(f"{name}: a chunk of {size} bytes has no item count")
+    count = int.from_bytes(view[:4], "little")
+    if count != n:
+        raise ChunkDecodeError(f"{name}: chunk claims {count} items, expected {n}")
+    if count > (size - 4) // 4:
+        raise ChunkDecodeError(f"{name}: chunk claims {count} items, but its {size} bytes "
+                               f"hold at most {(size - 4) // 4}")
 
 
 class _VLenCodec(ArrayBytesCodec):
@@ -49,8 +72,9 @@ class _VLenCodec(ArrayBytesCodec):
                              f"{self.item_type.__name__}: {e}") from e
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
+        n = math.prod(spec.shape)
+        check_item_count(data, n, self.name)
         items = self.codec.decode(data)
-        n = int(np.prod(spec.shape, dtype=np.int64))
         if items.size != n:
             raise ChunkDecodeError(f"{self.name}: chunk holds {items.size} items, expected {n} "
                                    f"for shape {spec.shape}")

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import MetadataError, UnsupportedError
 from .dtypes_extra import (
     EXTRA_KINDS,
+    NUMPY_DTYPE_ERRORS,
     default_extra_fill,
     extra_dtype_from_v3,
     extra_fill_equal,
@@ -67,7 +68,7 @@ def dtype_from_v2(dtype_str: Any, where: str) -> np.dtype:
         )
     try:
         dtype = np.dtype(dtype_str)
-    except (TypeError, ValueError, SyntaxError) as e:  # numpy raises all three ("0:", "01")
+    except NUMPY_DTYPE_ERRORS as e:  # numpy raises several kinds ("0:", "01", "<U9999999999")
         raise MetadataError(f"{where}: field 'dtype': invalid dtype {dtype_str!r}") from e
     if dtype.kind not in V2_KINDS + EXTRA_KINDS or dtype.kind == "T":
         raise UnsupportedError(f"{where}: field 'dtype': unsupported data type {dtype_str!r}")

@@ -33,6 +33,20 @@ OBJECT_CODEC_IDS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array", "pickle",
                               "json2"})
 _TIME_UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as")
 _TIME_NAMES = {"M": "numpy.datetime64", "m": "numpy.timedelta64"}
+#: NumPy's limits: an item of at most 2**31 - 1 bytes, a time scale factor below 2**31
+MAX_ITEMSIZE = 2**31 - 1
+MAX_SCALE_FACTOR = 2**31 - 1
+#: what NumPy raises for a type string it cannot build
+NUMPY_DTYPE_ERRORS = (TypeError, ValueError, SyntaxError, OverflowError, MemoryError)
+
+
+def numpy_dtype(spec: str, where: str, field: str = "data_type") -> np.dtype:
+    """``np.dtype(spec)``, any failure a MetadataError naming the document and field."""
+    try:
+        return np.dtype(spec)
+    except NUMPY_DTYPE_ERRORS as e:
+        raise MetadataError(f"{where}: field {field!r}: NumPy cannot build data type "
+                            f"{spec!r}: {e}") from e
 
 
 def string_dtype() -> np.dtype:
@@ -60,7 +74,7 @@ def user_dtype(dtype: Any, where: str = "array") -> np.dtype:
         return np.dtype("O")
     try:
         np_dtype = np.dtype(dtype)
-    except TypeError as e:
+    except NUMPY_DTYPE_ERRORS as e:
         raise UnsupportedError(f"{where}: unsupported dtype {dtype!r}") from e
     if np_dtype.kind == "V":
         raise UnsupportedError(f"{where}: structured/void dtype {np_dtype!r} is not supported")
@@ -129,16 +143,20 @@ def extra_dtype_from_v3(data_type: Any, where: str) -> np.dtype | None:
         if isinstance(length, bool) or not isinstance(length, int) or length < 1 or length % unit:
             raise MetadataError(f"{where}: field 'data_type': bad length_bytes {length!r} for "
                                 f"{name}")
-        return np.dtype(f"S{length}" if unit == 1 else f"U{length // 4}")
+        if length > MAX_ITEMSIZE:
+            raise MetadataError(f"{where}: field 'data_type': length_bytes {length} of {name} "
+                                f"is more than the {MAX_ITEMSIZE} NumPy supports")
+        return numpy_dtype(f"S{length}" if unit == 1 else f"U{length // 4}", where)
     if name in ("numpy.datetime64", "numpy.timedelta64"):
         unit = _config(data_type, "unit", where)
         scale = _config(data_type, "scale_factor", where)
         if unit not in _TIME_UNITS or isinstance(scale, bool) or not isinstance(scale, int) \
-                or scale < 1:
+                or not 1 <= scale <= MAX_SCALE_FACTOR:
             raise MetadataError(f"{where}: field 'data_type': bad unit/scale_factor "
-                                f"{unit!r}/{scale!r} for {name}")
+                                f"{unit!r}/{scale!r} for {name} (scale_factor must be "
+                                f"1..{MAX_SCALE_FACTOR})")
         code = "M8" if name == "numpy.datetime64" else "m8"
-        return np.dtype(f"{code}[{'' if scale == 1 else scale}{unit}]")
+        return numpy_dtype(f"{code}[{'' if scale == 1 else scale}{unit}]", where)
     return None
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import MetadataError
 from .dtypes import dtype_from_v2, fill_value_to_json, parse_fill_value, v2_str_of
 from .dtypes_extra import refine_v2_object_dtype
-from .json_io import dump_json, require, shape_tuple
+from .json_io import check_chunk_nbytes, check_grid, dump_json, require, shape_tuple
 
 _ARRAY_FIELDS = {
     "zarr_format", "shape", "chunks", "dtype", "compressor", "fill_value", "order",
@@ -52,6 +52,9 @@ class ArrayMetadataV2:
     extra: dict[str, Any] = field(default_factory=dict)
 
     zarr_format = 2
+
+    def __post_init__(self) -> None:
+        check_grid(self.shape, self.chunk_shape, np.dtype(self.dtype).itemsize, "array metadata")
 
     @property
     def dimension_names(self) -> tuple[str, ...] | None:
@@ -124,6 +127,7 @@ class ArrayMetadataV2:
                 raise MetadataError(f"{where}: field 'filters' has a null entry")
             filters = tuple(_codec_config(f, "filters", where) for f in filters) or None
         dtype = refine_v2_object_dtype(dtype, filters, where)
+        check_chunk_nbytes(chunks, dtype.itemsize, "chunks", where)
         return cls(
             shape=shape,
             dtype=dtype,

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import MetadataError, UnsupportedError
 from .dtypes import dtype_from_v3, fill_value_to_json, parse_fill_value, v3_name_of
-from .json_io import dump_json, require, shape_tuple
+from .json_io import check_chunk_nbytes, check_grid, dump_json, require, shape_tuple
 
 _ARRAY_FIELDS = {
     "zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
@@ -86,6 +86,9 @@ class ArrayMetadataV3:
 
     zarr_format = 3
 
+    def __post_init__(self) -> None:
+        check_grid(self.shape, self.chunk_shape, np.dtype(self.dtype).itemsize, "array metadata")
+
     @property
     def ndim(self) -> int:
         return len(self.shape)
@@ -154,6 +157,7 @@ class ArrayMetadataV3:
         if len(chunk_shape) != len(shape):
             raise MetadataError(f"{where}: field 'chunk_grid': chunk_shape {list(chunk_shape)} "
                                 f"does not match the {len(shape)}-d shape")
+        check_chunk_nbytes(chunk_shape, dtype.itemsize, "chunk_grid.chunk_shape", where)
         if doc.get("storage_transformers"):
             raise UnsupportedError(f"{where}: field 'storage_transformers' is not supported "
                                    f"({doc['storage_transformers']!r})")

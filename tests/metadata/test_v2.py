@@ -190,7 +190,7 @@ def test_v2_documents_on_disk(tmp_path):
                     dimension_separator="/", attributes={"k": 1})
     zarray = json.loads((tmp_path / "x.zarr" / ".zarray").read_text())
     assert zarray == {"zarr_format": 2, "shape": [5, 6], "chunks": [2, 4], "dtype": ">i2",
-                      "compressor": None, "fill_value": 0, "order": "F", "filters": None,
+                      "compressor": None, "fill_value": None, "order": "F", "filters": None,
                       "dimension_separator": "/"}
     assert json.loads((tmp_path / "x.zarr" / ".zattrs").read_text()) == {"k": 1}
 

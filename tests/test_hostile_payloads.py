@@ -1,0 +1,297 @@
+"""Hostile chunk payloads cost bounded memory and end in a clear error naming the key.
+
+Each case writes a normal array with chunkstore, replaces one chunk's bytes in the store
+by a payload built to blow up (a decompression bomb, a variable-length header claiming
+2**27 or 2**31 items), then reads it, partially writes it (``a[i] = v``, which decodes
+the old chunk) and verifies it in a fresh subprocess. The subprocess caps its address
+space (``RLIMIT_AS``: what it has mapped after warming up + 2 x chunk + 64 MiB) and
+reports the growth of its peak RSS, which must stay below 2 x chunk + 16 MiB.
+"""
+
+from __future__ import annotations
+
+import bz2
+import json
+import lzma
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from collections.abc import Callable
+
+import numcodecs
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.codecs import Crc32cCodec, GzipCodec, ZstdCodec, build_pipeline
+from chunkstore.codecs.limits import variable_cap
+from chunkstore.errors import ChunkDecodeError
+from chunkstore.verify import verify
+
+MiB = 2**20
+LIMIT_EXTRA = 16 * MiB  # allowed peak RSS growth on top of 2 x the chunk
+AS_HEADROOM = 64 * MiB  # address-space headroom of the subprocess (allocator, threads)
+
+
+# -- bomb payloads (built in pieces: the test process never holds the decoded bytes) ------
+def _stream(compressor: Callable[[bytes], bytes], flush: Callable[[], bytes], n: int) -> bytes:
+    piece = bytes(MiB)
+    parts = [compressor(piece) for _ in range(n // MiB)]
+    return b"".join(parts) + flush()
+
+
+def gzip_bomb(n: int, wbits: int = 31) -> bytes:
+    """``n`` zero bytes as a gzip (wbits 31) or zlib (wbits 15) stream."""
+    c = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    return _stream(c.compress, c.flush, n)
+
+
+def bz2_bomb(n: int) -> bytes:
+    c = bz2.BZ2Compressor(9)
+    return _stream(c.compress, c.flush, n)
+
+
+def lzma_bomb(n: int) -> bytes:
+    c = lzma.LZMACompressor(format=lzma.FORMAT_XZ)
+    return _stream(c.compress, c.flush, n)
+
+
+def zstd_bomb(n: int) -> bytes:
+    return bytes(numcodecs.Zstd(level=3).encode(np.zeros(n, "u1")))
+
+
+def blosc_bomb(n: int) -> bytes:
+    return bytes(numcodecs.Blosc("lz4", 5, numcodecs.Blosc.NOSHUFFLE).encode(np.zeros(n, "u1")))
+
+
+def lz4_bomb(n: int) -> bytes:
+    return bytes(numcodecs.LZ4().encode(np.zeros(n, "u1")))
+
+
+def crc32c(payload: bytes) -> bytes:
+    return bytes(numcodecs.CRC32C().encode(np.frombuffer(payload, "u1")))
+
+
+def vlen_count(n: int) -> bytes:
+    """A 4-byte variable-length chunk that claims ``n`` items."""
+    return struct.pack("<I", n)
+
+
+# -- the subprocess ---------------------------------------------------------------------------
+CHILD = r"""
+import json, resource, sys
+import chunkstore as cs
+from chunkstore.errors import ChunkstoreError
+from chunkstore.verify import verify
+
+path, key, index, value, chunk_nbytes, headroom, ops = sys.argv[1:]
+index, chunk_nbytes, headroom = int(index), int(chunk_nbytes), int(headroom)
+value = json.loads(value)
+if isinstance(value, list):
+    value = bytes(value)
+a = cs.open_array(path, mode="r+")
+last = a.shape[0] - 1
+a[last] = a[last]  # warm up: a read-modify-write of the valid last chunk
+a[:]
+
+
+def status(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+
+
+def reset_peak():  # reset the peak RSS (VmHWM) to the current RSS: the base
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return status("VmRSS"), lambda: status("VmHWM")
+    except OSError:  # no clear_refs: the peak so far (may understate the growth)
+        peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return peak(), peak
+
+
+print("ready", flush=True)
+sys.stdin.read()  # the parent places the bomb, then closes stdin
+if headroom:
+    cap = status("VmSize") + 2 * chunk_nbytes + headroom
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+report = {}
+for op in ops.split(","):
+    base, peak = reset_peak()
+    error = None
+    try:
+        if op == "read":
+            a[:]
+        elif op == "write":
+            a[index] = value
+        elif op == "verify":
+            bad = verify(a.store).bad
+            error = "verify: " + bad[key] if key in bad else None
+    except ChunkstoreError as e:
+        error = f"{type(e).__name__}: {e}"
+    except MemoryError as e:
+        error = f"MemoryError: {e}"
+    report[op] = {"error": error, "growth": peak() - base}
+print(json.dumps(report))
+"""
+
+
+def run_child(path: str, place: Callable[[], None], key: str, index: int, value, chunk_nbytes: int,
+              ops: str = "read,write,verify", headroom: int = AS_HEADROOM) -> dict:
+    """Open the array at ``path`` in a fresh interpreter and warm it up, call ``place``
+    (which puts the bomb in the store), then run ``ops`` and return the child's report."""
+    env = {**os.environ, "MALLOC_ARENA_MAX": "2", "OMP_NUM_THREADS": "1"}
+    if isinstance(value, bytes):
+        value = list(value)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, path, key, str(index), json.dumps(value),
+         str(chunk_nbytes), str(headroom), ops],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout.readline().strip() == b"ready", proc.stderr.read().decode()[-3000:]
+    place()
+    out, err = proc.communicate(b"", timeout=300)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+# -- cases --------------------------------------------------------------------------------------
+_BIG = 256 * MiB
+COMPRESSED_CASES = {
+    "v3-zstd-crc32c": (3, [ZstdCodec(1), Crc32cCodec()], lambda: crc32c(zstd_bomb(_BIG))),
+    "v3-zstd": (3, [ZstdCodec(1)], lambda: zstd_bomb(_BIG)),
+    "v3-gzip": (3, [GzipCodec(1)], lambda: gzip_bomb(2 * _BIG)),
+    "v3-blosc": (3, "auto", lambda: blosc_bomb(_BIG)),
+    "v3-numcodecs.lz4": (3, [numcodecs.LZ4()], lambda: lz4_bomb(_BIG)),
+    "v3-numcodecs.bz2": (3, [numcodecs.BZ2()], lambda: bz2_bomb(_BIG)),
+    "v2-zlib": (2, numcodecs.Zlib(1), lambda: gzip_bomb(2 * _BIG, 15)),
+    "v2-gzip": (2, numcodecs.GZip(1), lambda: gzip_bomb(2 * _BIG)),
+    "v2-zstd": (2, numcodecs.Zstd(1), lambda: zstd_bomb(_BIG)),
+    "v2-blosc": (2, "auto", lambda: blosc_bomb(_BIG)),
+    "v2-lz4": (2, numcodecs.LZ4(), lambda: lz4_bomb(_BIG)),
+    "v2-bz2": (2, numcodecs.BZ2(), lambda: bz2_bomb(_BIG)),
+    "v2-lzma": (2, numcodecs.LZMA(), lambda: lzma_bomb(_BIG)),
+}
+
+VLEN_CASES = {
+    "v3-string": (3, str, "x"),
+    "v3-bytes": (3, bytes, b"x"),
+    "v2-object-utf8": (2, str, "x"),
+}
+
+
+def compressed_case(tmp_path, name: str):
+    """``(path, key, place, chunk_nbytes)`` of a 2-chunk i4 array whose chunk 0 will be
+    a bomb."""
+    fmt, compressors, build = COMPRESSED_CASES[name]
+    path = str(tmp_path / "a.zarr")
+    a = cs.create_array(path, shape=(512,), chunks=(256,), dtype="i4",
+                        compressors=compressors, zarr_format=fmt)
+    a[:] = np.arange(512, dtype="i4")
+    key = a.chunk_key((0,))
+    bomb = build()
+    return path, key, lambda: a.store.set(key, bomb), 1024
+
+
+def vlen_case(tmp_path, name: str, count: int):
+    fmt, dtype, _ = VLEN_CASES[name]
+    path = str(tmp_path / "s.zarr")
+    a = cs.create_array(path, shape=(8,), chunks=(4,), dtype=dtype, compressors=None,
+                        zarr_format=fmt)
+    a[:] = np.array(["abcd"] * 8 if dtype is str else [b"abcd"] * 8, dtype=object)
+    key = a.chunk_key((0,))
+    return path, key, lambda: a.store.set(key, vlen_count(count)), 4 * 16
+
+
+def check_report(report: dict, key: str, chunk_nbytes: int) -> None:
+    for op, result in report.items():
+        error = result["error"]
+        assert error is not None, f"{op}: the hostile chunk was accepted"
+        assert "MemoryError" not in error, f"{op}: {error}"
+        assert key in error, f"{op}: the error does not name the key: {error}"
+        assert error.startswith(("ChunkDecodeError", "verify:")), f"{op}: {error}"
+        assert result["growth"] < 2 * chunk_nbytes + LIMIT_EXTRA, (
+            f"{op}: peak RSS grew by {result['growth'] / MiB:.1f} MiB")
+
+
+@pytest.mark.parametrize("name", sorted(COMPRESSED_CASES))
+def test_decompression_bomb(tmp_path, name):
+    path, key, place, nbytes = compressed_case(tmp_path, name)
+    check_report(run_child(path, place, key, 5, 7, nbytes), key, nbytes)
+
+
+@pytest.mark.parametrize("count", [2**27, 2**31])
+@pytest.mark.parametrize("name", sorted(VLEN_CASES))
+def test_vlen_item_count(tmp_path, name, count):
+    path, key, place, nbytes = vlen_case(tmp_path, name, count)
+    report = run_child(path, place, key, 1, VLEN_CASES[name][2], nbytes)
+    check_report(report, key, nbytes)
+    assert "items" in report["read"]["error"]
+
+
+# -- shard index arithmetic -----------------------------------------------------------------
+def _sharded(tmp_path, index_location: str = "end"):
+    a = cs.create_array(str(tmp_path / "sh.zarr"), shape=(16,), chunks=(4,),
+                        shards={"shape": (16,), "index_location": index_location},
+                        dtype="i4", compressors=None)
+    a[:] = np.arange(16, dtype="i4")
+    codec = build_pipeline(a.metadata).array_bytes
+    return a, codec, a.chunk_key((0,))
+
+
+def _with_entry(codec, shard: bytes, i: int, offset: int, nbytes: int) -> bytes:
+    index = codec.parse(shard).copy()
+    index[i] = (offset, nbytes)
+    encoded = bytes(codec.index.encode(index.reshape(*codec.chunks_per_shard, 2)))
+    if codec.index_location == "start":
+        return encoded + shard[len(encoded):]
+    return shard[:-len(encoded)] + encoded
+
+
+@pytest.mark.parametrize("index_location", ["end", "start"])
+@pytest.mark.parametrize("entry", [(2**64 - 2, 4), (2**63, 2**63 + 8), (4, 2**64 - 2),
+                                   (0, 8), (8, 2**64 - 1), (2**64 - 1, 8)])
+def test_shard_index_entry_outside_payload(tmp_path, index_location, entry):
+    a, codec, key = _sharded(tmp_path, index_location)
+    shard = bytes(a.store.get(key))
+    if entry == (0, 8) and index_location == "end":
+        entry = (len(shard) - 8, 8)  # overlaps the index at the end
+    hostile = _with_entry(codec, shard, 1, *entry)
+    a.store.set(key, hostile)
+    b = cs.open_array(str(tmp_path / "sh.zarr"), mode="r+")
+    with pytest.raises(ChunkDecodeError, match=rf"{key}.*inner chunk \(1,\)"):
+        b[0] = 7  # a partial write reads the shard first: it must not rewrite it
+    assert bytes(a.store.get(key)) == hostile
+    with pytest.raises(ChunkDecodeError, match=rf"{key}.*inner chunk \(1,\)"):
+        b[:]
+    assert not verify(a.store).ok
+
+
+# -- bombs in variable-length chunks: bounded by the variable-length cap ----------------------
+VLEN_BOMBS = {
+    "v3-string-zstd": (3, numcodecs.Zstd(1), lambda: zstd_bomb(_BIG)),
+    "v3-bytes-gzip": (3, numcodecs.GZip(1), lambda: gzip_bomb(2 * _BIG)),
+    "v2-object-zlib": (2, numcodecs.Zlib(1), lambda: gzip_bomb(2 * _BIG, 15)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VLEN_BOMBS))
+def test_decompression_bomb_in_variable_length_chunk(tmp_path, name):
+    fmt, compressor, build = VLEN_BOMBS[name]
+    dtype = bytes if "bytes" in name else str
+    path = str(tmp_path / "s.zarr")
+    a = cs.create_array(path, shape=(8,), chunks=(4,), dtype=dtype, compressors=compressor,
+                        zarr_format=fmt)
+    a[:] = np.array(["abcd"] * 8 if dtype is str else [b"abcd"] * 8, dtype=object)
+    key = a.chunk_key((0,))
+    bomb = build()
+    cap = variable_cap(len(bomb))
+    report = run_child(path, lambda: a.store.set(key, bomb), key, 1,
+                       "x" if dtype is str else b"x", 0, headroom=cap + AS_HEADROOM)
+    for op, result in report.items():
+        assert result["error"] and key in result["error"], (op, result)
+        assert "MemoryError" not in result["error"], (op, result)
+        assert result["growth"] < cap + LIMIT_EXTRA, (op, result["growth"] / MiB)
