@@ -1,9 +1,21 @@
-# chunkstore with its Dask, S3 and notebook extras: one image for the scheduler,
-# the workers and the Jupyter service of docker-compose.yml.
+# One image for every Python service of docker-compose.yml: the Dask scheduler and workers
+# (with the dashboard), the bucket creation and Jupyter, all running chunkstore from this
+# repository with its [cluster] extra (s3fs, bokeh, jupyterlab, matplotlib, psutil).
 FROM python:3.11-slim
+
 WORKDIR /opt/chunkstore
-COPY pyproject.toml README.md ./
+
+# 1. The dependencies, from pyproject.toml alone: this layer is rebuilt only when the
+#    dependencies change, not on every edit of the code (a stub package stands in for it).
+COPY pyproject.toml ./
+RUN mkdir chunkstore && touch chunkstore/__init__.py README.md \
+    && pip install --no-cache-dir ".[cluster]" \
+    && pip uninstall --yes chunkstore \
+    && rm -rf chunkstore README.md build *.egg-info
+
+# 2. The code (notebooks are not baked in: compose mounts ./notebooks).
+COPY README.md ./
 COPY chunkstore ./chunkstore
-COPY notebooks ./notebooks
-RUN pip install --no-cache-dir ".[s3]" jupyterlab nbclient ipykernel matplotlib bokeh
+RUN pip install --no-cache-dir --no-deps .
+
 WORKDIR /work

@@ -1,8 +1,11 @@
-"""The ``info`` tables of arrays and groups (plain text, and HTML for notebooks)."""
+"""The ``info`` tables of arrays and groups (plain text, and HTML for notebooks), and a
+readable form of codec chains."""
 
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def human_bytes(n: float) -> str:
@@ -34,3 +37,71 @@ class InfoTable:
 
     def __getitem__(self, key: str) -> str:
         return dict(self.rows)[key]
+
+
+_BLOSC_SHUFFLE = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle", -1: "autoshuffle"}
+#: configuration fields not worth showing (derived from the data type, or defaults)
+_QUIET = {"typesize", "blocksize", "astype"}
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return "(" + ", ".join(_plain(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    return str(value)
+
+
+def format_codec(codec: Mapping[str, Any] | Any) -> str:
+    """One codec, e.g. ``blosc(lz4, clevel 5, shuffle)``, from its v3 document
+    (``{"name": ..., "configuration": {...}}``), its v2 / numcodecs config
+    (``{"id": ..., ...}``) or a numcodecs codec object.
+
+    >>> format_codec({"name": "bytes", "configuration": {"endian": "little"}})
+    'bytes(little)'
+    >>> format_codec({"id": "blosc", "cname": "zstd", "clevel": 3, "shuffle": 2, "blocksize": 0})
+    'blosc(zstd, clevel 3, bitshuffle)'
+    """
+    if not isinstance(codec, Mapping):
+        codec = codec.get_config() if hasattr(codec, "get_config") else {"id": str(codec)}
+    if "name" in codec:
+        name, config = str(codec["name"]), dict(codec.get("configuration") or {})
+    else:
+        config = dict(codec)
+        name = str(config.pop("id", "?"))
+    if name == "sharding_indexed":
+        inner = codec_chain(config.get("codecs", []))
+        index = codec_chain(config.get("index_codecs", []))
+        return (f"sharding(chunks {_plain(config.get('chunk_shape', []))}: {inner}; "
+                f"index at {config.get('index_location', 'end')}: {index})")
+    parts = []
+    if name == "blosc":
+        shuffle = config.pop("shuffle", None)
+        parts.append(str(config.pop("cname", "?")))
+        if "clevel" in config:
+            parts.append(f"clevel {config.pop('clevel')}")
+        parts.append(_BLOSC_SHUFFLE.get(shuffle, str(shuffle)) if isinstance(shuffle, int)
+                     else str(shuffle))
+    elif name == "bytes" and "endian" in config:
+        parts.append(str(config.pop("endian")))
+    elif name == "transpose" and "order" in config:
+        parts.append(f"order {_plain(config.pop('order'))}")
+    parts += [f"{k} {_plain(v)}" for k, v in config.items() if k not in _QUIET]
+    return f"{name}({', '.join(parts)})" if parts else name
+
+
+def codec_chain(codecs: Sequence[Mapping[str, Any] | Any]) -> str:
+    """Codecs in the order data goes through them when written, joined by arrows, e.g.
+    ``bytes(little) -> blosc(lz4, clevel 5, shuffle)``; ``none`` when there are none.
+
+    >>> codec_chain([{"name": "bytes", "configuration": {"endian": "little"}},
+    ...              {"name": "gzip", "configuration": {"level": 5}}])
+    'bytes(little) -> gzip(level 5)'
+    """
+    return " -> ".join(format_codec(c) for c in codecs if c is not None) or "none"
+
+
+def array_codec_chain(metadata_json: Mapping[str, Any]) -> str:
+    """The codec chain of an array from its metadata document: the v3 ``codecs``, or the
+    v2 ``filters`` then ``compressor``."""
+    if metadata_json.get("zarr_format") == 3:
+        return codec_chain(metadata_json.get("codecs") or [])
+    return codec_chain([*(metadata_json.get("filters") or []), metadata_json.get("compressor")])

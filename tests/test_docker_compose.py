@@ -1,41 +1,261 @@
-"""No Docker engine runs here: check the compose file's services, ports and settings."""
+"""docker-compose.yml, checked without Docker: its settings are consistent, and they work
+when the services run as processes instead of containers (issue 15, item 2).
 
+The S3 service is replaced by moto's server (the program of the pinned image), the
+scheduler and workers by ``dask scheduler`` / ``dask worker`` with the compose commands,
+and every process gets the environment compose gives the services, with the service host
+names rewritten to 127.0.0.1 and free ports.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import tomllib
 from pathlib import Path
 
+import numpy as np
+import pytest
 import yaml
 
+from tests.conftest import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
+PYTHON_SERVICES = ("create-bucket", "scheduler", "worker", "jupyter")
 
 
-def load():
+@pytest.fixture(scope="module")
+def compose() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
 
-def test_services_and_ports():
-    services = load()["services"]
-    assert {"scheduler", "worker", "minio", "jupyter"} <= set(services)
-    assert "8786:8786" in services["scheduler"]["ports"]
-    assert "8787:8787" in services["scheduler"]["ports"]
-    assert "9000:9000" in services["minio"]["ports"]
-    assert "8888:8888" in services["jupyter"]["ports"]
-    assert services["worker"]["deploy"]["replicas"] >= 2
-    assert "tcp://scheduler:8786" in services["worker"]["command"]
+def services(compose: dict) -> dict:
+    return compose["services"]
 
 
-def test_shared_settings_reach_every_chunkstore_service():
-    services = load()["services"]
+# -- the file itself ---------------------------------------------------------------------------
+def test_images_are_pinned(compose):
+    for name, service in services(compose).items():
+        image = service["image"]
+        if name in PYTHON_SERVICES:
+            assert image == services(compose)["create-bucket"]["image"]
+            continue
+        repo, _, tag = image.rpartition(":")
+        assert repo and tag and tag != "latest" and re.search(r"\d", tag), image
+    s3 = services(compose)["s3"]["image"]
+    assert s3.startswith("motoserver/moto:") or s3.startswith("minio/minio:RELEASE.")
+    assert sum("build" in s for s in services(compose).values()) == 1
+
+
+def test_every_python_service_reaches_the_same_s3_and_scheduler(compose):
+    svc = services(compose)
+    s3_port = int(svc["s3"]["environment"]["MOTO_PORT"])
+    assert f"127.0.0.1:{s3_port}:{s3_port}" in svc["s3"]["ports"]
+    scheduler_port = svc["scheduler"]["command"][svc["scheduler"]["command"].index("--port") + 1]
+    for name in PYTHON_SERVICES:
+        env = svc[name]["environment"]
+        assert env["AWS_ENDPOINT_URL"] == env["CHUNKSTORE_S3_ENDPOINT"] == f"http://s3:{s3_port}"
+        assert env["DASK_SCHEDULER_ADDRESS"] == f"tcp://scheduler:{scheduler_port}"
+        assert env["AWS_ACCESS_KEY_ID"] and env["AWS_SECRET_ACCESS_KEY"]
+        assert env["CHUNKSTORE_BUCKET"] == "chunkstore"
+    assert f"tcp://scheduler:{scheduler_port}" in svc["worker"]["command"]
+    assert svc["worker"]["deploy"]["replicas"] >= 2
+
+
+def test_start_order_and_healthchecks(compose):
+    svc = services(compose)
+    for name in ("s3", "scheduler", "worker", "jupyter"):
+        assert svc[name]["healthcheck"]["test"][0] == "CMD", name
+    assert svc["create-bucket"]["depends_on"] == {"s3": {"condition": "service_healthy"}}
     for name in ("scheduler", "worker", "jupyter"):
-        env = services[name]["environment"]
-        assert env["CHUNKSTORE_S3_ENDPOINT"] == "http://minio:9000"
-        assert env["DASK_SCHEDULER_ADDRESS"] == "tcp://scheduler:8786"
-        assert env["AWS_ACCESS_KEY_ID"] == services["minio"]["environment"]["MINIO_ROOT_USER"]
-        assert env["AWS_SECRET_ACCESS_KEY"] == \
-            services["minio"]["environment"]["MINIO_ROOT_PASSWORD"]
-    images = {services[n].get("image") for n in ("scheduler", "worker", "jupyter")}
-    assert images == {"chunkstore:latest"}
-    assert services["scheduler"]["build"] == "."
+        assert svc[name]["depends_on"]["create-bucket"] == {
+            "condition": "service_completed_successfully"}, name
+    for name in ("worker", "jupyter"):
+        assert svc[name]["depends_on"]["scheduler"] == {"condition": "service_healthy"}
 
 
-def test_dockerfile_installs_this_repo():
-    text = (ROOT / "Dockerfile").read_text()
-    assert "COPY chunkstore" in text and 'pip install --no-cache-dir ".[s3]"' in text
+def test_jupyter_has_a_token_and_mounted_notebooks(compose):
+    jupyter = services(compose)["jupyter"]
+    command = " ".join(jupyter["command"])
+    assert "NotebookApp" not in command
+    assert '--IdentityProvider.token="$$JUPYTER_TOKEN"' in command
+    assert jupyter["environment"]["JUPYTER_TOKEN"].startswith("${JUPYTER_TOKEN:?")
+    assert "./notebooks:/work/notebooks" in jupyter["volumes"]
+    assert "--ServerApp.root_dir=/work/notebooks" in command
+    assert all(p.startswith("127.0.0.1:") for s in services(compose).values()
+               for p in s.get("ports", []))
+
+
+def test_image_build():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    deps = dockerfile.index('pip install --no-cache-dir ".[cluster]"')
+    assert dockerfile.index("COPY pyproject.toml") < deps < dockerfile.index("COPY chunkstore")
+    assert "COPY notebooks" not in dockerfile
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    for entry in (".venv", ".git", "**/__pycache__", ".pytest_cache", "data", "notebooks"):
+        assert entry in ignored
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    cluster = project["optional-dependencies"]["cluster"]
+    assert any(d.startswith("bokeh") for d in cluster) and "chunkstore[s3]" in cluster
+    assert any(d.startswith("google-crc32c") for d in project["dependencies"])
+    assert not any(d.startswith("crc32c") for d in project["dependencies"])
+
+
+# -- the settings at work ----------------------------------------------------------------------
+class Services:
+    """The compose services as processes on 127.0.0.1 (started in order, stopped at exit)."""
+
+    def __init__(self, compose: dict, tmp_path: Path) -> None:
+        self.svc = services(compose)
+        self.tmp = tmp_path
+        self.ports = {"s3": free_port(), "scheduler": free_port()}
+        self.procs: list[subprocess.Popen] = []
+
+    def rewrite(self, text: str) -> str:
+        """Service addresses -> 127.0.0.1 and this run's ports."""
+        s3_port = self.svc["s3"]["environment"]["MOTO_PORT"]
+        scheduler_port = self.scheduler_command()[1]
+        return (text.replace(f"s3:{s3_port}", f"127.0.0.1:{self.ports['s3']}")
+                .replace(f"localhost:{s3_port}", f"127.0.0.1:{self.ports['s3']}")
+                .replace(f"scheduler:{scheduler_port}", f"127.0.0.1:{self.ports['scheduler']}"))
+
+    def scheduler_command(self) -> tuple[list[str], str]:
+        command = self.svc["scheduler"]["command"]
+        return command, command[command.index("--port") + 1]
+
+    def env(self, name: str) -> dict[str, str]:
+        """What compose gives the service ``name``, rewritten; no other AWS settings."""
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(("AWS_", "CHUNKSTORE_", "DASK_"))}
+        base.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+        own = self.svc[name].get("environment", {})
+        return {**base, **{k: self.rewrite(str(v)) for k, v in own.items()}}
+
+    def start(self, name: str, argv: list[str], log: str) -> subprocess.Popen:
+        out = open(self.tmp / f"{log}.log", "w")  # noqa: SIM115 (closed with the process)
+        proc = subprocess.Popen(argv, env=self.env(name), stdout=out, stderr=subprocess.STDOUT,
+                                cwd=self.tmp)
+        self.procs.append(proc)
+        return proc
+
+    def healthcheck(self, name: str, replace: dict[str, str], timeout: float = 60) -> None:
+        """Run the compose healthcheck of ``name`` until it passes."""
+        argv = [self.rewrite(a) for a in self.svc[name]["healthcheck"]["test"][1:]]
+        for old, new in replace.items():
+            argv = [a.replace(old, new) for a in argv]
+        argv = [sys.executable if a == "python" else a for a in argv]
+        deadline = time.monotonic() + timeout
+        while subprocess.run(argv, capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline, f"{name} is not healthy: {argv}"
+            time.sleep(0.3)
+
+    def start_s3(self) -> None:
+        self.start("s3", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                          str(self.ports["s3"])], "s3")
+        self.healthcheck("s3", {})
+
+    def create_bucket(self) -> None:
+        command = [sys.executable if a == "python" else a
+                   for a in self.svc["create-bucket"]["command"]]
+        result = subprocess.run(command, env=self.env("create-bucket"), capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode == 0 and "ready" in result.stdout, result.stderr
+
+    def start_cluster(self, workers: int = 2) -> None:
+        command, port = self.scheduler_command()
+        dashboard = free_port()
+        argv = [a.replace(port, str(self.ports["scheduler"])).replace(":8787", f":{dashboard}")
+                for a in command[1:]]
+        self.start("scheduler", [sys.executable, "-m", "dask", *argv, "--host", "127.0.0.1"],
+                   "scheduler")
+        self.healthcheck("scheduler", {"localhost:8787": f"127.0.0.1:{dashboard}"})
+        worker = [self.rewrite(a) for a in self.svc["worker"]["command"][1:]]
+        worker = [a for a in worker if a != ":8789"]
+        worker.remove("--dashboard-address")
+        worker[worker.index("--memory-limit") + 1] = "1GiB"
+        worker[worker.index("--nthreads") + 1] = "1"
+        for i in range(workers):
+            self.start("worker", [sys.executable, "-m", "dask", *worker, "--host", "127.0.0.1",
+                                  "--no-dashboard"], f"worker-{i}")
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def chunkstore(self, *argv: str, env_of: str = "worker") -> subprocess.CompletedProcess:
+        """The CLI with the environment compose gives ``env_of``."""
+        return subprocess.run([sys.executable, "-m", "chunkstore", *argv], env=self.env(env_of),
+                              capture_output=True, text=True, cwd=self.tmp, timeout=120)
+
+    def s3_storage_options(self) -> dict:
+        """Explicit options for the test's own checks (independent of the environment)."""
+        env = self.env("worker")
+        return {"key": env["AWS_ACCESS_KEY_ID"], "secret": env["AWS_SECRET_ACCESS_KEY"],
+                "client_kwargs": {"endpoint_url": env["AWS_ENDPOINT_URL"]}}
+
+
+@pytest.fixture
+def running(compose, tmp_path):
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    svc = Services(compose, tmp_path)
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+def test_compose_settings_reach_the_s3_service(running, tmp_path):
+    """The bucket service's command, then the CLI with a worker's environment and no
+    storage options, read and write the compose S3 service (not AWS)."""
+    import s3fs
+
+    running.start_s3()
+    running.create_bucket()
+    bucket = running.env("worker")["CHUNKSTORE_BUCKET"]
+    np.save(tmp_path / "x.npy", np.arange(120).reshape(12, 10))
+    result = running.chunkstore("convert", "x.npy", f"s3://{bucket}/a.zarr", "--chunks", "4,-1")
+    assert result.returncode == 0, result.stderr
+    result = running.chunkstore("info", f"s3://{bucket}/a.zarr", env_of="jupyter")
+    assert result.returncode == 0, result.stderr
+    assert "(12, 10)" in result.stdout and f"s3://{bucket}/a.zarr" in result.stdout
+    fs = s3fs.S3FileSystem(**running.s3_storage_options())
+    assert fs.exists(f"{bucket}/a.zarr/zarr.json")
+
+
+def test_cluster_started_like_compose_rechunks_on_s3(running):
+    """``dask scheduler`` and two ``dask worker``s with the compose commands and settings;
+    ``chunkstore rechunk`` from S3 to S3 on them (the scheduler address from the
+    environment, as in the compose services), with progress lines and a summary."""
+    import chunkstore as cs
+
+    running.start_s3()
+    running.create_bucket()
+    running.start_cluster()
+    bucket = running.env("worker")["CHUNKSTORE_BUCKET"]
+    options = running.s3_storage_options()
+    data = np.arange(200 * 300, dtype="f4").reshape(200, 300)
+    cs.array(data, store=f"s3://{bucket}/src.zarr", chunks=(20, 300), storage_options=options)
+    from distributed import Client
+    with Client(running.env("worker")["DASK_SCHEDULER_ADDRESS"], timeout=30) as client:
+        client.wait_for_workers(2, timeout=60)
+    result = running.chunkstore("rechunk", f"s3://{bucket}/src.zarr", f"s3://{bucket}/dst.zarr",
+                                "--chunks", "-1,3", "--max-mem", "100KB", env_of="jupyter")
+    assert result.returncode == 0, result.stderr
+    scheduler = running.env("jupyter")["DASK_SCHEDULER_ADDRESS"]
+    assert re.search(r"stage 1/2 copy: \d+/\d+ tasks in ", result.stderr), result.stderr
+    assert re.search(rf"chunkstore rechunk: rechunked s3://{bucket}/src.zarr -> "
+                     rf"s3://{bucket}/dst.zarr \(chunks \(200, 3\)\) on {scheduler} in ",
+                     result.stderr)
+    out = cs.open_array(f"s3://{bucket}/dst.zarr", mode="r", storage_options=options)
+    assert out.chunks == (200, 3)
+    np.testing.assert_array_equal(out[:], data)

@@ -8,6 +8,7 @@ without outputs; they run in a temporary working directory.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -26,9 +27,17 @@ CLUSTER_VARS = ("CHUNKSTORE_SCHEDULER", "DASK_SCHEDULER_ADDRESS", "CHUNKSTORE_ST
 
 
 @pytest.fixture
-def venv_kernel(tmp_path, monkeypatch):
-    """Make a kernelspec running ``sys.executable`` with ``CI=1`` (plus ``env``), found
-    through JUPYTER_PATH; returns its name."""
+def kernel_tmp(tmp_path) -> Path:
+    """The kernel's temporary directory (TMPDIR): what a notebook leaves there stays."""
+    path = tmp_path / "kernel-tmp"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def venv_kernel(tmp_path, kernel_tmp, monkeypatch):
+    """Make a kernelspec running ``sys.executable`` with ``CI=1`` (plus ``env``) and its
+    own TMPDIR, found through JUPYTER_PATH; returns its name."""
     for name in CLUSTER_VARS:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
@@ -37,7 +46,7 @@ def venv_kernel(tmp_path, monkeypatch):
         spec_dir = tmp_path / "jupyter" / "kernels" / KERNEL
         spec_dir.mkdir(parents=True, exist_ok=True)
         kernel_env = {"CI": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-                      **{name: "" for name in CLUSTER_VARS}, **env}
+                      "TMPDIR": str(kernel_tmp), **{name: "" for name in CLUSTER_VARS}, **env}
         spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
                 "display_name": "chunkstore venv", "language": "python", "env": kernel_env}
         (spec_dir / "kernel.json").write_text(json.dumps(spec))
@@ -89,15 +98,46 @@ def test_notebooks_are_committed_without_outputs():
                     f"{path.name}: strip the outputs before committing")
 
 
-def test_larger_than_memory(venv_kernel, tmp_path):
+def stream_text(nb) -> str:
+    return "".join(o.get("text", "") for o in outputs_of(nb, "stream"))
+
+
+def test_larger_than_memory(venv_kernel, tmp_path, kernel_tmp):
+    """CI size: the array is larger than the cluster's memory limit, the memory plot has
+    many samples per worker, each worker stays under its limit; nothing is left behind."""
     nb = run_notebook(NOTEBOOKS / "larger_than_memory.ipynb", venv_kernel(), tmp_path)
     # the plots were drawn (overview/histogram/profile and the memory plot)
     assert len(outputs_of(nb, "image/png")) >= 2
-    text = "".join(o.get("text", "") for o in outputs_of(nb, "stream"))
+    text = stream_text(nb)
     assert "RechunkPlan" in text and "transposed" in text
+    ratio = float(re.search(r"= ([\d.]+)x the cluster's memory limit", text)[1])
+    samples = int(re.search(r"(\d+) memory samples", text)[1])
+    limit = int(re.search(r"limit (\d+) MiB per worker", text)[1])
+    peaks = [int(p) for line in re.findall(r"peak per worker: ([\d, ]+) MiB", text)
+             for p in line.split(",")]
+    assert ratio > 1 and samples >= 100 and len(peaks) == 8
+    assert max(peaks) < limit, text
+    assert list(kernel_tmp.iterdir()) == []
 
 
-def test_getting_started(venv_kernel, tmp_path, s3_bucket):
+def test_larger_than_memory_at_the_documented_quick_size(venv_kernel, tmp_path, kernel_tmp):
+    """``CHUNKSTORE_ARRAY_GIB=0.25`` outside CI (issue 15, item 11)."""
+    kernel = venv_kernel(CI="", CHUNKSTORE_ARRAY_GIB="0.25")
+    text = stream_text(run_notebook(NOTEBOOKS / "larger_than_memory.ipynb", kernel, tmp_path))
+    assert "array (6144, 6144) float64" in text and "smaller than the cluster's memory" in text
+    assert list(kernel_tmp.iterdir()) == []
+
+
+def test_failing_notebook_still_removes_its_temporary_directory(venv_kernel, tmp_path,
+                                                                 kernel_tmp):
+    nb = nbformat.read(NOTEBOOKS / "larger_than_memory.ipynb", as_version=4)
+    nb.cells = [*nb.cells[:2], nbformat.v4.new_code_cell("raise RuntimeError('stop here')")]
+    with pytest.raises(pytest.fail.Exception, match="stop here"):
+        run_notebook(tmp_path / "stops.ipynb", venv_kernel(), tmp_path, nb=nb)
+    assert list(kernel_tmp.iterdir()) == []
+
+
+def test_getting_started(venv_kernel, tmp_path, kernel_tmp, s3_bucket):
     """Also runs the notebook's S3 cell against a moto server, as docker-compose's MinIO."""
     url, options = s3_bucket
     kernel = venv_kernel(CHUNKSTORE_S3_ENDPOINT=options["client_kwargs"]["endpoint_url"],
@@ -105,6 +145,7 @@ def test_getting_started(venv_kernel, tmp_path, s3_bucket):
                          AWS_ACCESS_KEY_ID=options["key"], AWS_SECRET_ACCESS_KEY=options["secret"],
                          AWS_DEFAULT_REGION="us-east-1")
     nb = run_notebook(NOTEBOOKS / "getting_started.ipynb", kernel, tmp_path)
-    text = "".join(o.get("text", "") for o in outputs_of(nb, "stream"))
+    text = stream_text(nb)
     assert "group_1" in text  # the tree of the hierarchy was printed
     assert f"FsspecStore('{url}/getting-started/hello.zarr')" in text
+    assert list(kernel_tmp.iterdir()) == []

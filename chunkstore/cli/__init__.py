@@ -1,0 +1,10 @@
+"""The ``chunkstore`` command line (also ``python -m chunkstore``).
+
+Commands: ``info``, ``tree``, ``ls``, ``attrs``, ``dump``, ``copy``/``convert``,
+``rechunk``, ``verify``, ``demo``; one module per command group, dispatched by
+:func:`main`.
+"""
+
+from .main import build_parser, main
+
+__all__ = ["build_parser", "main"]

@@ -1,0 +1,106 @@
+"""Argument parsing shared by the commands: the parser class, and values such as chunk
+shapes and storage options."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import textwrap
+from typing import Any, NoReturn
+
+from .errors import EXIT_ERROR
+
+#: values that start with a dash but are numbers or lists of them ("-1,16", "-5:, :3"),
+#: so that ``--chunks -1,16`` works as the help says
+_NEGATIVE_VALUE = re.compile(r"^-\d[\d,:.\s-]*$|^-\.\d+$")
+
+#: what ``--chunks`` / ``--shards`` say about whole axes
+WHOLE_AXIS = ("-1", "None", "none", "")
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (and exit status 2), and which takes
+    values that look like negative numbers, such as ``-1,16``, as values."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        if kwargs.get("description"):  # paragraphs wrapped here; epilog examples kept as is
+            kwargs["description"] = "\n\n".join(
+                textwrap.fill(" ".join(p.split()), 88) for p in kwargs["description"].split("\n\n"))
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_VALUE
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``<prog>: error: <message>`` on one line and exit with status 2."""
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def shape_arg(text: str) -> tuple[int | None, ...]:
+    """``"500,-1"`` -> ``(500, None)``: positive integers, ``-1`` for a whole axis.
+
+    >>> shape_arg("64, -1")
+    (64, None)
+    """
+    out: list[int | None] = []
+    for part in text.split(","):
+        item = part.strip()
+        if item in WHOLE_AXIS:
+            out.append(None)
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} in {text!r} is not a whole number (give one per axis, "
+                "-1 for a whole axis)") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(
+                f"{value} in {text!r} must be positive (or -1 for a whole axis)")
+        out.append(value)
+    return tuple(out)
+
+
+def bytes_arg(text: str) -> int:
+    """``"512MB"`` -> ``512000000``: a byte count with an optional unit.
+
+    >>> bytes_arg("2GiB")
+    2147483648
+    """
+    from ..dask import parse_bytes
+    try:
+        return parse_bytes(text)
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a byte size (e.g. 512MB, 2GiB or 1000000)") from None
+
+
+def storage_options(items: list[str] | None) -> dict[str, Any] | None:
+    """``["anon=true", "endpoint_url=http://..."]`` -> ``{"anon": True, ...}``; values
+    are JSON when they parse as JSON, else strings."""
+    opts: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"--storage-option {item!r}: expected KEY=VALUE")
+        try:
+            opts[key] = json.loads(value)
+        except ValueError:
+            opts[key] = value
+    return opts or None
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    """``--storage-option KEY=VALUE`` (repeatable), for URL stores."""
+    parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE", default=[],
+                        help="fsspec option of URL stores, repeatable, e.g. anon=true or "
+                        "endpoint_url=http://localhost:9000 (default: none; S3 endpoints also "
+                        "come from AWS_ENDPOINT_URL / CHUNKSTORE_S3_ENDPOINT)")
+
+
+def add_node(parser: argparse.ArgumentParser, what: str = "the node") -> None:
+    """``--node PATH``: a path inside the store."""
+    parser.add_argument("--node", default=None, metavar="PATH",
+                        help=f"path of {what} inside the store, e.g. group/array "
+                        "(default: the root of the store)")
+

@@ -1,0 +1,141 @@
+"""``copy`` / ``convert``: an array from a store, a ``.npy`` file or an HDF5 dataset into a
+store or a ``.npy`` file, block by block (bounded memory), with new chunks, shards,
+compressor or Zarr format."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..progress import TerminalProgress
+from .args import add_store_options, shape_arg, storage_options
+from .errors import CLIError
+from .sources import Source, open_source
+
+#: bytes copied per block (whole chunk or shard rows when they fit)
+BLOCK_BYTES = 64 * 2**20
+COMPRESSORS = ("blosc-lz4", "blosc-zstd", "zstd", "gzip", "none")
+
+
+def compressors_arg(name: str | None) -> Any:
+    """The ``compressors=`` value for a ``--compressor`` name (None: the default)."""
+    if name is None:
+        return "auto"
+    if name == "none":
+        return None
+    import numcodecs
+    table = {"blosc-lz4": lambda: numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE),
+             "blosc-zstd": lambda: numcodecs.Blosc("zstd", 5, numcodecs.Blosc.SHUFFLE),
+             "zstd": lambda: numcodecs.Zstd(level=3), "gzip": lambda: numcodecs.GZip(5)}
+    return table[name]()
+
+
+def blocks(shape: tuple[int, ...], unit: tuple[int, ...], itemsize: int,
+           max_bytes: int = BLOCK_BYTES) -> Iterator[tuple[slice, ...]]:
+    """Regions made of whole write units (chunks or shards) covering ``shape``: bands of
+    unit rows along the first axis of at most ``max_bytes``, or single units."""
+    if not shape:
+        yield ()
+        return
+    row_bytes = math.prod(shape[1:]) * itemsize * unit[0]
+    if row_bytes <= max_bytes:
+        step = unit[0] * max(1, max_bytes // max(1, row_bytes))
+        for start in range(0, shape[0], step):
+            yield (slice(start, min(shape[0], start + step)),) + tuple(slice(0, n)
+                                                                       for n in shape[1:])
+        return
+    for starts in itertools.product(*(range(0, n, u) for n, u in zip(shape, unit, strict=True))):
+        yield tuple(slice(s, min(n, s + u)) for s, n, u in zip(starts, shape, unit, strict=True))
+
+
+def _whole(spec: tuple[int | None, ...] | None, shape: tuple[int, ...], flag: str
+           ) -> tuple[int | None, ...] | None:
+    if spec is not None and len(spec) != len(shape):
+        raise CLIError(f"{flag} has {len(spec)} values for an array of {len(shape)} dimensions "
+                       f"{shape}")
+    return spec
+
+
+def _create_target(args: argparse.Namespace, source: Source) -> Any:
+    from .. import create_array
+
+    shape = tuple(source.shape)
+    chunks = _whole(args.chunks, shape, "--chunks") or getattr(source, "chunks", None)
+    shards = _whole(args.shards, shape, "--shards")
+    if shards is not None:
+        shards = tuple(n if s is None else s for s, n in zip(shards, shape, strict=True))
+    kwargs: dict[str, Any] = {"compressors": compressors_arg(args.compressor),
+                              "attributes": source.attributes or None,
+                              "dimension_names": source.dimension_names}
+    if args.zarr_format or source.zarr_format:
+        kwargs["zarr_format"] = args.zarr_format or source.zarr_format
+    if source.fill_value is not None:
+        kwargs["fill_value"] = source.fill_value
+    return create_array(args.dst, args.dst_node, shape=shape, dtype=source.dtype, chunks=chunks,
+                        shards=shards, overwrite=args.overwrite,
+                        storage_options=storage_options(args.storage_option), **kwargs)
+
+
+def _create_npy(args: argparse.Namespace, source: Source) -> Any:
+    if os.path.exists(args.dst) and not args.overwrite:
+        raise CLIError(f"{args.dst}: already exists (pass --overwrite to replace it)")
+    return np.lib.format.open_memmap(args.dst, mode="w+", dtype=source.dtype,
+                                     shape=tuple(source.shape))
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    """Copy one array, block by block, showing progress and a summary."""
+    progress = TerminalProgress(args.command)
+    source = open_source(args.src, args.node, storage_options(args.storage_option))
+    to_npy = args.dst.lower().endswith(".npy")
+    target = _create_npy(args, source) if to_npy else _create_target(args, source)
+    unit = tuple(target.shape) if to_npy else tuple(target.shards or target.chunks)
+    regions = list(blocks(tuple(source.shape), unit, source.dtype.itemsize))
+    bar = progress.step("copy", "blocks")
+    done = 0
+    for i, region in enumerate(regions, 1):
+        block = np.asarray(source[region])
+        target[region] = block
+        done += block.nbytes
+        bar(i, len(regions), done)
+    if to_npy:
+        target.flush()
+    progress.summary(f"copied {args.src} -> {args.dst} ({tuple(source.shape)} {source.dtype})")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``copy`` (alias ``convert``) to the subcommands ``sub``."""
+    p = sub.add_parser("copy", aliases=["convert"],
+                       help="copy/convert an array: .npy / HDF5 / store -> store / .npy, "
+                       "v2 <-> v3, new chunks, shards or compressor",
+                       epilog="examples:\n  chunkstore convert x.npy x.zarr --chunks 1000,-1\n"
+                       "  chunkstore convert in.h5 out.zarr --node grp/data --zarr-format 2")
+    p.add_argument("src", help="a store (directory, .zip, URL), a .npy file or an HDF5 file "
+                   "(.h5, .hdf5, .nc; needs h5py)")
+    p.add_argument("dst", help="a store (directory, .zip, URL) or a .npy file")
+    p.add_argument("--node", default=None, metavar="PATH",
+                   help="the array (or HDF5 dataset) inside SRC (default: the root, or the "
+                   "only dataset of an HDF5 file)")
+    p.add_argument("--dst-node", default=None, metavar="PATH",
+                   help="where to put the array inside DST (default: the root of DST)")
+    p.add_argument("--zarr-format", type=int, choices=(2, 3), default=None,
+                   help="Zarr format of the copy (default: that of SRC, or 3)")
+    p.add_argument("--chunks", type=shape_arg, default=None, metavar="C1,C2,...",
+                   help="chunk shape, -1 for a whole axis, e.g. 1000,-1 (default: the chunks "
+                   "of SRC, or about 1 MiB)")
+    p.add_argument("--shards", type=shape_arg, default=None, metavar="S1,S2,...",
+                   help="shard shape (Zarr v3), a multiple of the chunks, -1 for a whole "
+                   "axis (default: not sharded)")
+    p.add_argument("--compressor", choices=COMPRESSORS, default=None,
+                   help="compressor of the copy (default: blosc-lz4, byte shuffle)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace what exists at DST (default: refuse)")
+    add_store_options(p)
+    p.set_defaults(func=cmd_copy)

@@ -1,0 +1,161 @@
+"""``chunkstore demo``: the main job, end to end on a local store and a local Dask cluster.
+
+Builds a synthetic array (4 GiB by default, 16 MiB with ``--small``), shows its info and
+the hierarchy, transposes and rechunks it within a memory bound on a
+``distributed.LocalCluster``, checks the results against the source, verifies every
+chunk and prints timings. The data goes to a temporary directory that is removed at the
+end, unless ``--keep`` or ``--dir DIR`` is given; either way the last lines say where it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..info import human_bytes
+from ..progress import TerminalProgress
+from ..verify import verify
+from .args import bytes_arg
+from .nodes import array_table
+from .rechunk import run_plan
+
+#: the workers' scratch directory inside the demo directory (always removed)
+SCRATCH = "dask-scratch"
+
+
+def _timed(label: str, timings: dict[str, float], fn: Callable[[], Any]) -> Any:
+    t0 = time.perf_counter()
+    result = fn()
+    timings[label] = time.perf_counter() - t0
+    return result
+
+
+def _fill(a: Any, rows: int, progress: TerminalProgress) -> None:
+    """Write a smooth synthetic field in bands of chunk rows (bounded memory)."""
+    bar = progress.step("write", "rows")
+    n, m = a.shape
+    x = np.arange(m, dtype="f4")
+    for start in range(0, n, rows):
+        y = np.arange(start, min(n, start + rows), dtype="f4")[:, None]
+        a[start:start + len(y)] = np.sin(y / 97.0) * np.cos(x / 53.0) + y * 1e-4
+        bar(start + len(y), n, (start + len(y)) * m * 4)
+
+
+def _same(a: Any, b: Any, transpose: bool, rows: int) -> bool:
+    for start in range(0, a.shape[0], rows):
+        part = a[start:start + rows]
+        other = b[:, start:start + rows].T if transpose else b[start:start + rows]
+        if not np.array_equal(part, other):
+            return False
+    return True
+
+
+def _directory_size(root: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root)
+               for f in files)
+
+
+def _run(root: str, small: bool, workers: int, max_mem: int | str,
+         progress: TerminalProgress) -> bool:
+    import dask
+    from distributed import Client, LocalCluster
+
+    from .. import create_array, open_array, open_group
+    from ..dask import TransposedSource, parse_bytes, rechunk
+
+    side = 2048 if small else 32768  # 16 MiB or 4 GiB of float32
+    chunks = (256, 256) if small else (1024, 1024)
+    rows = chunks[0] * 4
+    store_path = os.path.join(root, "demo.zarr")
+    gib = side * side * 4 / 2**30
+    print(f"chunkstore demo: a {side}x{side} float32 array ({gib:.2f} GiB) in {store_path}, "
+          f"chunks {chunks}, on a LocalCluster of {workers} workers\n")
+    timings: dict[str, float] = {}
+    source = create_array(store_path, "field", shape=(side, side), chunks=chunks, dtype="f4",
+                          dimension_names=["y", "x"], overwrite=True,
+                          attributes={"description": "smooth synthetic field"})
+    _timed("write", timings, lambda: _fill(source, rows, progress))
+    print(array_table(source, store_path), "\n")
+    scratch = {"temporary-directory": os.path.join(root, SCRATCH)}
+    with dask.config.set(scratch), LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True,
+            dashboard_address=None) as cluster, Client(cluster) as client:
+        plan_t = rechunk(TransposedSource(source, (1, 0)), chunks[::-1], store=store_path,
+                         path="field_T", max_mem=max_mem, overwrite=True)
+        transposed = _timed("transpose", timings,
+                            lambda: run_plan(plan_t, progress, client, "transpose "))
+        plan_c = rechunk(source, (side, max(1, chunks[1] // 16)), store=store_path,
+                         path="field_columns", max_mem=max_mem, overwrite=True)
+        columns = _timed("rechunk", timings,
+                         lambda: run_plan(plan_c, progress, client, "rechunk "))
+    print(open_group(store_path, mode="r").tree())
+    ok_t = _timed("check", timings, lambda: _same(
+        source, open_array(store_path, mode="r", path="field_T"), True, rows))
+    ok_c = _same(source, columns, False, rows)
+    field = open_array(store_path, mode="r", path="field")
+    report = _timed("verify", timings, lambda: verify(field,
+                                                      progress=progress.step("verify", "keys")))
+    print("\nsummary")
+    for label, seconds in timings.items():
+        rate = (f"  ({gib * 1024 / seconds:.0f} MiB/s)"
+                if label in ("write", "transpose", "rechunk") else "")
+        print(f"  {label:<10} {seconds:7.2f} s{rate}")
+    print(f"  transpose matches: {ok_t}; rechunk matches: {ok_c}; verify: "
+          f"{report.summary()}")
+    print(f"  transposed chunks {transposed.chunks}, rechunked chunks {columns.chunks}, "
+          f"max_mem {parse_bytes(max_mem) / 2**20:.0f} MiB per task")
+    return ok_t and ok_c and report.ok
+
+
+def run_demo(directory: str | None = None, small: bool = False, workers: int = 2,
+             max_mem: int | str = "256MiB", keep: bool = False) -> int:
+    """Run the demo; returns the exit status. The data is removed at the end unless
+    ``keep`` or a ``directory`` is given."""
+    progress = TerminalProgress("demo")
+    keep = keep or directory is not None
+    root = directory or tempfile.mkdtemp(prefix="chunkstore-demo-")
+    ok = False
+    try:
+        ok = _run(root, small, workers, max_mem, progress)
+    finally:
+        shutil.rmtree(os.path.join(root, SCRATCH), ignore_errors=True)
+        if keep:
+            print(f"\nthe demo data is in {root} ({human_bytes(_directory_size(root))}B); "
+                  f"remove it with: rm -rf {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+            print(f"\nremoved the demo data ({root}); pass --keep or --dir DIR to keep it")
+    progress.summary("all checks passed" if ok else "a check FAILED")
+    return 0 if ok else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the demo with the command's options."""
+    return run_demo(args.dir, small=args.small, workers=args.workers, max_mem=args.max_mem,
+                    keep=args.keep)
+
+
+def register(sub: Any) -> None:
+    """Add ``demo`` to the subcommands ``sub``."""
+    p = sub.add_parser("demo", help="the main job: write, transpose, rechunk and verify a large "
+                       "array on a local store and a local Dask cluster",
+                       description=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--small", action="store_true",
+                   help="a 16 MiB array instead of 4 GiB, runs in seconds (default: off)")
+    p.add_argument("--dir", default=None, metavar="DIR",
+                   help="put the data in DIR and keep it (default: a temporary directory, "
+                   "removed at the end)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the data of the temporary directory (default: remove it)")
+    p.add_argument("--workers", type=int, default=2, metavar="N",
+                   help="worker processes of the local cluster (default: %(default)s)")
+    p.add_argument("--max-mem", type=bytes_arg, default="256MiB", metavar="BYTES",
+                   help="memory bound per transpose/rechunk task (default: %(default)s)")
+    p.set_defaults(func=cmd_demo)
