@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 
 import pytest
@@ -30,10 +31,53 @@ def s3_storage_options(endpoint: str) -> dict:
             "client_kwargs": {"endpoint_url": endpoint}}
 
 
+class _AtomicWrites:
+    """WSGI wrapper that runs one writing request (PUT, POST, DELETE) at a time.
+
+    moto checks ``If-Match`` / ``If-None-Match`` and then stores the object in two steps
+    that requests served by other threads can interleave; real S3 applies a conditional
+    write atomically. Serializing writes makes the server behave like S3 there (reads
+    stay concurrent); the requests themselves are real HTTP, nothing is mocked."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        if environ.get("REQUEST_METHOD") in ("PUT", "POST", "DELETE"):
+            with self.lock:
+                return list(self.app(environ, start_response))
+        return self.app(environ, start_response)
+
+
+class _MotoServer:
+    """moto's S3 server (its own app and request handler) in a thread, writes atomic."""
+
+    def __init__(self, port: int) -> None:
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        app = _AtomicWrites(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server("127.0.0.1", port, app, threaded=True,
+                                   request_handler=MotoRequestHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join()
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint():
     """URL of a moto S3 server running in a thread of this process (session-wide)."""
-    server_mod = pytest.importorskip("moto.server", reason="moto[server] is not installed")
+    pytest.importorskip("moto.server", reason="moto[server] is not installed")
     pytest.importorskip("s3fs")
     with pytest.MonkeyPatch.context() as mp:
         for name, value in _AWS_ENV.items():
@@ -43,7 +87,7 @@ def s3_endpoint():
         mp.setenv("AWS_CONFIG_FILE", os.devnull)
         mp.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
         port = free_port()
-        server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server = _MotoServer(port)
         server.start()
         try:
             yield f"http://127.0.0.1:{port}"

@@ -60,6 +60,26 @@ def validate_key(key: str) -> str:
     return key
 
 
+def validate_prefix(prefix: str) -> str:
+    """Return ``prefix`` if it is a safe key prefix (for ``list_prefix``), else raise
+    InvalidKeyError: everything up to its last ``/`` must be a valid key (or nothing),
+    and the rest a partial segment without backslashes or NUL bytes."""
+    if not isinstance(prefix, str):
+        raise InvalidKeyError(f"store prefix must be a str, got {type(prefix).__name__}: "
+                              f"{prefix!r}")
+    head, _, tail = prefix.rpartition("/")
+    if prefix.startswith("/") or "\\" in tail or "\x00" in tail:
+        raise InvalidKeyError(f"store prefix {prefix!r} is absolute or contains a backslash "
+                              "or NUL byte")
+    if head:
+        try:
+            validate_key(head)
+        except InvalidKeyError:
+            raise InvalidKeyError(f"store prefix {prefix!r} is not inside the store (empty, "
+                                  "'.' or '..' segment, or absolute)") from None
+    return prefix
+
+
 def normalize_prefix(prefix: str) -> str:
     """Turn a directory-like prefix into ``"a/b/"`` form (``""`` stays the root)."""
     prefix = prefix.strip("/")

@@ -14,8 +14,18 @@ Atomicity, per backend:
   sees the old or the new object, never a mix). ``set_many`` is not atomic as a whole.
 * ``memory://``: a value is replaced by one dict assignment, atomically.
 * ``file://``: the value is written to a temporary file in the same directory and
-  renamed over the key (like LocalStore).
+  renamed over the key. (``resolve_store`` and ``chunkstore.open`` turn ``file://`` URLs
+  into a LocalStore, which also confines keys and commits conditionally.)
+* archives read through fsspec (``zip::...``, ``tar::...``) are read-only: write a zip
+  archive through its path (a ZipStore).
 * other filesystems: whatever their ``pipe_file`` guarantees (often nothing).
+
+Conditional commits (``supports_conditional_writes``) are real on S3 only (see
+``s3_conditional``: ``If-Match`` / ``If-None-Match`` PUTs and ``If-Match`` DELETEs);
+elsewhere ``commit_many`` writes unchecked and writers of one object need a synchronizer.
+Errors of the backend while reading or writing (an unreachable endpoint, a refused
+request) become a StoreError naming the key, the URL and the endpoint; a URL whose
+backend package is missing is a MissingBackendError naming the package at creation.
 
 The filesystem is created lazily from ``(url, storage_options)``, which is also all
 that pickling sends, so a forked or remote worker builds its own session and event
@@ -24,21 +34,32 @@ loop instead of inheriting the parent's.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-import itertools
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import zipfile
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import fsspec
 
-from .base import ByteRange, BytesLike, Store, normalize_prefix, validate_key
+from ..errors import ChunkstoreError, ReadOnlyError
+from . import s3_conditional
+from .base import ByteRange, validate_key
+from .errors import BadArchiveError, MissingBackendError, StoreError
+from .fsspec_listing import FsspecListing
+from .fsspec_setup import check_backends, explicit_endpoint, protocols, with_endpoint
+from .fsspec_writes import FsspecWrites
+from .local_temp import temp_name
 
 _GLOB_MAGIC = re.compile(r"[*?\[]")  # fsspec's batched calls expand these as globs
-_TEMP_TAG = ".chunkstore-tmp-"
-_counter = itertools.count()
+#: precise errors (s3fs's translation of AccessDenied, NoSuchKey...) that stay as they are
+_PASS_THROUGH = (PermissionError, FileNotFoundError, FileExistsError, IsADirectoryError,
+                 NotADirectoryError)
+#: outer protocols of archives that fsspec can only read
+_ARCHIVES = {"zip", "tar", "libarchive"}
 #: at most this many bytes of values are being sent at once by ``set_many`` ...
 PUT_WINDOW_BYTES = 64 * 2**20
 #: ... in at most this many concurrent requests (each holds a copy of its value)
@@ -49,7 +70,17 @@ def _is_missing(err: BaseException) -> bool:
     return isinstance(err, FileNotFoundError | KeyError)
 
 
-class FsspecStore(Store):
+def _backend_errors() -> tuple[type[BaseException], ...]:
+    """What a backend raises when a request fails: OSError (s3fs translates most S3
+    errors to it, aiohttp's connection errors are OSErrors) and botocore's own."""
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        return (OSError,)
+    return (OSError, BotoCoreError, ClientError)
+
+
+class FsspecStore(FsspecWrites, FsspecListing):
     """A Store on an fsspec URL, e.g. ``"s3://bucket/data.zarr"`` or ``"memory://x"``.
 
     ``storage_options`` are passed to the filesystem (credentials, ``endpoint_url``
@@ -69,12 +100,18 @@ class FsspecStore(Store):
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None,
                  read_only: bool = False) -> None:
-        super().__init__(read_only)
         if not isinstance(url, str) or "://" not in url and "::" not in url:
             raise ValueError(f"FsspecStore needs a URL with a protocol (e.g. 's3://...'), "
                              f"got {url!r}")
+        check_backends(url)
+        chain = protocols(url)
+        self._archive = chain[0] in _ARCHIVES
+        super().__init__(read_only or self._archive)
         self.url = url.rstrip("/") if not url.endswith("://") else url
-        self.storage_options = dict(storage_options or {})
+        self.storage_options = with_endpoint(self.url, dict(storage_options or {}))
+        conditional = len(chain) == 1 and chain[0] in ("s3", "s3a") and (
+            s3_conditional.conditional_requests_supported())
+        self.supports_conditional_writes = self.supports_conditional_delete = conditional
         self._fs: Any = None
         self._fs_pid: int | None = None
         self._root = ""
@@ -103,6 +140,27 @@ class FsspecStore(Store):
     def __hash__(self) -> int:
         return hash(("FsspecStore", self.url))
 
+    def location(self) -> Any:
+        """``(protocol, normalized root, endpoint)``; ``("file", real path)`` for local
+        files, so that a LocalStore of the same directory has the same location."""
+        chain = protocols(self.url)
+        if chain == ["file"] or chain == ["local"]:
+            return ("file", os.path.realpath(self.root))
+        root = re.sub("/+", "/", self.root).rstrip("/") if len(chain) == 1 else self.url
+        return ("::".join(chain), root, explicit_endpoint(self.storage_options))
+
+    @property
+    def endpoint(self) -> str | None:
+        """The S3 endpoint the store talks to, when one is configured."""
+        return explicit_endpoint(self.storage_options)
+
+    def _check_writable(self, key: str) -> None:
+        if self._archive and self._read_only:
+            raise ReadOnlyError(f"cannot write key {key!r}: {self.url} is read-only (archives "
+                                "are read through fsspec; write a zip archive through its "
+                                "path, which opens a ZipStore)")
+        super()._check_writable(key)
+
     def with_read_only(self, read_only: bool = True) -> FsspecStore:
         """A view on the same filesystem object (and of the same class) with the flag."""
         clone = object.__new__(type(self))
@@ -128,10 +186,39 @@ class FsspecStore(Store):
         if self._fs is None or self._fs_pid != os.getpid():
             with self._lock:
                 if self._fs is None or self._fs_pid != os.getpid():
-                    fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+                    fs, root = self._make_fs()
                     self._root = root.rstrip("/")
                     self._fs, self._fs_pid = fs, os.getpid()
         return self._fs
+
+    def _make_fs(self) -> tuple[Any, str]:
+        try:
+            return fsspec.core.url_to_fs(self.url, **self.storage_options)
+        except zipfile.BadZipFile as e:
+            raise BadArchiveError(f"{self.url}: not a zip archive, or a truncated one ({e})") \
+                from None
+        except ImportError as e:
+            raise MissingBackendError(f"{self.url}: a package this URL needs is missing "
+                                      f"({e})") from None
+
+    def _where(self) -> str:
+        endpoint = self.endpoint
+        return f"{self.url} (endpoint {endpoint})" if endpoint else self.url
+
+    def _failure(self, action: str, keys: Sequence[str], error: BaseException) -> StoreError:
+        shown = repr(keys[0]) + (f" and {len(keys) - 1} more" if len(keys) > 1 else "")
+        return StoreError(f"{action} key {shown} of {self._where()} failed: "
+                          f"{type(error).__name__}: {error}")
+
+    @contextlib.contextmanager
+    def _remote(self, action: str, keys: Sequence[str]) -> Iterator[None]:
+        """Backend errors raised inside, as a StoreError naming the keys and endpoint."""
+        try:
+            yield
+        except (ChunkstoreError, *_PASS_THROUGH):
+            raise
+        except _backend_errors() as e:
+            raise self._failure(action, keys, e) from e
 
     @property
     def root(self) -> str:
@@ -167,16 +254,6 @@ class FsspecStore(Store):
         root = self.root
         return f"{root}/{key}" if root else key
 
-    def _key_of(self, path: str) -> str | None:
-        """The key of a listed path (None for paths outside the root)."""
-        root = self.fs._strip_protocol(self.root) if self.root else ""
-        path = self.fs._strip_protocol(path)
-        if not root:
-            return path.lstrip("/") or None
-        if path.startswith(root + "/"):
-            return path[len(root) + 1:]
-        return None
-
     # -- reads --------------------------------------------------------------------------
     # public calls use private helpers, never each other, so wrappers count calls exactly
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
@@ -190,7 +267,8 @@ class FsspecStore(Store):
         plain = [p for p in paths if not _GLOB_MAGIC.search(p)]
         found: dict[str, Any] = {}
         if plain:
-            out = self.fs.cat(plain, on_error="return", **self._cat_kwargs)
+            with self._remote("reading", keys):
+                out = self.fs.cat(plain, on_error="return", **self._cat_kwargs)
             found = {self.fs._strip_protocol(p): v for p, v in out.items()}
         results: list[bytes | None] = []
         for key, path in zip(keys, paths, strict=True):
@@ -222,7 +300,9 @@ class FsspecStore(Store):
             ends.append(stop)
             positions.append(i)
         if paths:
-            out = self.fs.cat_ranges(paths, starts, ends, on_error="return", **self._cat_kwargs)
+            with self._remote("reading", [requests[i][0] for i in positions]):
+                out = self.fs.cat_ranges(paths, starts, ends, on_error="return",
+                                         **self._cat_kwargs)
             for i, value, start in zip(positions, out, starts, strict=True):
                 results[i] = self._ranged_value(requests[i][0], value, start)
         for i in empty:
@@ -233,7 +313,7 @@ class FsspecStore(Store):
         if isinstance(value, BaseException):
             if _is_missing(value):
                 return None
-            raise OSError(f"reading key {key!r} from {self!r} failed: {value}") from value
+            raise self._failure("reading", [key], value) from value
         return bytes(value)
 
     def _ranged_value(self, key: str, value: Any, start: int | None) -> bytes | None:
@@ -253,6 +333,10 @@ class FsspecStore(Store):
 
     def _size(self, key: str) -> int | None:
         path = self._path(key)
+        with self._remote("reading", [key]):
+            return self._size_of(path)
+
+    def _size_of(self, path: str) -> int | None:
         fs = self.fs
         if hasattr(fs, "call_s3") and hasattr(fs, "split_path"):
             # one HEAD; fs.info would LIST the prefix after a 404 to look for a directory
@@ -264,27 +348,15 @@ class FsspecStore(Store):
                 return None
         fs.invalidate_cache(path)
         try:
-            info = self.fs.info(path)
+            info = fs.info(path)
         except FileNotFoundError:
             return None
         if info.get("type") == "directory":
             return None
         return int(info["size"])
 
-    # -- writes ---------------------------------------------------------------------------
-    def set(self, key: str, value: BytesLike) -> None:
-        self._write([(key, value)])
-
-    def set_many(self, items: Mapping[str, BytesLike] | Iterable[tuple[str, BytesLike]]) -> None:
-        """All values with one concurrent ``fs.pipe`` (one atomic PUT per object on S3)."""
-        self._write(list(items.items() if isinstance(items, Mapping) else items))
-
-    def _write(self, pairs: list[tuple[str, BytesLike]]) -> None:
-        for key, _ in pairs:
-            self._check_writable(key)
-        data = {self._path(k): bytes(v) for k, v in pairs}
-        if not data:
-            return
+    # -- writes (sets, deletes and conditional commits: FsspecWrites) ----------------------
+    def _put(self, data: dict[str, bytes]) -> None:
         if self._atomic_rename:
             self._set_by_rename(data)
         elif getattr(self.fs, "async_impl", False):  # a sliding window of concurrent PUTs
@@ -298,7 +370,7 @@ class FsspecStore(Store):
         """Local files: write a temporary sibling and rename it over the key."""
         for path, value in data.items():
             parent = path.rsplit("/", 1)[0]
-            tmp = f"{parent}/{_TEMP_TAG}{os.getpid()}-{threading.get_ident()}-{next(_counter)}"
+            tmp = f"{parent}/{temp_name()}"
             self.fs.makedirs(parent, exist_ok=True)
             try:
                 self.fs.pipe_file(tmp, value)
@@ -307,75 +379,3 @@ class FsspecStore(Store):
                 if os.path.exists(tmp):
                     os.unlink(tmp)
                 raise
-
-    def delete(self, key: str) -> None:
-        self._delete([key])
-
-    def delete_many(self, keys: Iterable[str]) -> None:
-        """One batched ``fs.rm`` (S3: bulk DELETE of up to 1000 keys per request)."""
-        self._delete(list(keys))
-
-    def _delete(self, keys: list[str]) -> None:
-        for key in keys:
-            self._check_writable(key)
-        paths = [self._path(k) for k in keys]
-        if not paths:
-            return
-        try:
-            self.fs.rm(paths)
-        except FileNotFoundError:  # some filesystems refuse missing paths in a batch
-            for path in paths:
-                try:
-                    self.fs.rm_file(path)
-                except FileNotFoundError:
-                    pass
-        if self._atomic_rename:
-            self._prune_dirs(paths)
-
-    def _prune_dirs(self, paths: list[str]) -> None:
-        for parent in sorted({p.rsplit("/", 1)[0] for p in paths}, key=len, reverse=True):
-            while parent.startswith(self.root + "/"):
-                try:
-                    os.rmdir(parent)
-                except OSError:
-                    break
-                parent = parent.rsplit("/", 1)[0]
-
-    def delete_prefix(self, prefix: str) -> None:
-        base = normalize_prefix(prefix)
-        self._check_writable(base or "/")
-        self._delete(list(self.list_prefix(base)))
-
-    # -- listing --------------------------------------------------------------------------
-    def list_prefix(self, prefix: str) -> Iterator[str]:
-        head, _, _ = prefix.rpartition("/")
-        start = self.root if not head else self._path(head)
-        self.fs.invalidate_cache(start)
-        try:
-            paths = self.fs.find(start)
-        except FileNotFoundError:
-            paths = []
-        keys = []
-        for path in paths:
-            key = self._key_of(path)
-            if key is not None and key.startswith(prefix) and _TEMP_TAG not in key:
-                keys.append(key)
-        return iter(sorted(keys))
-
-    def list_dir(self, prefix: str) -> Iterator[str]:
-        base = normalize_prefix(prefix)
-        start = self._path(base.rstrip("/")) if base else self.root
-        self.fs.invalidate_cache(start)
-        try:
-            entries = self.fs.ls(start, detail=False)
-        except FileNotFoundError:
-            return iter(())
-        names = set()
-        for path in entries:
-            key = self._key_of(path)
-            if key is None or not key.startswith(base) or key == base.rstrip("/"):
-                continue
-            name = key[len(base):].split("/", 1)[0]
-            if name and _TEMP_TAG not in name:
-                names.add(name)
-        return iter(sorted(names))

@@ -16,6 +16,7 @@ from .base import (
     normalize_prefix,
     slice_range,
     validate_key,
+    validate_prefix,
 )
 
 
@@ -123,6 +124,7 @@ class MemoryStore(Store):
         return None if value is None else len(value)
 
     def list_prefix(self, prefix: str) -> Iterator[str]:
+        validate_prefix(prefix)
         return iter([k for k in list(self._data) if k.startswith(prefix)])
 
     def list_dir(self, prefix: str) -> Iterator[str]:

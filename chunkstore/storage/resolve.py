@@ -3,20 +3,43 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from .base import Store
+from .errors import InvalidStoreError
 from .fsspec_store import FsspecStore
 from .local import LocalStore
 from .memory import MemoryStore
 from .zip import ZipStore
 
 _ZIP_MODES = {"r": "r", "w": "w"}  # every other mode appends
+#: "64MB", "1 GiB", "200kb", "1.5G": what a memory size looks like
+_BYTE_SIZE = re.compile(r"\s*\d+(\.\d*)?\s*([kmgtpe]i?b?|b)\s*", re.IGNORECASE)
+_LOCAL_URL = re.compile(r"(file|local)://", re.IGNORECASE)
 
 
 def _is_url(path: str) -> bool:
     return "://" in path or "::" in path
+
+
+def looks_like_byte_size(text: str) -> bool:
+    """Whether ``text`` reads as a memory size (``"64MB"``, ``"1GiB"``, ``"200KB"``)."""
+    return _BYTE_SIZE.fullmatch(text) is not None
+
+
+def _local_path(url: str) -> str:
+    """The path of a ``file://`` / ``local://`` URL (as fsspec reads it)."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    return LocalFileSystem._strip_protocol(url)
+
+
+def _path_store(path: str, mode: str, read_only: bool) -> Store:
+    if path.lower().endswith(".zip"):
+        return ZipStore(path, mode=_ZIP_MODES.get(mode, "a"))
+    return LocalStore(path, read_only=read_only)
 
 
 def resolve_store(store: Any, *, mode: str = "a", storage_options: dict | None = None) -> Store:
@@ -24,18 +47,21 @@ def resolve_store(store: Any, *, mode: str = "a", storage_options: dict | None =
 
     * None -> a new MemoryStore
     * a Store -> itself (a read-only view of it in mode ``"r"``)
-    * a URL (``s3://``, ``gs://``, ``memory://``, ``file://``, ``zip::...``) -> FsspecStore,
-      with ``storage_options``
+    * a ``file://`` URL -> the store of its path (below), confined like any LocalStore
+    * another URL (``s3://``, ``gs://``, ``memory://``, ``zip::...``) -> FsspecStore, with
+      ``storage_options``
     * a path ending in ``.zip`` -> ZipStore (mode ``"r"`` -> ``"r"``, ``"w"`` -> ``"w"``,
       anything else -> ``"a"``)
-    * any other path -> LocalStore
+    * any other path -> LocalStore; but a string that reads as a memory size
+      (``"64MB"``) is refused as a likely mix-up of arguments (``"./64MB"`` is a path)
     * a dict-like mapping of str -> bytes -> a MemoryStore on that mapping
 
     >>> type(resolve_store("data.zarr")).__name__
     'LocalStore'
     """
     read_only = mode == "r"
-    if isinstance(store, os.PathLike):
+    named_path = isinstance(store, os.PathLike)  # Path("64MB") is a path, whatever its name
+    if named_path:
         store = os.fspath(store)
     if storage_options and not (isinstance(store, str) and _is_url(store)):
         raise TypeError(f"storage_options only apply to URL stores (e.g. 's3://...'), "
@@ -45,11 +71,19 @@ def resolve_store(store: Any, *, mode: str = "a", storage_options: dict | None =
     if isinstance(store, Store):
         return store.with_read_only(True) if read_only and not store.read_only else store
     if isinstance(store, str):
+        if _LOCAL_URL.match(store) and "::" not in store:
+            if storage_options:
+                raise TypeError(f"storage_options do not apply to local file URLs such as "
+                                f"{store!r}")
+            return _path_store(_local_path(store), mode, read_only)
         if _is_url(store):
             return FsspecStore(store, storage_options, read_only=read_only)
-        if store.lower().endswith(".zip"):
-            return ZipStore(store, mode=_ZIP_MODES.get(mode, "a"))
-        return LocalStore(store, read_only=read_only)
+        if not named_path and looks_like_byte_size(store):
+            raise InvalidStoreError(
+                f"store {store!r} looks like a memory size, not a store path (arguments in "
+                "the wrong order? e.g. rechunk(source, target_chunks, store, max_mem=...)); "
+                f"write './{store.strip()}' to mean a directory of that name")
+        return _path_store(store, mode, read_only)
     if isinstance(store, MutableMapping):
         return MemoryStore(store, read_only=read_only)
     if isinstance(store, Mapping):

@@ -1,192 +1,63 @@
 """ZipStore: keys as entries of one zip archive.
 
-Zip entries cannot be replaced or removed in place, so a ZipStore never edits the
-archive it opened. All writes of a session go to a temporary archive next to it
-(``<name>.chunkstore-tmp-*``; in mode ``"a"`` the existing archive is copied there
-on the first write) and ``close()`` commits the session with one ``os.replace``.
-A crash before ``close()`` therefore leaves the previous archive untouched, and a
-committed archive is never torn.
+When writes become visible (the rule):
 
-Writing a key that already exists appends a new entry that supersedes the old one
-at once (reads see the newest value); deleting a key hides it. When the session
-wrote duplicates or deleted keys, ``close()`` rewrites the archive with only the
-live entries, so a committed archive never holds two entries of the same name.
+* in this process, at once, to every ZipStore of the same path: they share one session
+  (``zip_session``), so ``cs.open("x.zip", mode="w")`` followed by ``cs.open("x.zip")``
+  reads what the first wrote;
+* on disk (other processes), when the session is committed: by ``close()`` of any
+  ZipStore of the archive (also the ``with`` block), when the last of them is garbage
+  collected, or at interpreter exit. The commit is one ``os.replace``: the archive on
+  disk is the previous one or the new one, never torn.
+
+Writing a key that already exists appends a new entry that supersedes the old one at
+once (reads see the newest value); deleting a key hides it. When the session wrote
+duplicates or deleted keys, the commit rewrites the archive with only the live entries,
+so a committed archive never holds two entries of the same name.
 
 Entry names are store keys (``validate_key``): no ``..``, no absolute paths, no
 backslashes, so an archive written here cannot escape when extracted. Entries of a
-foreign archive whose names are not valid keys are never listed or read.
+foreign archive whose names are not valid keys are never listed or read. Entries are
+read with bounded memory (``zip_read``); a file that is not a zip archive, or a
+truncated one, is a BadArchiveError at once.
+
+A zip archive is single-writer by nature: ``supports_conditional_writes`` is False, and
+two processes must not add to one archive at once.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-import shutil
-import struct
-import threading
-import time
 import weakref
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from ..errors import InvalidKeyError
-from .base import ByteRange, BytesLike, Store, normalize_prefix, validate_key
+from .base import ByteRange, BytesLike, Store, normalize_prefix, validate_key, validate_prefix
+from .errors import BadArchiveError
+from .zip_read import read_entry
+from .zip_session import Session, pending_session, release, session_for
 
-_TEMP_TAG = ".chunkstore-tmp-"
-_LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # zip local file header, 30 bytes
-_counter = itertools.count()
 _MODES = ("r", "w", "a", "x")
-
-
-def _is_valid_name(name: str) -> bool:
-    try:
-        validate_key(name)
-    except InvalidKeyError:
-        return False
-    return True
-
-
-class _Session:
-    """The open archive of a ZipStore in one process (kept apart from the store so
-    that a finalizer can commit it without keeping the store alive)."""
-
-    def __init__(self, path: str, compression: int) -> None:
-        self.path, self.compression = path, compression
-        self.pid = os.getpid()
-        self.zf: zipfile.ZipFile | None = None
-        self.fd: int | None = None            # raw descriptor for ranged reads
-        self.current: str | None = None       # file the open archive lives in
-        self.tmp: str | None = None           # temporary archive while writing
-        self.live: dict[str, zipfile.ZipInfo] = {}
-        self.offsets: dict[str, int] = {}     # data offsets of stored entries
-        self.dead = 0                         # superseded or deleted entries
-
-    def open_read(self, source: str | None) -> None:
-        """Open ``source`` (or nothing, for an empty store) for reading."""
-        self.live, self.offsets = {}, {}
-        if source is not None and os.path.exists(source):
-            self._attach(zipfile.ZipFile(source, "r"), source)
-
-    def _attach(self, zf: zipfile.ZipFile, filename: str) -> None:
-        self.zf, self.current = zf, filename
-        self.fd = os.open(filename, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-        infos = zf.infolist()
-        for info in infos:  # a later entry of the same name wins
-            if not info.is_dir() and _is_valid_name(info.filename):
-                self.live[info.filename] = info
-        self.dead = len(infos) - len(self.live)
-
-    def begin_write(self, copy_existing: bool) -> None:
-        """Start writing to a temporary archive (a copy of the old one in append mode)."""
-        directory = os.path.dirname(self.path) or "."
-        os.makedirs(directory, exist_ok=True)
-        base = os.path.basename(self.path)
-        tmp = os.path.join(directory, f"{base}{_TEMP_TAG}{os.getpid()}-{next(_counter)}")
-        had_old = copy_existing and os.path.exists(self.path)
-        self.close_files()
-        if had_old:
-            shutil.copyfile(self.path, tmp)
-        self.tmp, self.live, self.offsets = tmp, {}, {}
-        zf = zipfile.ZipFile(tmp, "a" if had_old else "w", compression=self.compression,
-                             allowZip64=True)
-        self._attach(zf, tmp)
-
-    def write(self, key: str, value: BytesLike) -> None:
-        assert self.zf is not None
-        info = zipfile.ZipInfo(key, date_time=time.localtime()[:6])
-        info.compress_type = self.compression
-        info.external_attr = 0o644 << 16
-        if key in self.live:
-            self.dead += 1
-            # the new entry supersedes the old one; skip zipfile's duplicate warning
-            self.zf.NameToInfo.pop(key, None)
-        self.zf.writestr(info, bytes(value))
-        self.zf.fp.flush()  # ranged reads use a separate descriptor
-        self.live[key] = self.zf.getinfo(key)
-        self.offsets.pop(key, None)
-
-    def remove(self, key: str) -> None:
-        if self.live.pop(key, None) is not None:
-            self.dead += 1
-            self.offsets.pop(key, None)
-
-    def data_offset(self, info: zipfile.ZipInfo) -> int:
-        """Where the bytes of a stored entry start (after its local header)."""
-        offset = self.offsets.get(info.filename)
-        if offset is None:
-            assert self.fd is not None
-            header = os.pread(self.fd, _LOCAL_HEADER.size, info.header_offset)
-            fields = _LOCAL_HEADER.unpack(header)
-            if fields[0] != b"PK\x03\x04":
-                raise zipfile.BadZipFile(f"bad local header for entry {info.filename!r} "
-                                         f"in {self.path!r}")
-            offset = info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
-            self.offsets[info.filename] = offset
-        return offset
-
-    def close_files(self) -> None:
-        if self.zf is not None:
-            self.zf.close()
-            self.zf = None
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-    def commit(self) -> None:
-        """Write the central directory (compacting if needed) and replace the archive."""
-        if os.getpid() != self.pid:  # a forked child never commits its parent's session
-            return
-        if self.tmp is None:
-            self.close_files()
-            return
-        tmp, self.tmp = self.tmp, None
-        try:
-            if self.dead:
-                self._compact(tmp)
-            else:
-                self.close_files()
-            os.replace(tmp, self.path)
-        except BaseException:
-            self.close_files()
-            for name in (tmp, tmp + ".compact"):
-                if os.path.exists(name):
-                    os.unlink(name)
-            raise
-        finally:
-            self.live, self.offsets, self.dead = {}, {}, 0
-
-    def _compact(self, tmp: str) -> None:
-        """Rewrite ``tmp`` in place with only the live entries, streaming each one."""
-        assert self.zf is not None
-        out_name = tmp + ".compact"
-        with zipfile.ZipFile(out_name, "w", allowZip64=True) as out:
-            for info in sorted(self.live.values(), key=lambda i: i.header_offset):
-                new = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-                new.compress_type, new.external_attr = info.compress_type, info.external_attr
-                with self.zf.open(info) as src, out.open(
-                        new, "w", force_zip64=info.file_size > zipfile.ZIP64_LIMIT) as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
-        self.close_files()
-        os.replace(out_name, tmp)
+#: largest decompressed size of a compressed entry read by default (stored entries are
+#: bounded by the archive's size)
+DEFAULT_MAX_ENTRY_BYTES = 256 * 2**20
 
 
 class ZipStore(Store):
     """A Store in a zip archive.
 
-    ``mode``: ``"r"`` read only; ``"w"`` start empty (the archive is replaced on
-    ``close()``); ``"a"`` read and add to an existing archive or create one; ``"x"``
-    like ``"w"`` but the archive must not exist yet. ``compression`` is a
-    ``zipfile`` constant (``ZIP_STORED`` keeps byte-range reads cheap; chunks are
-    usually compressed by their codecs already).
+    ``mode``: ``"r"`` read only; ``"w"`` start empty (the archive is replaced at commit);
+    ``"a"`` read and add to an existing archive or create one; ``"x"`` like ``"w"`` but
+    the archive must not exist yet. ``compression`` is a ``zipfile`` constant
+    (``ZIP_STORED`` keeps byte-range reads cheap; chunks are usually compressed by their
+    codecs already). ``max_entry_bytes`` bounds the decompressed size of a compressed
+    entry that may be read (a larger one is a BadArchiveError, before any allocation).
 
-    Writes become visible in the file on ``close()`` (also called by the context
-    manager, and as a last resort when the store is garbage collected or the
-    interpreter exits). Re-writing a key supersedes the old entry (see the module
-    docstring). The store is thread-safe; it is *single-writer*: two processes must
-    not add to the same archive at once. Pickling sends ``(path, mode)`` (``"w"`` and
-    ``"x"`` travel as ``"a"`` so a worker never truncates the archive) and the copy
-    opens the archive lazily, so commit before sending a store to other processes.
+    See the module docstring for when writes become visible. The store is thread-safe.
+    Pickling sends ``(path, mode)`` (``"w"`` and ``"x"`` travel as ``"a"`` so a worker
+    never truncates the archive) and the copy opens the archive lazily, so commit before
+    sending a store to other processes.
 
     >>> import tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "data.zip")
@@ -196,28 +67,37 @@ class ZipStore(Store):
     b'yz'
     """
 
+    supports_conditional_writes = False
+    supports_conditional_delete = False
+
     def __init__(self, path: str | os.PathLike[str], mode: str = "r",
-                 compression: int = zipfile.ZIP_STORED, read_only: bool | None = None) -> None:
+                 compression: int = zipfile.ZIP_STORED, read_only: bool | None = None,
+                 max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:
         if mode not in _MODES:
             raise ValueError(f"ZipStore mode must be one of {_MODES}, got {mode!r}")
         super().__init__(mode == "r" if read_only is None else read_only)
         self.path = os.path.abspath(os.fspath(path))
         self.mode = mode
         self.compression = compression
+        self.max_entry_bytes = max_entry_bytes
         self.supports_partial_reads = compression == zipfile.ZIP_STORED
-        if mode == "r" and not os.path.isfile(self.path):
+        pending = pending_session(self.path) is not None
+        if mode == "r" and not pending and not os.path.isfile(self.path):
             raise FileNotFoundError(f"zip archive {self.path!r} does not exist (mode 'r')")
-        if mode == "x" and os.path.exists(self.path):
+        if mode == "x" and (pending or os.path.exists(self.path)):
             raise FileExistsError(f"zip archive {self.path!r} already exists (mode 'x')")
-        self._lock = threading.RLock()
-        self._session: _Session | None = None
-        self._fresh = mode in ("w", "x")  # the next session starts empty
+        if mode in ("r", "a") and not pending and os.path.isfile(self.path) and (
+                not zipfile.is_zipfile(self.path)):
+            raise BadArchiveError(f"{self.path}: not a zip archive, or a truncated one (no "
+                                  "end-of-archive record)")
+        self._fresh = mode in ("w", "x")  # the first use starts the archive empty
+        self._attached: Session | None = None
         self._finalizer: weakref.finalize | None = None
 
     # -- identity ---------------------------------------------------------------------
     def _description(self) -> tuple[Any, ...]:
         mode = "r" if self.mode == "r" else "a"
-        return (self.path, mode, self.compression, self._read_only)
+        return (self.path, mode, self.compression, self._read_only, self.max_entry_bytes)
 
     def __repr__(self) -> str:
         return f"ZipStore({self.path!r}, mode={self.mode!r})"
@@ -228,67 +108,75 @@ class ZipStore(Store):
     def __hash__(self) -> int:
         return hash(("ZipStore", self.path))
 
+    def location(self) -> Any:
+        return ("zip", os.path.realpath(self.path))
+
     def with_read_only(self, read_only: bool = True) -> ZipStore:
-        """A view of the same open archive (pending writes included) with the given flag."""
+        """A view of the same archive (pending writes included) with the given flag."""
         clone = object.__new__(ZipStore)
         clone.__dict__.update(self.__dict__)
         clone._read_only = bool(read_only)
-        clone._shared_from = self  # the view uses this store's session
+        clone._shared_from = self._owner()  # mode "w": only the owner starts it empty
         return clone
 
     def _owner(self) -> ZipStore:
         return self.__dict__.get("_shared_from", self)
 
     # -- session -------------------------------------------------------------------------
-    def _get_session(self) -> _Session:
+    def _session(self, write_key: str | None = None) -> Session:
+        """The shared session of the archive, locked (the caller releases ``lock``),
+        ready for reading, or for writing ``write_key``."""
+        if write_key is not None:
+            self._check_writable(write_key)
         owner = self._owner()
-        if owner is not self:
-            return owner._get_session()
-        s = self._session
-        if s is not None and s.pid != os.getpid():  # forked: start over, lazily
-            self._session = s = None
-        if s is None:
-            s = _Session(self.path, self.compression)
-            s.open_read(None if self._fresh else self.path)
-            self._session = s
-            self._finalizer = weakref.finalize(self, s.commit)
+        while True:
+            s = session_for(self.path, self.compression)
+            s.lock.acquire()
+            if not s.closed:
+                break
+            s.lock.release()
+        try:
+            if owner._attached is not s:
+                owner._attach(s)
+            if owner._fresh and not owner._read_only:
+                s.begin_write(copy_existing=False)  # "w"/"x": the archive starts empty
+                owner._fresh = False
+            elif not s.opened:
+                s.open_read()
+            if write_key is not None and not s.pending:
+                s.begin_write(copy_existing=True)
+        except BaseException:
+            s.lock.release()
+            raise
         return s
 
-    def _writable_session(self, key: str) -> _Session:
-        self._check_writable(key)
-        s = self._get_session()
-        if s.tmp is None:
-            s.begin_write(copy_existing=not self._owner()._fresh)
-        return s
+    def _attach(self, session: Session) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # releases the previous (committed) session
+        session.users += 1
+        self._attached = session
+        self._finalizer = weakref.finalize(self, release, session)
 
     def close(self) -> None:
-        """Commit pending writes (one atomic replace of the archive) and close files."""
+        """Commit pending writes of the archive (one atomic replace) and close files."""
         owner = self._owner()
-        with owner._lock:
-            if owner._fresh and not owner._read_only:
-                owner._writable_session("")  # mode "w"/"x" always leaves an archive
-            s = owner._session
-            if s is not None:
-                owner._session = None
-                if owner._finalizer is not None:
-                    owner._finalizer.detach()
-                s.commit()
-                owner._fresh = False  # re-opening continues from what was committed
+        if owner._fresh and not owner._read_only:
+            self._session().lock.release()  # mode "w"/"x" always leaves an archive
+        s = owner._attached
+        if s is None:
+            return
+        with s.lock:
+            s.commit()
+        owner._fresh = False  # re-opening continues from what was committed
 
     # -- reads -------------------------------------------------------------------------
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
-        return self._get(key, byte_range)
-
-    def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+    def _read(self, s: Session, key: str, byte_range: ByteRange | None) -> bytes | None:
         validate_key(key)
-        with self._owner()._lock:
-            s = self._get_session()
-            info = s.live.get(key)
-            if info is None:
-                return None
-            if byte_range is None:
-                assert s.zf is not None
-                return s.zf.read(info)
+        info = s.live.get(key)
+        if info is None:
+            return None
+        if byte_range is not None and info.compress_type == zipfile.ZIP_STORED and (
+                not info.flag_bits & 0x1):
             size = info.file_size
             start, stop = byte_range
             if start < 0 and stop is None:
@@ -296,66 +184,94 @@ class ZipStore(Store):
             stop = size if stop is None else min(stop, size)
             if stop <= start:
                 return b""
-            if info.compress_type == zipfile.ZIP_STORED and not info.flag_bits & 0x1:
-                assert s.fd is not None
-                return os.pread(s.fd, stop - start, s.data_offset(info) + start)
-            assert s.zf is not None
-            with s.zf.open(info) as f:  # compressed: decompress up to the range
-                f.seek(start)
-                return f.read(stop - start)
+            offset = s.data_offset(info)
+            if offset + size > s.size:
+                raise BadArchiveError(f"{self.path}: entry {key!r} runs past the end of the "
+                                      "archive (truncated?)")
+            assert s.fd is not None
+            return os.pread(s.fd, stop - start, offset + start)
+        assert s.fd is not None
+        data = read_entry(s.fd, s.size, info, s.data_offset(info), self.max_entry_bytes,
+                          f"{self.path}: entry {key!r}")
+        if byte_range is None:
+            return data
+        start, stop = byte_range
+        return data[start:] if start < 0 and stop is None else data[start:stop]
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        return self.get_ranges([(key, byte_range)])[0]
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        with self._owner()._lock:
-            return [self._get(k, None) for k in keys]
+        return self.get_ranges([(k, None) for k in keys])
 
     def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        with self._owner()._lock:
-            return [self._get(k, r) for k, r in requests]
+        for key, _ in requests:
+            validate_key(key)
+        s = self._session()
+        try:
+            return [self._read(s, k, r) for k, r in requests]
+        finally:
+            s.lock.release()
 
     def exists(self, key: str) -> bool:
-        validate_key(key)
-        with self._owner()._lock:
-            return key in self._get_session().live
+        return self.getsize(key) is not None
 
     def getsize(self, key: str) -> int | None:
         validate_key(key)
-        with self._owner()._lock:
-            info = self._get_session().live.get(key)
+        s = self._session()
+        try:
+            info = s.live.get(key)
             return None if info is None else info.file_size
+        finally:
+            s.lock.release()
 
     # -- writes ------------------------------------------------------------------------
     def set(self, key: str, value: BytesLike) -> None:
         validate_key(key)
-        with self._owner()._lock:
-            self._writable_session(key).write(key, value)
+        s = self._session(key)
+        try:
+            s.write(key, value, self.compression)
+        finally:
+            s.lock.release()
 
     def delete(self, key: str) -> None:
-        self._delete(key)
+        self.delete_many([key])
 
-    def _delete(self, key: str) -> None:
-        validate_key(key)
-        with self._owner()._lock:
+    def delete_many(self, keys: Iterable[str]) -> None:
+        keys = [validate_key(k) for k in keys]
+        for key in keys:
             self._check_writable(key)
-            s = self._get_session()
-            if key in s.live:
-                self._writable_session(key).remove(key)
+        s = self._session()
+        try:
+            doomed = [k for k in keys if k in s.live]
+        finally:
+            s.lock.release()
+        if doomed:
+            s = self._session(doomed[0])
+            try:
+                for key in doomed:
+                    s.remove(key)
+            finally:
+                s.lock.release()
 
     def delete_prefix(self, prefix: str) -> None:
         base = normalize_prefix(prefix)
         self._check_writable(base or "/")
-        with self._owner()._lock:
-            for key in [k for k in self._get_session().live if k.startswith(base)]:
-                self._delete(key)
+        self.delete_many(list(self.list_prefix(base)))
 
     # -- listing (from the central directory) -------------------------------------------
+    def _names(self) -> list[str]:
+        s = self._session()
+        try:
+            return list(s.live)
+        finally:
+            s.lock.release()
+
     def list_prefix(self, prefix: str) -> Iterator[str]:
-        with self._owner()._lock:
-            names = [k for k in self._get_session().live if k.startswith(prefix)]
-        return iter(sorted(names))
+        validate_prefix(prefix)
+        return iter(sorted(k for k in self._names() if k.startswith(prefix)))
 
     def list_dir(self, prefix: str) -> Iterator[str]:
         base = normalize_prefix(prefix)
-        with self._owner()._lock:
-            names = {k[len(base):].split("/", 1)[0]
-                     for k in self._get_session().live if k.startswith(base)}
-        return iter(sorted(names))
+        return iter(sorted({k[len(base):].split("/", 1)[0]
+                            for k in self._names() if k.startswith(base)}))

@@ -1,0 +1,107 @@
+"""How LocalStore commits a batch of writes and deletes.
+
+1. Each new value is written to a temporary file in its key's directory, in parallel
+   and without any lock (a directory pruned by a concurrent delete meanwhile is made
+   again).
+2. Items are grouped by directory; each group takes that directory's commit lock once
+   (``local_locks.directory_lock``), checks each item's generation and renames its
+   temporary file over the key (or unlinks the key), then releases the lock. Groups of
+   different directories commit in parallel.
+3. Temporary files of items that were not applied are removed; directories emptied by
+   deletes are pruned.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from ..concurrency import run_batched
+from .base import ABSENT, ANY, Commit
+from .local_locks import directory_lock, unchanged
+from .local_maps import _maps
+from .local_paths import Walk
+from .local_temp import discard, write_temp
+
+_RETRIES = 100  # a directory pruned under a writer again and again
+
+
+def commit(walk: Walk, items: Sequence[Commit], located: Sequence[tuple[str, str]],
+           map_prefix: str) -> list[bool]:
+    """Apply ``(key, value or None, generation)`` items whose keys are at
+    ``located`` ``(directory, name)``; returns per item whether it was applied."""
+    n = len(items)
+    temps: list[tuple[int, str] | None] = [None] * n
+    done = [False] * n
+
+    def write(i: int) -> None:
+        key, value, _ = items[i]
+        head = located[i][0]
+        for _ in range(_RETRIES):
+            dir_fd = walk.dir(head, key, create=True)
+            if dir_fd is None:
+                raise NotADirectoryError(errno.ENOTDIR, f"cannot store key {key!r}: its "
+                                         "directory cannot be made")
+            try:
+                temps[i] = (dir_fd, write_temp(dir_fd, value))  # type: ignore[arg-type]
+                return
+            except FileNotFoundError:  # the directory was pruned since it was opened
+                walk.forget(head, dir_fd)
+        raise OSError(errno.EAGAIN, f"directory of key {key!r} kept disappearing")
+
+    def apply(group: tuple[int, list[int]]) -> None:
+        dir_fd, positions = group
+        with directory_lock(dir_fd):
+            for i in positions:
+                key, value, generation = items[i]
+                head, name = located[i]
+                if generation is not ANY and not unchanged(
+                        generation, partial(walk.open_file, dir_fd, head, name, key)):
+                    continue
+                if value is None:
+                    _unlink(dir_fd, name)
+                else:
+                    entry = temps[i]
+                    assert entry is not None
+                    _rename(dir_fd, entry[1], name)
+                    temps[i] = None
+                _maps.discard(map_prefix + key)
+                done[i] = True
+
+    try:
+        run_batched(write, [i for i in range(n) if items[i][1] is not None], min_parallel=8)
+        groups: dict[int, list[int]] = {}
+        for i in range(n):
+            entry = temps[i]
+            dir_fd = entry[0] if entry is not None else walk.dir(located[i][0], items[i][0])
+            if dir_fd is None:  # deleting in a missing directory: nothing to delete
+                done[i] = not _expects_a_value(items[i][2])
+            else:
+                groups.setdefault(dir_fd, []).append(i)
+        run_batched(apply, list(groups.items()), min_parallel=2)
+    finally:
+        for entry in temps:
+            if entry is not None:
+                discard(*entry)
+    emptied = {located[i][0] for i in range(n) if done[i] and items[i][1] is None}
+    for head in sorted(emptied, key=lambda h: h.count("/"), reverse=True):
+        walk.prune(head)
+    return done
+
+
+def _expects_a_value(generation: Any) -> bool:
+    return generation is not ANY and generation is not ABSENT
+
+
+def _rename(dir_fd: int, tmp: str, name: str) -> None:
+    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def _unlink(dir_fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except (FileNotFoundError, IsADirectoryError):
+        pass  # missing, or a directory: not a key

@@ -1,0 +1,103 @@
+"""Temporary files of local writes: how they are named, written and swept.
+
+A value is written to ``.chunkstore-tmp-<host>-<pid>-<thread>-<n>`` in the directory of
+its key and then renamed over the key. ``<host>`` is a short hash of the host name and
+of the PID namespace, so that a sweeper can tell a temporary file of a dead writer on
+this host (its process is gone) from one being written right now. A temporary file is
+stale when its writer is a dead process of this host, or when it is older than a
+threshold (a writer on another host, or a name from an older version).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import socket
+import threading
+import time
+
+from .base import BytesLike
+
+TEMP_PREFIX = ".chunkstore-tmp-"
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_counter = itertools.count()
+
+
+def _host_tag() -> str:
+    try:
+        namespace = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        namespace = ""
+    return hashlib.sha1(f"{socket.gethostname()}/{namespace}".encode()).hexdigest()[:8]
+
+
+HOST_TAG = _host_tag()
+
+
+def temp_name() -> str:
+    """A fresh temporary file name for this process and thread."""
+    return (f"{TEMP_PREFIX}{HOST_TAG}-{os.getpid()}-{threading.get_ident()}-"
+            f"{next(_counter)}")
+
+
+def is_temp(name: str) -> bool:
+    """Whether a directory entry is a temporary file (listings skip them)."""
+    return name.startswith(TEMP_PREFIX)
+
+
+def write_temp(dir_fd: int, value: BytesLike) -> str:
+    """Write ``value`` to a new temporary file in the directory ``dir_fd``; its name.
+
+    Raises before creating anything when ``value`` is not a buffer; removes the file if
+    writing fails."""
+    view = memoryview(value).cast("B")
+    name = temp_name()
+    fd = os.open(name, _WRITE_FLAGS, 0o644, dir_fd=dir_fd)
+    try:
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+    except BaseException:
+        discard(dir_fd, name)
+        raise
+    return name
+
+
+def discard(dir_fd: int, name: str) -> None:
+    """Remove a temporary file (already gone is fine)."""
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+
+
+def _writer_is_dead(name: str) -> bool:
+    """True when ``name`` was written by a process of this host that no longer runs."""
+    parts = name[len(TEMP_PREFIX):].split("-")
+    if len(parts) < 2 or parts[0] != HOST_TAG or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, owned by someone else
+        return False
+    return False
+
+
+def is_stale(name: str, dir_fd: int, older_than: float, now: float | None = None) -> bool:
+    """Whether the temporary file ``name`` in ``dir_fd`` was left behind: its writer is
+    a dead process of this host, or it is older than ``older_than`` seconds."""
+    if _writer_is_dead(name):
+        return True
+    try:
+        mtime = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime
+    except FileNotFoundError:
+        return False
+    return (time.time() if now is None else now) - mtime > older_than

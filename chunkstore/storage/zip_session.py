@@ -1,0 +1,248 @@
+"""The open state of one zip archive in this process, shared by all its ZipStores.
+
+Zip entries cannot be replaced or removed in place, so writes never edit the archive:
+a session writes to a temporary archive next to it (``<name>.chunkstore-tmp-*``; the
+existing archive is copied there on the first write) and ``commit()`` replaces the
+archive with one ``os.replace``. A crash before the commit leaves the previous archive
+untouched, and a committed archive is never torn.
+
+Every ZipStore of one path in one process uses the same session (``session_for``), so
+a store opened on an archive that another store of the process is writing sees those
+pending writes, and one commit makes them all durable. A session is committed by the
+``close()`` of any of its stores, when the last of them is garbage collected, and at
+interpreter exit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import struct
+import threading
+import time
+import zipfile
+
+from ..errors import InvalidKeyError
+from .base import BytesLike, validate_key
+from .errors import BadArchiveError
+from .local_temp import TEMP_PREFIX
+
+_LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # zip local file header, 30 bytes
+_counter = itertools.count()
+
+
+def _is_valid_name(name: str) -> bool:
+    try:
+        validate_key(name)
+    except InvalidKeyError:
+        return False
+    return True
+
+
+def open_archive(path: str, mode: str = "r", **kwargs: object) -> zipfile.ZipFile:
+    """``zipfile.ZipFile``, with a one-line chunkstore error for a non-zip or truncated
+    file."""
+    try:
+        return zipfile.ZipFile(path, mode, **kwargs)  # type: ignore[arg-type]
+    except (zipfile.BadZipFile, EOFError) as e:
+        raise BadArchiveError(f"{path}: not a zip archive, or a truncated one ({e})") from None
+
+
+class Session:
+    """The open archive of one path in this process (see the module docstring)."""
+
+    def __init__(self, path: str, compression: int) -> None:
+        self.path, self.compression = path, compression
+        self.pid = os.getpid()
+        self.lock = threading.RLock()
+        self.opened = False
+        self.closed = False
+        self.users = 0                        # live ZipStores attached to it
+        self.zf: zipfile.ZipFile | None = None
+        self.fd: int | None = None            # raw descriptor for ranged reads
+        self.size = 0                         # bytes of the archive file when opened
+        self.tmp: str | None = None           # temporary archive while writing
+        self.live: dict[str, zipfile.ZipInfo] = {}
+        self.offsets: dict[str, int] = {}     # data offsets of entries
+        self.dead = 0                         # superseded or deleted entries
+
+    @property
+    def pending(self) -> bool:
+        """Whether writes wait for a commit."""
+        return self.tmp is not None
+
+    def open_read(self) -> None:
+        """Open the archive on disk (or nothing, for an empty store) for reading."""
+        self.opened = True
+        self.live, self.offsets = {}, {}
+        if os.path.exists(self.path):
+            self._attach(open_archive(self.path, "r"), self.path)
+
+    def _attach(self, zf: zipfile.ZipFile, filename: str) -> None:
+        self.zf = zf
+        self.fd = os.open(filename, os.O_RDONLY | os.O_CLOEXEC)
+        self.size = os.fstat(self.fd).st_size
+        infos = zf.infolist()
+        for info in infos:  # a later entry of the same name wins
+            if not info.is_dir() and _is_valid_name(info.filename):
+                self.live[info.filename] = info
+        self.dead = len(infos) - len(self.live)
+
+    def begin_write(self, copy_existing: bool) -> None:
+        """Start writing to a temporary archive (a copy of the old one if asked)."""
+        directory = os.path.dirname(self.path) or "."
+        os.makedirs(directory, exist_ok=True)
+        base = os.path.basename(self.path)
+        tmp = os.path.join(directory, f"{base}{TEMP_PREFIX}{os.getpid()}-{next(_counter)}")
+        had_old = copy_existing and os.path.exists(self.path)
+        self.discard_pending()
+        self.close_files()
+        if had_old:
+            shutil.copyfile(self.path, tmp)
+        self.opened, self.tmp, self.live, self.offsets = True, tmp, {}, {}
+        zf = open_archive(tmp, "a" if had_old else "w", compression=self.compression,
+                          allowZip64=True)
+        self._attach(zf, tmp)
+
+    def discard_pending(self) -> None:
+        """Drop uncommitted writes (mode ``"w"`` starting over)."""
+        if self.tmp is not None:
+            self.close_files()
+            if os.path.exists(self.tmp):
+                os.unlink(self.tmp)
+            self.tmp = None
+
+    def write(self, key: str, value: BytesLike, compression: int) -> None:
+        """Append an entry for ``key`` (superseding an older one)."""
+        assert self.zf is not None
+        info = zipfile.ZipInfo(key, date_time=time.localtime()[:6])
+        info.compress_type = compression
+        info.external_attr = 0o644 << 16
+        if key in self.live:
+            self.dead += 1
+            # the new entry supersedes the old one; skip zipfile's duplicate warning
+            self.zf.NameToInfo.pop(key, None)
+        self.zf.writestr(info, bytes(value))
+        assert self.zf.fp is not None
+        self.zf.fp.flush()  # reads use a separate descriptor
+        self.live[key] = self.zf.getinfo(key)
+        self.offsets.pop(key, None)
+        self.size = os.fstat(self.fd).st_size if self.fd is not None else 0
+
+    def remove(self, key: str) -> None:
+        """Hide ``key`` (the entry is dropped at commit)."""
+        if self.live.pop(key, None) is not None:
+            self.dead += 1
+            self.offsets.pop(key, None)
+
+    def data_offset(self, info: zipfile.ZipInfo) -> int:
+        """Where the bytes of an entry start (after its local header)."""
+        offset = self.offsets.get(info.filename)
+        if offset is None:
+            assert self.fd is not None
+            header = os.pread(self.fd, _LOCAL_HEADER.size, info.header_offset)
+            if len(header) < _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+                raise BadArchiveError(f"{self.path}: bad local header for entry "
+                                      f"{info.filename!r} (corrupt or truncated archive)")
+            fields = _LOCAL_HEADER.unpack(header)
+            offset = info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
+            self.offsets[info.filename] = offset
+        return offset
+
+    def close_files(self) -> None:
+        """Close the open archive and descriptor."""
+        if self.zf is not None:
+            self.zf.close()
+            self.zf = None
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def commit(self) -> None:
+        """Write the central directory (compacting if needed), replace the archive and
+        close the session (call with ``lock`` held)."""
+        if self.closed or os.getpid() != self.pid:  # a forked child never commits
+            return
+        self.closed = True
+        _forget(self)
+        if self.tmp is None:
+            self.close_files()
+            return
+        tmp, self.tmp = self.tmp, None
+        try:
+            if self.dead:
+                self._compact(tmp)
+            else:
+                self.close_files()
+            os.replace(tmp, self.path)
+        except BaseException:
+            self.close_files()
+            for name in (tmp, tmp + ".compact"):
+                if os.path.exists(name):
+                    os.unlink(name)
+            raise
+        finally:
+            self.live, self.offsets, self.dead = {}, {}, 0
+
+    def _compact(self, tmp: str) -> None:
+        """Rewrite ``tmp`` with only the live entries, streaming each one."""
+        assert self.zf is not None
+        out_name = tmp + ".compact"
+        with zipfile.ZipFile(out_name, "w", allowZip64=True) as out:
+            for info in sorted(self.live.values(), key=lambda i: i.header_offset):
+                new = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+                new.compress_type, new.external_attr = info.compress_type, info.external_attr
+                with self.zf.open(info) as src, out.open(
+                        new, "w", force_zip64=info.file_size > zipfile.ZIP64_LIMIT) as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        self.close_files()
+        os.replace(out_name, tmp)
+
+
+# -- the sessions of this process, by archive path --------------------------------------
+_sessions: dict[str, Session] = {}
+_registry_lock = threading.RLock()
+
+
+def session_for(path: str, compression: int) -> Session:
+    """The open session of ``path`` in this process (a new one if none)."""
+    with _registry_lock:
+        session = _sessions.get(path)
+        if session is None or session.closed or session.pid != os.getpid():
+            session = _sessions[path] = Session(path, compression)
+        return session
+
+
+def pending_session(path: str) -> Session | None:
+    """The session of ``path`` if it holds uncommitted writes."""
+    session = _sessions.get(path)
+    if session is None or session.closed or session.pid != os.getpid():
+        return None
+    return session if session.pending else None
+
+
+def release(session: Session) -> None:
+    """A ZipStore of ``session`` is gone; the last one commits it."""
+    with _registry_lock:
+        session.users -= 1
+        last = session.users <= 0
+    if last:
+        with session.lock:
+            session.commit()
+
+
+def _forget(session: Session) -> None:
+    with _registry_lock:
+        if _sessions.get(session.path) is session:
+            del _sessions[session.path]
+
+
+def _reset_after_fork() -> None:
+    global _registry_lock
+    _sessions.clear()
+    _registry_lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):  # a forked child starts with no session (locks reset)
+    os.register_at_fork(after_in_child=_reset_after_fork)
