@@ -7,8 +7,10 @@
 import numpy as np  # noqa: F401  (used by the doctest above)
 
 from .io import from_store, to_store
+from .memory import WorkerMemory, Workers, configure_workers
 from .planner import PlanError, Stage, parse_bytes, plan_rechunk
 from .rechunk import RechunkPlan, TransposedSource, rechunk, transpose
 
-__all__ = ["PlanError", "RechunkPlan", "Stage", "TransposedSource", "from_store",
-           "parse_bytes", "plan_rechunk", "rechunk", "to_store", "transpose"]
+__all__ = ["PlanError", "RechunkPlan", "Stage", "TransposedSource", "WorkerMemory", "Workers",
+           "configure_workers", "from_store", "parse_bytes", "plan_rechunk", "rechunk",
+           "to_store", "transpose"]

@@ -2,8 +2,9 @@
 
 The Array handle is one key of the graph (it pickles as store description + path and
 re-opens lazily on a worker); every block task refers to it instead of embedding it.
-Store tasks return nothing, and one final task depends on them all, so computing a
-write holds no data on the workers (dask issue 10337).
+Store tasks return a one-element array, reduced to one value, so computing a write holds
+no data on the workers (dask issue 10337). Store tasks form a blockwise layer that dask
+fuses with blockwise producers: a block is made and written by one task.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
-from dask.delayed import Delayed
+from dask.delayed import Delayed, delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from ..api import create_array, open_array
@@ -25,6 +26,7 @@ from ..hierarchy.paths import normalize_path
 from ..io.overlap import refuse_onto_itself
 from ..metadata import join_path
 from ..storage.resolve import resolve_store
+from .planner import CODEC_THREADS, PIECES, PlanError, Stage, _piece, parse_bytes, pieces_of
 
 
 def in_group(store: Any, path: str | None) -> tuple[Any, str | None]:
@@ -72,15 +74,6 @@ def from_store(store_or_array: Any, path: str | None = None, chunks: Any = None,
 
 def _read_block_getter(array: Array, region: Any) -> np.ndarray:
     return array.read_region(tuple(region))
-
-
-def _write_block(array: Array, block: np.ndarray, region: tuple[slice, ...]) -> None:
-    array.write_region(region, block)
-    return None
-
-
-def _done(*_: Any) -> None:
-    return None
 
 
 def aligned_chunks(shape: tuple[int, ...], offsets: tuple[int, ...], target: tuple[int, ...]
@@ -135,12 +128,17 @@ def _regular_chunks(x: da.Array) -> tuple[int, ...] | None:
 def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
              compute: bool = True, region: tuple[slice, ...] | None = None, *,
              storage_options: dict | None = None, overwrite: bool = False,
-             **create_kwargs: Any) -> Array | Delayed:
+             max_mem: int | str | None = None, **create_kwargs: Any) -> Array | Delayed:
     """Write a dask array into a new array (or into ``region`` of an existing one).
 
     Blocks that line up with the target's chunks are written without locks; unaligned
     dask chunks are first rechunked onto the target grid, so no two tasks ever write
     the same chunk (no lost updates). ``compute=False`` returns a Delayed.
+
+    Each task writes its block in pieces of whole write units (about a quarter of the
+    block each), so a task holds its block plus one piece's encoded bytes; the store
+    tasks are fused with blockwise producers. ``max_mem``: refuse (``PlanError``) when
+    one task would hold more (``store_task_memory``).
 
     >>> import chunkstore as cs
     >>> x = da.ones((6, 6), chunks=3)
@@ -176,23 +174,86 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     unit = target.layout.write_shape  # the write unit: one task per shard if sharded
     if not is_aligned(x.chunks, offsets, unit):
         x = x.rechunk(aligned_chunks(x.shape, offsets, unit))
+    if max_mem is not None:
+        need = store_task_memory(x, target)
+        if need > parse_bytes(max_mem):
+            raise PlanError(f"array {target.name!r}: writing a block of {_largest_block(x)} "
+                            f"holds about {need} bytes (the block, its encoded pieces and "
+                            f"codec buffers) but max_mem is {parse_bytes(max_mem)}: use "
+                            "smaller dask chunks")
+    piece = write_piece(x, target)
     token = tokenize(x.name, target.store, target.path, region)
-    name, handle = f"to-store-{token}", f"to-store-array-{token}"
-    layer: dict[Any, Any] = {handle: target}
-    starts = [np.cumsum((0,) + sizes[:-1]) for sizes in x.chunks]
-    keys = []
-    for idx in np.ndindex(*x.numblocks):
-        block_region = tuple(slice(off + int(st[i]), off + int(st[i]) + sizes[i])
-                             for off, st, sizes, i in zip(offsets, starts, x.chunks, idx,
-                                                          strict=True))
-        key = (name, *idx)
-        layer[key] = (_write_block, handle, (x.name, *idx), block_region)
-        keys.append(key)
-    final = f"{name}-done"
-    layer[final] = (_done, *keys)
-    graph = HighLevelGraph.from_collections(final, layer, dependencies=[x])
-    result = Delayed(final, graph)
+    handle = delayed(target, name=f"to-store-array-{token}", pure=False)
+    # a blockwise layer: dask fuses it with blockwise producers (elementwise maths,
+    # from_store...), so a block is made and written by one task and never waits in
+    # a worker's memory between two tasks
+    written = da.map_blocks(_write_block, x, handle, offsets=offsets, piece=piece,
+                            chunks=tuple((1,) * len(c) for c in x.chunks), dtype=bool,
+                            meta=np.empty((0,) * x.ndim, dtype=bool),
+                            name=f"to-store-{token}")
+    # optimized (the store tasks fused with their producers), then one task that waits
+    # for all of them and returns None
+    parts = written.to_delayed(optimize_graph=True).ravel()
+    final = f"to-store-done-{token}"
+    layer = {final: (_nothing, *[p.key for p in parts])}
+    result = Delayed(final, HighLevelGraph.from_collections(final, layer,
+                                                            dependencies=[parts[0]]))
     if not compute:
         return result
+    client = _active_client()
+    if client is not None:
+        from .memory import configure_workers
+        configure_workers(client)
     dask.compute(result)
     return target
+
+
+def _active_client() -> Any:
+    try:
+        from distributed import default_client
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def _nothing(*_: Any) -> None:
+    return None
+
+
+def _largest_block(x: da.Array) -> tuple[int, ...]:
+    return tuple(max(c) if c else 0 for c in x.chunks)
+
+
+def write_piece(x: da.Array, target: Array) -> tuple[int, ...]:
+    """Sub-blocks a store task writes at once: whole write units, about a ``PIECES``-th
+    of the largest block (so only that much encoded data is in flight)."""
+    block = _largest_block(x)
+    if not all(block):
+        return tuple(max(1, b) for b in block)
+    unit = tuple(min(u, b) for u, b in zip(target.layout.write_shape, block, strict=True))
+    return _piece(block, unit, x.dtype.itemsize, math.prod(block) * x.dtype.itemsize // PIECES)
+
+
+def store_task_memory(x: da.Array, target: Array, codec_threads: int = CODEC_THREADS) -> int:
+    """Modelled peak bytes of one ``to_store`` task writing the largest block of ``x``
+    (the block, one piece's encoded bytes, codec buffers: ``planner.Stage.memory``). A
+    block made by a task that dask cannot fuse with the write waits in memory too."""
+    block = _largest_block(x)
+    if not all(block):
+        return 0
+    unit = tuple(target.layout.write_shape)
+    stage = Stage(block, block, unit, block, x.dtype.itemsize,
+                  write_chunks=tuple(target.chunks), codec_threads=codec_threads)
+    return stage.task_memory
+
+
+def _write_block(block: np.ndarray, array: Array, offsets: tuple[int, ...] = (),
+                 piece: tuple[int, ...] = (), block_info: Any = None) -> np.ndarray:
+    location = block_info[0]["array-location"]
+    region = tuple(slice(off + a, off + b) for off, (a, b) in zip(offsets, location,
+                                                                  strict=True))
+    for part in pieces_of(region, piece):
+        local = tuple(slice(p.start - r.start, p.stop - r.start)
+                      for p, r in zip(part, region, strict=True))
+        array.write_region(part, block[local])
+    return np.ones((1,) * block.ndim, dtype=bool)

@@ -1,21 +1,26 @@
 """Bounded-memory rechunk and transpose-and-rewrite of stored arrays, run with Dask.
 
 ``rechunk`` returns a plan (``describe()`` shows stages, tasks, bytes and the memory one
-task holds) and ``execute()`` runs it on the current scheduler: the threaded one, or a
-``distributed.Client`` if one is active. Each task copies one block, reading whole
-source chunks and writing whole target chunks (see ``planner``), so no task holds more
-than about ``max_mem`` and no write needs a lock.
+task and one worker hold; ``simulate()`` estimates a run on a cluster) and ``execute()``
+runs it on the current scheduler: the threaded one, or a ``distributed.Client`` if one
+is active. Each task copies one block (or a run of blocks, one after the other),
+reading whole source chunks and writing whole target chunks piece by piece (see
+``planner``), so no task holds more than ``max_mem`` and no write needs a lock.
+
+The graph is a lazy mapping: its tasks are made when the scheduler asks for them, so
+planning a 100 TB copy costs no more than planning a small one.
 """
 
 from __future__ import annotations
 
+import math
 import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import dask
 import numpy as np
-from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
@@ -27,7 +32,12 @@ from ..info import human_bytes
 from ..io.overlap import refuse_onto_itself
 from ..storage.resolve import resolve_store
 from .io import in_group
-from .planner import PlanError, Stage, parse_bytes, plan_rechunk
+from .memory import Workers
+from .planner import PlanError, Stage, parse_bytes, pieces_of, plan_rechunk
+
+#: copy tasks per stage at most: beyond it a task copies a run of blocks one after the
+#: other (same memory per task, a graph that stays small at any array size)
+MAX_TASKS_PER_STAGE = 10_000
 
 
 @dataclass(frozen=True)
@@ -49,21 +59,127 @@ class TransposedSource:
     def dtype(self) -> np.dtype:
         return self.array.dtype
 
-    def read_region(self, region: tuple[slice, ...]) -> np.ndarray:
+    def _source_region(self, region: tuple[slice, ...]) -> tuple[slice, ...]:
         source_region = [slice(None)] * len(self.axes)
         for out_axis, src_axis in enumerate(self.axes):
             source_region[src_axis] = region[out_axis]
-        return np.ascontiguousarray(self.array.read_region(tuple(source_region))
-                                    .transpose(self.axes))
+        return tuple(source_region)
+
+    def read_into(self, region: tuple[slice, ...], out: np.ndarray) -> None:
+        """Fill ``out`` (shaped like ``region`` of the view) with the view's values: the
+        chunks are decoded straight into their transposed places, with no block copy."""
+        inverse = tuple(int(i) for i in np.argsort(self.axes))
+        self.array.get_basic_selection(self._source_region(region), out=out.transpose(inverse))
+
+    def read_region(self, region: tuple[slice, ...]) -> np.ndarray:
+        out = np.empty(tuple(s.stop - s.start for s in region), dtype=self.dtype)
+        self.read_into(region, out)
+        return out
 
 
-def _copy_block(source: Any, target: Array, region: tuple[slice, ...], *after: Any) -> None:
-    target.write_region(region, source.read_region(region))
+def read_into(source: Array | TransposedSource, region: tuple[slice, ...],
+              out: np.ndarray) -> None:
+    """``out[...] = source[region]`` without an intermediate array."""
+    if isinstance(source, TransposedSource):
+        source.read_into(region, out)
+    else:
+        source.get_basic_selection(region, out=out)
+
+
+def copy_block(source: Any, target: Array, region: tuple[slice, ...],
+               read_piece: tuple[int, ...], write_piece: tuple[int, ...]) -> None:
+    """Copy ``region``: one decoded block, filled ``read_piece`` by ``read_piece`` (whole
+    source chunks) and written ``write_piece`` by ``write_piece`` (whole target units),
+    so only one piece's stored bytes are in flight at a time."""
+    shape = tuple(s.stop - s.start for s in region)
+    block = np.empty(shape, dtype=target.dtype)
+
+    def local(piece: tuple[slice, ...]) -> tuple[slice, ...]:
+        return tuple(slice(p.start - r.start, p.stop - r.start)
+                     for p, r in zip(piece, region, strict=True))
+
+    for piece in pieces_of(region, read_piece):
+        read_into(source, piece, block[local(piece)])
+    for piece in pieces_of(region, write_piece):
+        target.write_region(piece, block[local(piece)])
+    del block
+
+
+def _copy_blocks(source: Any, target: Array, stage: Stage, first: int, count: int,
+                 *after: Any) -> None:
+    """A copy task: blocks ``first .. first + count - 1`` of ``stage``, one at a time."""
+    read_piece, write_piece = stage.read_piece, stage.write_piece
+    for j in range(first, min(first + count, stage.ntasks)):
+        copy_block(source, target, stage.block_region(j), read_piece, write_piece)
     return None
 
 
 def _done(*_: Any) -> None:
     return None
+
+
+def blocks_per_task(stage: Stage, max_tasks: int = MAX_TASKS_PER_STAGE) -> int:
+    """Blocks one copy task of ``stage`` copies (1 unless the stage has more blocks than
+    ``max_tasks``)."""
+    return max(1, math.ceil(stage.ntasks / max(1, max_tasks)))
+
+
+class PlanGraph(Mapping):
+    """The tasks of a plan, made on demand (a read-only mapping key -> task).
+
+    Per stage ``i``: the source and target handles, copy tasks
+    ``("rechunk-copy-<i>-<token>", j)`` and a barrier the next stage waits for.
+    """
+
+    def __init__(self, token: str, stages: list[Stage], handles: list[tuple[Any, Any]],
+                 max_tasks: int = MAX_TASKS_PER_STAGE) -> None:
+        self.token, self.stages, self.handles = token, stages, handles
+        self.per_task = [blocks_per_task(s, max_tasks) for s in stages]
+        self.ntasks = [math.ceil(s.ntasks / g) if s.ntasks else 0
+                       for s, g in zip(stages, self.per_task, strict=True)]
+
+    def copy_name(self, i: int) -> str:
+        return f"rechunk-copy-{i}-{self.token}"
+
+    def barrier(self, i: int) -> str:
+        return f"rechunk-stage-{i}-done-{self.token}"
+
+    def _handles(self, i: int) -> tuple[str, str]:
+        return f"rechunk-src-{i}-{self.token}", f"rechunk-dst-{i}-{self.token}"
+
+    def __len__(self) -> int:
+        return sum(self.ntasks) + 3 * len(self.stages)
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(len(self.stages)):
+            yield from self._handles(i)
+            name = self.copy_name(i)
+            for j in range(self.ntasks[i]):
+                yield (name, j)
+            yield self.barrier(i)
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            self[key]
+        except KeyError:
+            return False
+        return True
+
+    def __getitem__(self, key: Any) -> Any:
+        for i, stage in enumerate(self.stages):
+            src_key, dst_key = self._handles(i)
+            if key == src_key:
+                return self.handles[i][0]
+            if key == dst_key:
+                return self.handles[i][1]
+            if key == self.barrier(i):
+                return (_done, *[(self.copy_name(i), j) for j in range(self.ntasks[i])])
+            if isinstance(key, tuple) and len(key) == 2 and key[0] == self.copy_name(i) \
+                    and isinstance(key[1], int) and 0 <= key[1] < self.ntasks[i]:
+                g = self.per_task[i]
+                after = (self.barrier(i - 1),) if i else ()
+                return (_copy_blocks, src_key, dst_key, stage, key[1] * g, g, *after)
+        raise KeyError(key)
 
 
 class PlanDescription(dict):
@@ -77,65 +193,118 @@ class PlanDescription(dict):
         return self._text
 
 
+def _mb(n: float) -> str:
+    return f"{human_bytes(n)}B"
+
+
 class RechunkPlan:
     """What a rechunk/transpose will do; ``execute()`` does it."""
 
     def __init__(self, source: Array | TransposedSource, target: Array, stages: list[Stage],
-                 max_mem: int, temp_store: Any, progress: bool) -> None:
+                 max_mem: int, temp_store: Any, progress: bool,
+                 workers: Workers | None = None) -> None:
         self.source, self.target, self.stages = source, target, stages
         self.max_mem, self.temp_store, self.progress = max_mem, temp_store, progress
+        self.workers = workers or Workers()
         self._temp_arrays: list[Array] = []
         self.notes: list[str] = []
 
     # -- inspection ---------------------------------------------------------------------------
     @property
     def ntasks(self) -> int:
+        """Copy tasks of the graph (a task may copy a run of blocks)."""
+        return sum(math.ceil(s.ntasks / blocks_per_task(s)) for s in self.stages)
+
+    @property
+    def nblocks(self) -> int:
         return sum(s.ntasks for s in self.stages)
 
     @property
     def peak_task_memory(self) -> int:
+        """The largest modelled memory of one task, over the stages (bytes)."""
         return max((s.task_memory for s in self.stages), default=0)
 
+    @property
+    def peak_worker_memory(self) -> int:
+        """Modelled peak RSS of one worker: its baseline plus ``threads`` tasks at once."""
+        return self.workers.worker_memory(self.peak_task_memory)
+
     def describe(self) -> PlanDescription:
-        """Stages, tasks, bytes read and written, and the expected peak memory per task:
-        a dict that prints as the plan's summary."""
-        return PlanDescription({
+        """Stages, tasks, bytes read and written, and the expected peak memory per task
+        and per worker: a dict that prints as the plan's summary."""
+        w = self.workers
+        figures = {
             "shape": tuple(self.target.shape),
             "dtype": str(self.target.dtype),
             "max_mem": self.max_mem,
             "ntasks": self.ntasks,
+            "nblocks": self.nblocks,
             "peak_task_memory": self.peak_task_memory,
+            "peak_worker_memory": self.peak_worker_memory,
+            "workers": {"threads_per_worker": w.threads, "codec_threads": w.codec_threads,
+                        "baseline": w.baseline, "memory_limit": w.memory_limit,
+                        "count": w.count, "measured": w.measured},
             "bytes_read": sum(s.nbytes for s in self.stages),
             "bytes_written": sum(s.nbytes for s in self.stages),
             "stages": [
                 {"source_chunks": s.source_chunks, "target_chunks": s.target_chunks,
-                 "block": s.block, "ntasks": s.ntasks, "block_bytes": s.block_bytes,
-                 "task_memory": s.task_memory, "bytes_read": s.nbytes,
-                 "bytes_written": s.nbytes, "intermediate": i < len(self.stages) - 1}
+                 "block": s.block, "ntasks": math.ceil(s.ntasks / blocks_per_task(s)),
+                 "nblocks": s.ntasks, "blocks_per_task": blocks_per_task(s),
+                 "block_bytes": s.block_bytes, "read_piece": s.read_piece,
+                 "write_piece": s.write_piece, "task_memory": s.task_memory,
+                 "task_memory_terms": dict(s.memory),
+                 "worker_memory": w.worker_memory(s.task_memory),
+                 "bytes_read": s.nbytes, "bytes_written": s.nbytes,
+                 "intermediate": i < len(self.stages) - 1}
                 for i, s in enumerate(self.stages)
             ],
             "write_unit": tuple(self.target.layout.write_shape),
-            "notes": list(self.notes),
-        }, str(self))
+            "notes": list(self.notes) + self._limit_notes(),
+        }
+        return PlanDescription(figures, self._text(figures))
 
-    def __repr__(self) -> str:
-        d = self._summary()
+    def _limit_notes(self) -> list[str]:
+        limit = self.workers.memory_limit
+        if limit and self.peak_worker_memory > limit:
+            return [f"a worker may hold {_mb(self.peak_worker_memory)} "
+                    f"({self.workers.threads} tasks at once) but its memory_limit is "
+                    f"{_mb(limit)}: lower max_mem or threads per worker"]
+        return []
+
+    def _text(self, d: dict[str, Any]) -> str:
+        w = self.workers
         lines = [f"RechunkPlan {d['shape']} {d['dtype']}: {len(self.stages)} stage(s), "
-                 f"{d['ntasks']} tasks, peak ~{human_bytes(d['peak_task_memory'])}B per task "
-                 f"(max_mem {human_bytes(self.max_mem)}B)"]
+                 f"{d['ntasks']} tasks, peak ~{_mb(d['peak_task_memory'])} per task "
+                 f"(max_mem {_mb(self.max_mem)}), ~{_mb(d['peak_worker_memory'])} per worker "
+                 f"({w.threads} task(s) at once + {_mb(w.baseline)} baseline)"]
         for i, s in enumerate(d["stages"], 1):
-            lines.append(f"  stage {i}: {s['source_chunks']} -> {s['target_chunks']} in blocks "
-                         f"{s['block']}: {s['ntasks']} tasks, {human_bytes(s['bytes_read'])}B "
-                         f"read and written")
-        lines += [f"  note: {n}" for n in self.notes]
+            t = s["task_memory_terms"]
+            runs = f" ({s['blocks_per_task']} blocks each)" if s["blocks_per_task"] > 1 else ""
+            lines.append(
+                f"  stage {i}: {s['source_chunks']} -> {s['target_chunks']} in blocks "
+                f"{s['block']}: {s['ntasks']} tasks{runs}, {_mb(s['bytes_read'])} read and "
+                f"written; per task {_mb(t['total'])} = block {_mb(t['block'])} + stored "
+                f"bytes in flight {_mb(t['compressed'])} + codec buffers "
+                f"{_mb(t['decode_scratch'] + t['encode_copy'])}")
+        lines += [f"  note: {n}" for n in d["notes"]]
         return "\n".join(lines)
 
-    def _summary(self) -> dict[str, Any]:
-        return {"shape": tuple(self.target.shape), "dtype": str(self.target.dtype),
-                "ntasks": self.ntasks, "peak_task_memory": self.peak_task_memory,
-                "stages": [{"source_chunks": s.source_chunks, "target_chunks": s.target_chunks,
-                            "block": s.block, "ntasks": s.ntasks, "bytes_read": s.nbytes}
-                           for s in self.stages]}
+    def __repr__(self) -> str:
+        return str(self.describe())
+
+    def simulate(self, workers: int, threads_per_worker: int, worker_memory: int | str,
+                 throughput: float | str, *, baseline: int | None = None,
+                 store_bandwidth: float | str | None = None) -> PlanDescription:
+        """Estimate a run on ``workers`` x ``threads_per_worker`` with ``worker_memory``
+        each: tasks, stages, bytes per stage, per-worker peak memory and wall time.
+
+        ``throughput``: decoded bytes one worker thread copies per second (read, decode,
+        encode, write; measure it with ``benchmarks/bench_rechunk.py``);
+        ``store_bandwidth``: optional aggregate bytes/s the store sustains (read + write).
+        """
+        return simulate(self.stages, self.max_mem, workers, threads_per_worker, worker_memory,
+                        throughput, baseline=baseline if baseline is not None
+                        else self.workers.baseline, store_bandwidth=store_bandwidth)
 
     # -- execution ----------------------------------------------------------------------------
     def _intermediate(self, stage: Stage) -> Array:
@@ -157,53 +326,100 @@ class RechunkPlan:
         self._temp_arrays.append(temp)
         return temp
 
-    def to_delayed(self) -> Delayed:
-        """The whole plan as one Delayed (intermediate arrays are created now)."""
-        layer: dict[Any, Any] = {}
-        token = tokenize(id(self), uuid.uuid4().hex)
-        source: Any = self.source
-        after: tuple[Any, ...] = ()
+    def to_delayed(self, max_tasks: int = MAX_TASKS_PER_STAGE) -> Delayed:
+        """The whole plan as one Delayed over a lazy graph (intermediate arrays are
+        created now)."""
+        token = uuid.uuid4().hex
+        handles, source = [], self.source
         for i, stage in enumerate(self.stages):
             last = i == len(self.stages) - 1
             target = self.target if last else self._intermediate(stage)
-            src_key, dst_key = f"rechunk-src-{i}-{token}", f"rechunk-dst-{i}-{token}"
-            layer[src_key], layer[dst_key] = source, target
-            keys = []
-            for j, region in enumerate(stage.blocks()):
-                key = (f"rechunk-copy-{i}-{token}", j)
-                layer[key] = (_copy_block, src_key, dst_key, region, *after)
-                keys.append(key)
-            barrier = f"rechunk-stage-{i}-done-{token}"
-            layer[barrier] = (_done, *keys)
-            after, source = (barrier,), target
-        graph = HighLevelGraph.from_collections(barrier, layer, dependencies=[])
-        return Delayed(barrier, graph)
+            handles.append((source, target))
+            source = target
+        graph = PlanGraph(token, self.stages, handles, max_tasks)
+        final = graph.barrier(len(self.stages) - 1)
+        return Delayed(final, HighLevelGraph.from_collections(final, graph, dependencies=[]))
 
     def execute(self) -> Array:
         """Run on the current scheduler; returns the target Array. Temporary arrays are
-        removed afterwards, also on failure."""
+        removed afterwards, also on failure. On a ``distributed`` cluster each worker
+        first gets chunkstore's memory settings (``memory.configure_workers``)."""
+        from .memory import configure_workers, limit_map_cache
+        restore = None
         try:
             delayed = self.to_delayed()
             client = _active_client()
             if client is not None:
+                configure_workers(client)
                 future = client.compute(delayed)
                 if self.progress:
                     from distributed import progress
                     progress(future)
                 future.result()
-            elif self.progress:
-                from dask.diagnostics import ProgressBar
-                with ProgressBar():
-                    dask.compute(delayed)
             else:
-                dask.compute(delayed)
+                restore = limit_map_cache()
+                if self.progress:
+                    from dask.diagnostics import ProgressBar
+                    with ProgressBar():
+                        dask.compute(delayed)
+                else:
+                    dask.compute(delayed)
         finally:
+            if restore is not None:
+                limit_map_cache(restore)
             for temp in self._temp_arrays:
                 temp.store.delete_prefix(temp.path)
                 if not temp.path:
                     temp.store.remove_root()
             self._temp_arrays.clear()
         return self.target
+
+
+def simulate(stages: list[Stage], max_mem: int, workers: int, threads_per_worker: int,
+             worker_memory: int | str, throughput: float | str, *, baseline: int,
+             store_bandwidth: float | str | None = None) -> PlanDescription:
+    """See :meth:`RechunkPlan.simulate`."""
+    limit = parse_bytes(worker_memory)
+    rate = float(parse_bytes(throughput) if isinstance(throughput, str) else throughput)
+    bandwidth = None if store_bandwidth is None else float(
+        parse_bytes(store_bandwidth) if isinstance(store_bandwidth, str) else store_bandwidth)
+    slots = workers * threads_per_worker
+    rows, total = [], 0.0
+    for i, s in enumerate(stages):
+        per_task = blocks_per_task(s)
+        ntasks = math.ceil(s.ntasks / per_task) if s.ntasks else 0
+        task_s = per_task * s.block_bytes / rate
+        waves = math.ceil(ntasks / slots) if ntasks else 0
+        compute_s = waves * task_s
+        io_s = 2 * s.nbytes / bandwidth if bandwidth else 0.0
+        seconds = max(compute_s, io_s)
+        total += seconds
+        rows.append({"stage": i + 1, "source_chunks": s.source_chunks,
+                     "target_chunks": s.target_chunks, "block": s.block, "ntasks": ntasks,
+                     "blocks_per_task": per_task, "waves": waves, "bytes_read": s.nbytes,
+                     "bytes_written": s.nbytes, "task_memory": s.task_memory,
+                     "worker_memory": baseline + threads_per_worker * s.task_memory,
+                     "seconds": seconds, "bound_by": "store" if io_s > compute_s else "workers"})
+    peak_worker = max((r["worker_memory"] for r in rows), default=baseline)
+    figures = {"workers": workers, "threads_per_worker": threads_per_worker,
+               "worker_memory": limit, "throughput_per_thread": rate,
+               "store_bandwidth": bandwidth, "baseline": baseline, "max_mem": max_mem,
+               "ntasks": sum(r["ntasks"] for r in rows), "stages": rows,
+               "peak_task_memory": max((r["task_memory"] for r in rows), default=0),
+               "peak_worker_memory": peak_worker, "fits": peak_worker <= limit,
+               "wall_seconds": total}
+    lines = [f"simulated on {workers} workers x {threads_per_worker} threads x "
+             f"{_mb(limit)}, {_mb(rate)}/s per thread"
+             + (f", store {_mb(bandwidth)}/s" if bandwidth else "") + ":"]
+    for r in rows:
+        lines.append(f"  stage {r['stage']}: {r['ntasks']} tasks in {r['waves']} waves, "
+                     f"{_mb(r['bytes_read'])} read + {_mb(r['bytes_written'])} written, "
+                     f"{r['seconds']:.0f} s ({r['bound_by']}), {_mb(r['worker_memory'])} "
+                     "per worker")
+    lines.append(f"  peak per worker {_mb(peak_worker)} of {_mb(limit)} "
+                 f"({'fits' if figures['fits'] else 'DOES NOT FIT'}); "
+                 f"estimated wall time {total:.0f} s")
+    return PlanDescription(figures, "\n".join(lines))
 
 
 def _active_client() -> Any:
@@ -239,10 +455,15 @@ def _chunks_from_dict(chunks: dict[int, Any], source_chunks: tuple[int, ...]) ->
 
 def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
             max_mem: int | str = "1GiB", temp_store: Any = None, progress: bool = False,
-            *, source_path: str | None = None, **create_kwargs: Any) -> RechunkPlan:
+            *, source_path: str | None = None, workers: Workers | None = None,
+            **create_kwargs: Any) -> RechunkPlan:
     """Plan copying ``src`` (an Array, or a store with ``source_path``) into a new array
     with ``target_chunks`` at ``store``/``path``, never holding more than ``max_mem`` per
     task. Call ``.execute()`` on the result.
+
+    ``workers``: the workers' facts for the memory model (threads per worker, codec
+    threads, baseline RSS); by default asked from the active ``distributed`` client, else
+    this process with Dask's threads.
 
     ``target_chunks``: a shape (None or -1 in an axis = the whole axis), or a dict
     ``{axis: chunk}`` changing only those axes.
@@ -266,29 +487,47 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     path = normalize_path(path)
     base = source.array if isinstance(source, TransposedSource) else source
     refuse_onto_itself(base, store, path, "rechunk")
+    workers = workers or _workers_here()
     # refuse an impossible plan before creating anything
-    plan_rechunk(source.shape, source.chunks, chunks, source.dtype.itemsize, budget)
+    plan_rechunk(source.shape, source.chunks, chunks, source.dtype.itemsize, budget,
+                 transposed=isinstance(source, TransposedSource),
+                 codec_threads=workers.codec_threads)
     target = _create_target(source, store, path, chunks, create_kwargs)
-    stages, notes = _plan_for(source, target, budget)
-    plan = RechunkPlan(source, target, stages, budget, temp_store, progress)
+    stages, notes = _plan_for(source, target, budget, workers)
+    plan = RechunkPlan(source, target, stages, budget, temp_store, progress, workers)
     plan.notes.extend(notes)
     return plan
 
 
-def _plan_for(source: Array | TransposedSource, target: Array, budget: int
-              ) -> tuple[list[Stage], list[str]]:
+def _workers_here() -> Workers:
+    """The workers' facts: from the active ``distributed`` client, else this process."""
+    client = _active_client()
+    if client is not None:
+        try:
+            return Workers.of_client(client)
+        except Exception:  # noqa: BLE001  (a plan is still possible with the defaults)
+            return Workers()
+    return Workers.local()
+
+
+def _plan_for(source: Array | TransposedSource, target: Array, budget: int,
+              workers: Workers | None = None) -> tuple[list[Stage], list[str]]:
     """Stages whose blocks cover whole write units of the target (its shards, if sharded),
     so no two tasks write into one object. When one shard does not fit in ``max_mem``,
     blocks follow the inner chunks and each shard is assembled by conditional
     read-modify-writes (correct, but each shard is rewritten several times)."""
     unit = tuple(target.layout.write_shape)
     itemsize = source.dtype.itemsize
+    model = {"transposed": isinstance(source, TransposedSource),
+             "codec_threads": (workers or Workers()).codec_threads}
     try:
-        return plan_rechunk(source.shape, source.chunks, unit, itemsize, budget), []
+        return plan_rechunk(source.shape, source.chunks, unit, itemsize, budget,
+                            write_chunks=tuple(target.chunks), **model), []
     except PlanError:
         if unit == tuple(target.chunks):
             raise
-    stages = plan_rechunk(source.shape, source.chunks, target.chunks, itemsize, budget)
+    stages = plan_rechunk(source.shape, source.chunks, target.chunks, itemsize, budget,
+                          **model)
     return stages, [f"a target shard {unit} does not fit in max_mem={budget} bytes: blocks "
                     f"follow the chunks {tuple(target.chunks)}, and each shard is assembled "
                     "by read-modify-writes (raise max_mem to write whole shards)"]
@@ -297,7 +536,7 @@ def _plan_for(source: Array | TransposedSource, target: Array, budget: int
 def transpose(src: Any, axes: Any, store: Any, path: str | None = None, chunks: Any = None,
               max_mem: int | str = "1GiB", progress: bool = False, *,
               temp_store: Any = None, source_path: str | None = None,
-              **create_kwargs: Any) -> Array:
+              workers: Workers | None = None, **create_kwargs: Any) -> Array:
     """Transpose-and-rewrite: a new array equal to ``np.transpose(src, axes)``.
 
     Target chunks default to the source chunks permuted, which needs one pass reading
@@ -321,5 +560,5 @@ def transpose(src: Any, axes: Any, store: Any, path: str | None = None, chunks: 
     view = TransposedSource(array, axes)
     target_chunks = view.chunks if chunks is None else chunks
     plan = rechunk(view, target_chunks, store, path, max_mem, temp_store, progress,
-                   **create_kwargs)
+                   workers=workers, **create_kwargs)
     return plan.execute()
