@@ -35,7 +35,9 @@ class ProgressCallback(Protocol):
 class ProgressReporter(Protocol):
     """Hands out the callback of each step of a job, labelled for the user."""
 
-    def step(self, label: str, unit: str = "chunks") -> ProgressCallback: ...
+    def step(self, label: str, unit: str = "chunks") -> ProgressCallback:
+        """The callback of a new step called ``label``, counting ``unit``."""
+        ...
 
 
 def _hms(seconds: float) -> str:

@@ -88,6 +88,7 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """True when nothing bad was found."""
         return not self.bad
 
     def counts(self) -> str:

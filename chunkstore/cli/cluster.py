@@ -43,10 +43,12 @@ class TaskCounter(SchedulerPlugin):
 
     def update_graph(self, scheduler: Any, *, tasks: Iterable[Hashable] = (),
                      **kwargs: Any) -> None:
+        """A client submitted a graph: remember its tasks."""
         self.added.extend(tasks)
 
     def transition(self, key: Hashable, start: str, finish: str, *args: Any,
                    **kwargs: Any) -> None:
+        """A task changed state: remember it if it just finished."""
         if start == "processing" and finish == "memory":
             self.done.append(key)
 

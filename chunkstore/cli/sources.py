@@ -28,10 +28,12 @@ class Source:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The shape of the data."""
         return tuple(self.data.shape)
 
     @property
     def dtype(self) -> np.dtype:
+        """The data type of the data."""
         return np.dtype(self.data.dtype)
 
     def __getitem__(self, region: tuple[slice, ...]) -> Any:

@@ -57,3 +57,14 @@ def test_overwrite(cli, tmp_path):
     assert again.status == 2 and "--overwrite" in again.err
     assert cli("convert", "plain.npy", out, "--overwrite", "--chunks", "2,2").status == 0
     assert cs.open_array(out, mode="r").chunks == (2, 2)
+
+
+def test_zip_destination_is_complete_when_the_command_returns(cli, tmp_path):
+    """Issue 15, item 10, as the command line sees it: a copy into a .zip is on disk and
+    readable at once (in the same process, too)."""
+    out = tmp_path / "o.zip"
+    assert cli("convert", "plain.npy", str(out)).status == 0
+    assert out.is_file()
+    result = cli("verify", str(out))
+    assert result.status == 0 and result.out.splitlines()[-1] == "1 array checked: 1 chunks, 0 bad"
+    np.testing.assert_array_equal(cs.open_array(str(out), mode="r")[:], DATA)
