@@ -191,9 +191,11 @@ class Services:
                 proc.kill()
                 proc.wait()
 
-    def chunkstore(self, *argv: str, env_of: str = "worker") -> subprocess.CompletedProcess:
-        """The CLI with the environment compose gives ``env_of``."""
-        return subprocess.run([sys.executable, "-m", "chunkstore", *argv], env=self.env(env_of),
+    def chunkstore(self, *argv: str, env_of: str = "worker", drop: str | None = None
+                   ) -> subprocess.CompletedProcess:
+        """The CLI with the environment compose gives ``env_of`` (without ``drop``)."""
+        env = {k: v for k, v in self.env(env_of).items() if k != drop}
+        return subprocess.run([sys.executable, "-m", "chunkstore", *argv], env=env,
                               capture_output=True, text=True, cwd=self.tmp, timeout=120)
 
     def s3_storage_options(self) -> dict:
@@ -230,6 +232,10 @@ def test_compose_settings_reach_the_s3_service(running, tmp_path):
     assert "(12, 10)" in result.stdout and f"s3://{bucket}/a.zarr" in result.stdout
     fs = s3fs.S3FileSystem(**running.s3_storage_options())
     assert fs.exists(f"{bucket}/a.zarr/zarr.json")
+    # each of the two endpoint variables compose sets is enough on its own
+    for name in ("AWS_ENDPOINT_URL", "CHUNKSTORE_S3_ENDPOINT"):
+        result = running.chunkstore("ls", f"s3://{bucket}/a.zarr", drop=name)
+        assert result.returncode == 0 and "(12, 10)" in result.stdout, (name, result.stderr)
 
 
 def test_cluster_started_like_compose_rechunks_on_s3(running):
