@@ -78,6 +78,25 @@ def test_update_node_changes_only_what_it_must(tmp_path):
         update_node(store, "a", lambda m: cs.group().metadata)
 
 
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_change_runs_once_per_attempt_so_its_side_effects_are_committed_ones(fmt):
+    store = cs.MemoryStore()
+    a = cs.create_array(store, "a", shape=(0,), chunks=(7,), dtype="i4", zarr_format=fmt,
+                        attributes={"k": 0})
+    seen = []
+
+    def grow(m):
+        seen.append(m.shape[0])  # e.g. the row an append will write
+        return m.replace(shape=(m.shape[0] + 1,), attributes={**m.attributes, "n": m.shape[0]})
+    for _ in range(3):
+        update_node(store, "a", grow)
+    assert seen == [0, 1, 2]
+    assert read_node(store, "a").attributes == {"k": 0, "n": 2}
+    for i in range(10):  # a single appender's rows all land (v2 lost them once)
+        a.append(np.array([i], dtype="i4"))
+    np.testing.assert_array_equal(cs.open_array(store, path="a")[3:], np.arange(10))
+
+
 # -- consolidated copies ----------------------------------------------------------------
 APPENDS = 20
 

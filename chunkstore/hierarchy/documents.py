@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import MetadataError, NodeNotFoundError
-from ..io.rmw import UNCHANGED, WriteUnit, commit_units
+from ..io.rmw import UNCHANGED, update_object
+from ..metadata.json_io import dump_json, load_json
 from ..metadata.nodes import (
     V2_KIND_KEY,
     NodeMetadata,
@@ -33,6 +34,7 @@ from .consolidated import refresh_consolidated
 from .reading import probe_nodes, read_node, read_nodes, try_read_node
 
 Change = Callable[[NodeMetadata], NodeMetadata]
+_MISSING = object()
 
 __all__ = ["delete_node", "probe_nodes", "read_node", "read_nodes", "refresh_consolidated",
            "try_read_node", "update_node", "write_node", "write_nodes"]
@@ -102,47 +104,70 @@ def update_node(store: Store, path: str, change: Change, *, synchronizer: Any = 
     """Read-modify-write the documents of the node at ``path``; returns the committed
     metadata.
 
-    ``change(current) -> new`` gets the metadata as stored at the time of each attempt
-    (it may run more than once: keep it a pure function of its argument) and returns the
-    new metadata (the same object to change nothing). Each changed document commits only
-    if unchanged since it was read (``io.rmw``), else it is re-read and ``change`` applied
-    again: concurrent updates of one node never lose one another. v2 keeps attributes in
-    ``.zattrs`` and the rest in ``.zarray``/``.zgroup``: each is read-modify-written on
-    its own, with the other read fresh. Afterwards the consolidated copies above the
-    node are refreshed. ``zarr_format`` / ``kind`` ("array", "group"), when the caller
-    knows them, save a probe of the store; ``synchronizer`` adds a lock per document.
-    NodeNotFoundError when there is no node at ``path``.
+    ``change(current) -> new`` gets the metadata as stored at the time of each attempt and
+    returns the new metadata (the same object to change nothing). It runs once per
+    attempt, and the attempt that commits is the last one it ran for: a side effect of
+    ``change`` (e.g. noting the old shape of an append) describes what was committed. The
+    document commits only if unchanged since it was read (``io.rmw``), else it is re-read
+    and ``change`` applied again: concurrent updates of one node never lose one another.
+
+    v2 keeps attributes in ``.zattrs``, the rest in ``.zarray``/``.zgroup``: ``change``
+    runs in the read-modify-write of the latter (``.zattrs`` read fresh alongside); a
+    change of attributes is then applied to the stored ``.zattrs`` key by key (each
+    added, replaced or removed key, so concurrent writers of other keys keep theirs).
+    Afterwards the consolidated copies above the node are refreshed. ``zarr_format`` /
+    ``kind`` ("array", "group"), when the caller knows them, save a probe of the store;
+    ``synchronizer`` adds a lock per document. NodeNotFoundError when there is no node.
     """
     fmt, kind = _locate(store, path, zarr_format, kind)
     prefix = where_prefix(store, path)
-    names = ["zarr.json"] if fmt == 3 else [V2_KIND_KEY[kind], ".zattrs"]
-    built: dict[str, NodeMetadata] = {}
+    main = "zarr.json" if fmt == 3 else V2_KIND_KEY[kind]
+    where = f"{prefix}/{main}"
+    attempt: dict[str, NodeMetadata] = {}
 
-    def unit(name: str) -> WriteUnit:
-        others = [n for n in names if n != name]
+    def build(old: bytes | None) -> Any:
+        docs: dict[str, bytes | None] = {main: old}
+        if fmt == 2:
+            docs[".zattrs"] = store.get(join_path(path, ".zattrs"))
+        current = parse_node(docs, prefix, fmt)
+        if current is None:
+            raise NodeNotFoundError(f"no array or group at path {path or '/'!r} in {store!r}")
+        new = _checked(change(current), current, where)
+        attempt["current"], attempt["new"] = current, new
+        if new is current:
+            return UNCHANGED
+        raw = new.documents(where)[main]
+        return UNCHANGED if raw == current.documents(where)[main] else raw
 
-        def build(old: bytes | None) -> Any:
-            docs = {name: old}
-            if others:
-                docs.update(zip(others, store.get_many([join_path(path, n) for n in others]),
-                                strict=True))
-            current = parse_node(docs, prefix, fmt)
-            if current is None:
-                raise NodeNotFoundError(f"no array or group at path {path or '/'!r} in "
-                                        f"{store!r}")
-            new = _checked(change(current), current, f"{prefix}/{name}")
-            built[name] = new
-            if new is current:
-                return UNCHANGED
-            where = f"{prefix}/{names[0]}"
-            raw = new.documents(where)[name]
-            return UNCHANGED if raw == current.documents(where)[name] else raw
-        return WriteUnit(join_path(path, name), build, label=f"{prefix}/{name}")
-
-    commit_units(store, [unit(n) for n in names], synchronizer=synchronizer, cpu_bound=False)
-    result = built[names[0]]
-    if fmt == 2:
-        result = result.replace(attributes=built[".zattrs"].attributes)
+    update_object(store, join_path(path, main), build, synchronizer=synchronizer, label=where)
+    current, result = attempt["current"], attempt["new"]
+    if fmt == 2 and result.attributes != current.attributes:
+        attrs = _merge_attributes(store, path, current.attributes, result.attributes,
+                                  synchronizer)
+        result = result.replace(attributes=attrs)
     refresh_consolidated(store, path, zarr_format=fmt, synchronizer=synchronizer)
     return result
 
+
+def _merge_attributes(store: Store, path: str, before: dict[str, Any], after: dict[str, Any],
+                      synchronizer: Any) -> dict[str, Any]:
+    """Apply the difference ``before`` -> ``after`` to the stored ``.zattrs`` with a
+    read-modify-write; returns the committed attributes."""
+    key = join_path(path, ".zattrs")
+    where = f"{where_prefix(store, path)}/.zattrs"
+    committed: dict[str, Any] = {}
+
+    def build(old: bytes | None) -> Any:
+        stored = load_json(old, where) if old is not None else {}
+        merged = dict(stored)
+        for name in set(before) | set(after):
+            if name not in after:
+                merged.pop(name, None)
+            elif before.get(name, _MISSING) != after[name]:
+                merged[name] = after[name]
+        committed.clear()
+        committed.update(merged)
+        return UNCHANGED if merged == stored and old is not None else dump_json(merged, where)
+
+    update_object(store, key, build, synchronizer=synchronizer, label=where)
+    return dict(committed)
