@@ -407,8 +407,8 @@ class TestRangePlanner:
     @SETTINGS
     @given(st.data())
     def test_plan_and_gather(self, data):
-        from chunkstore.io import ranges as rr
         from chunkstore.indexing import CoordinateIndexer, OrthogonalIndexer
+        from chunkstore.io import ranges as rr
 
         shape = data.draw(npst.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=24))
         dtype = np.dtype(data.draw(st.sampled_from(["<i2", "<f4", ">f8", "u1"])))
