@@ -520,3 +520,15 @@ def test_tensorstore_both_ways(tmp_path, shape, chunks, shards, location):
     ref = np.zeros(shape, "i4")
     ref[region] = data[region]
     np.testing.assert_array_equal(t3.read().result(), ref)
+
+
+def test_shard_index_cache_is_bounded_and_a_small_budget_still_reads_right():
+    """The cache of parsed shard indexes never holds more than its byte budget, and
+    entries evicted during a read do not confuse the check against other writers."""
+    with cs.config.set({"cache.shard_index_bytes": 4096}):
+        a = cs.zeros((4096,), chunks=(16,), shards=(256,), dtype="i4")
+        a[:] = np.arange(4096)
+        np.testing.assert_array_equal(a[:], np.arange(4096))
+        np.testing.assert_array_equal(a[::7], np.arange(0, 4096, 7))
+        cache = a._engine._indexes
+        assert 0 < cache.nbytes <= 4096 and len(cache) < 16

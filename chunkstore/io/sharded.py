@@ -27,6 +27,7 @@ import numpy as np
 from ..codecs.pipeline import CodecPipeline, Pipeline
 from ..codecs.sharding import EMPTY, ShardingCodec
 from ..concurrency import run_batched
+from ..config import config
 from ..errors import ChunkDecodeError, ChunkstoreError, UnsupportedError
 from ..indexing import ChunkProjection
 from ..storage.base import Store
@@ -37,8 +38,6 @@ from .layout import ChunkLayout
 from .plain import BATCH_BYTES, batches, clear_outside
 from .rmw import WriteUnit, commit_units
 
-#: parsed shard indexes kept per open array (an index of 64 inner chunks is 1 KiB)
-INDEX_CACHE_BYTES = 16 * 2**20
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
 
 
@@ -76,7 +75,9 @@ class ShardEngine:
         self.read_fill = self.inner.read_fill
         self.shard_nbytes = self.inner.nbytes * layout.chunks_per_unit
         # key -> (raw index bytes, parsed index)
-        self._indexes = LRUCache(max_entries=65536, max_bytes=INDEX_CACHE_BYTES,
+        # parsed indexes kept per open array (an index of 64 inner chunks is 1 KiB)
+        self._indexes = LRUCache(max_entries=65536,
+                                 max_bytes=int(config.get("cache.shard_index_bytes")),
                                  size_of=lambda e: 2 * len(e[0]) + 64)
 
     # -- grouping ------------------------------------------------------------------------
@@ -95,17 +96,18 @@ class ShardEngine:
         return f"{key} (inner chunk {tuple(int(c) for c in coords)})"
 
     # -- indexes -------------------------------------------------------------------------
-    def indexes(self, keys: Sequence[str], cached: set[str] | None = None
+    def indexes(self, keys: Sequence[str], cached: dict[str, bytes] | None = None
                 ) -> list[np.ndarray | None]:
         """Parsed indexes of the shards ``keys`` (None: shard not stored), one batched
-        ranged read for those not cached; keys answered from the cache go to ``cached``."""
+        ranged read for those not cached; the raw bytes of the indexes answered from the
+        cache go to ``cached`` (to check them against the store later)."""
         found: dict[str, np.ndarray | None] = {}
         for k in keys:
             entry = self._indexes.get(k)
             if entry is not None:
                 found[k] = entry[1]
-        if cached is not None:
-            cached.update(found)
+                if cached is not None:
+                    cached[k] = entry[0]
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         if missing:
             rng = self.codec.index_range
@@ -118,10 +120,6 @@ class ShardEngine:
         index = self.codec.decode_index(raw, f"array {self.name!r}: shard {key!r}")
         self._indexes.put(key, (bytes(raw), index))
         return index
-
-    def _still_valid(self, key: str, raw: Any) -> bool:
-        entry = self._indexes.get(key)
-        return raw is not None and entry is not None and entry[0] == bytes(raw)
 
     def invalidate(self, keys: Iterable[str] | None = None) -> None:
         """Forget cached indexes (all of them by default)."""
@@ -144,7 +142,7 @@ class ShardEngine:
 
     def _read_batch(self, batch: list[Group], out: np.ndarray) -> None:
         keys = [self.layout.unit_key(shard) for shard, _ in batch]
-        cached: set[str] = set()
+        cached: dict[str, bytes] = {}
         indexes = self.indexes(keys, cached)
         requests: list[tuple[str, tuple[int, int]]] = []
         wanted: list[list[tuple[ChunkProjection, int, int, int]]] = []
@@ -175,7 +173,7 @@ class ShardEngine:
             requests + [(k, self.codec.index_range) for k in recheck]) if (
             requests or recheck) else []
         stale = [k for k, raw in zip(recheck, parts[len(requests):], strict=True)
-                 if not self._still_valid(k, raw)]
+                 if raw is None or bytes(raw) != cached[k]]
         if stale:
             raise _StaleIndex(stale)
         for p in fill_projs:
