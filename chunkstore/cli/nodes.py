@@ -68,12 +68,17 @@ def array_table(array: Any, path: str) -> InfoTable:
     return InfoTable(rows)
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def group_table(group: Any, path: str) -> InfoTable:
     """The rows ``info`` prints for a group."""
     members = group.members()
     arrays = sum(1 for _, m in members if is_array(m))
     return InfoTable([("Name", group.name), ("Type", f"group (Zarr v{group.zarr_format})"),
-                      ("Members", f"{arrays} arrays, {len(members) - arrays} groups"),
+                      ("Members", f"{_count(arrays, 'array')}, "
+                                  f"{_count(len(members) - arrays, 'group')}"),
                       ("Attributes", _attrs_text(group, path)), ("Store", repr(group.store))])
 
 

@@ -44,7 +44,7 @@ def test_info_v2_codec_chain_and_group(cli):
     out = cli("info", "v2.zarr").out
     assert "array (Zarr v2)" in out and "blosc(lz4, clevel 5, shuffle)" in out
     out = cli("info", "s.zarr").out
-    assert "group (Zarr v3)" in out and "1 arrays, 1 groups" in out
+    assert "group (Zarr v3)" in out and "1 array, 1 group" in out
 
 
 def test_ls_words_and_root_array_name(cli):
