@@ -64,6 +64,12 @@ class Workers:
     count: int = 1
     measured: bool = False
 
+    @property
+    def min_tasks(self) -> int:
+        """Blocks a stage keeps at least: two per thread of the cluster, so that every
+        thread has work (1 when the number of workers is not known)."""
+        return 2 * self.count * self.threads if self.measured or self.count > 1 else 1
+
     def worker_memory(self, task_memory: int) -> int:
         """Peak RSS of one worker running ``threads`` tasks of ``task_memory`` at once."""
         return self.baseline + self.threads * task_memory

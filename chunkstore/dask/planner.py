@@ -253,9 +253,12 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
                  target_chunks: Sequence[int], itemsize: int,
                  max_mem: int | str, *, transposed: bool = False,
                  write_chunks: Sequence[int] | None = None,
-                 codec_threads: int = CODEC_THREADS) -> list[Stage]:
+                 codec_threads: int = CODEC_THREADS, min_tasks: int = 1) -> list[Stage]:
     """One or two stages that copy ``source_chunks`` into ``target_chunks`` with every
     task's modelled memory (``Stage.task_memory``) within ``max_mem``.
+
+    Blocks grow while they fit and while a stage keeps at least ``min_tasks`` blocks
+    (e.g. twice the cluster's threads, so that every thread has work).
 
     >>> [s.block for s in plan_rechunk((100, 100), (10, 100), (100, 10), 8, "1MiB")]
     [(100, 100)]
@@ -272,6 +275,13 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
         return Stage(shape, a, b, tuple(block), itemsize, transposed=transposed and first,
                      write_chunks=inner if last else None, codec_threads=codec_threads)
 
+    def fits(a: tuple[int, ...], b: tuple[int, ...], first: bool, last: bool
+             ) -> Callable[[tuple[int, ...]], bool]:
+        def check(block: tuple[int, ...]) -> bool:
+            s = stage(a, b, block, first, last)
+            return s.task_memory <= budget and s.ntasks >= min_tasks
+        return check
+
     for name, chunks in (("source", cx), ("target", cy)):
         one = stage(cx, cy, _clip(chunks, shape), True, True) if shape else None
         need = one.task_memory if one else itemsize
@@ -285,8 +295,7 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
         return [stage(cx, cy, (), True, True)]
     direct = [_aligned(n, a, b) for n, a, b in zip(shape, cx, cy, strict=True)]
     if stage(cx, cy, direct, True, True).task_memory <= budget:
-        block = _grow(direct, shape, direct,
-                      lambda b: stage(cx, cy, b, True, True).task_memory <= budget)
+        block = _grow(direct, shape, direct, fits(cx, cy, True, True))
         return [stage(cx, cy, block, True, True)]
     inter = _intermediate(shape, cx, cy, budget, stage)
     if inter is None:
@@ -296,9 +305,7 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
     for i, (a, b) in enumerate(((cx, inter), (inter, cy))):
         aligned = [_aligned(n, p, q) for n, p, q in zip(shape, a, b, strict=True)]
         first, last = i == 0, i == 1
-        block = _grow(aligned, shape, aligned,
-                      lambda blk, a=a, b=b, f=first, la=last:
-                      stage(a, b, blk, f, la).task_memory <= budget)
+        block = _grow(aligned, shape, aligned, fits(a, b, first, last))
         stages.append(stage(a, b, block, first, last))
     return stages
 

@@ -35,6 +35,11 @@ from .io import in_group
 from .memory import Workers
 from .planner import PlanError, Stage, parse_bytes, pieces_of, plan_rechunk
 
+try:  # dask's task objects (dask >= 2024.12); legacy tuples otherwise
+    from dask import _task_spec as _spec
+except ImportError:  # pragma: no cover
+    _spec = None
+
 #: copy tasks per stage at most: beyond it a task copies a run of blocks one after the
 #: other (same memory per task, a graph that stays small at any array size)
 MAX_TASKS_PER_STAGE = 10_000
@@ -168,16 +173,22 @@ class PlanGraph(Mapping):
     def __getitem__(self, key: Any) -> Any:
         for i, stage in enumerate(self.stages):
             src_key, dst_key = self._handles(i)
-            if key == src_key:
-                return self.handles[i][0]
-            if key == dst_key:
-                return self.handles[i][1]
+            if key == src_key or key == dst_key:
+                value = self.handles[i][0 if key == src_key else 1]
+                return _spec.DataNode(key, value) if _spec else value
             if key == self.barrier(i):
-                return (_done, *[(self.copy_name(i), j) for j in range(self.ntasks[i])])
+                keys = [(self.copy_name(i), j) for j in range(self.ntasks[i])]
+                if _spec:
+                    return _spec.Task(key, _done, *[_spec.TaskRef(k) for k in keys])
+                return (_done, *keys)
             if isinstance(key, tuple) and len(key) == 2 and key[0] == self.copy_name(i) \
                     and isinstance(key[1], int) and 0 <= key[1] < self.ntasks[i]:
                 g = self.per_task[i]
                 after = (self.barrier(i - 1),) if i else ()
+                if _spec:  # dask's task objects: no conversion of a legacy graph needed
+                    return _spec.Task(key, _copy_blocks, _spec.TaskRef(src_key),
+                                      _spec.TaskRef(dst_key), stage, key[1] * g, g,
+                                      *[_spec.TaskRef(a) for a in after])
                 return (_copy_blocks, src_key, dst_key, stage, key[1] * g, g, *after)
         raise KeyError(key)
 
@@ -264,12 +275,8 @@ class RechunkPlan:
         return PlanDescription(figures, self._text(figures))
 
     def _limit_notes(self) -> list[str]:
-        limit = self.workers.memory_limit
-        if limit and self.peak_worker_memory > limit:
-            return [f"a worker may hold {_mb(self.peak_worker_memory)} "
-                    f"({self.workers.threads} tasks at once) but its memory_limit is "
-                    f"{_mb(limit)}: lower max_mem or threads per worker"]
-        return []
+        return limit_notes(self.peak_worker_memory, self.workers.threads,
+                           self.workers.memory_limit)
 
     def _text(self, d: dict[str, Any]) -> str:
         w = self.workers
@@ -375,6 +382,30 @@ class RechunkPlan:
         return self.target
 
 
+def nanny_thresholds() -> dict[str, float]:
+    """The fractions of ``memory_limit`` at which dask's workers spill, pause and are
+    restarted (``distributed.worker.memory.*``)."""
+    out = {"spill": 0.7, "pause": 0.8, "terminate": 0.95}
+    for name in out:
+        value = dask.config.get(f"distributed.worker.memory.{name}", out[name])
+        if value:
+            out[name] = float(value)
+    return out
+
+
+def limit_notes(peak_worker: int, threads: int, memory_limit: int | None) -> list[str]:
+    """What a worker's nanny would do at the modelled peak (spill, pause, restart)."""
+    if not memory_limit:
+        return []
+    th = nanny_thresholds()
+    for name, verb in (("terminate", "restarts"), ("pause", "pauses"), ("spill", "spills")):
+        if peak_worker > th[name] * memory_limit:
+            return [f"a worker may hold {_mb(peak_worker)} ({threads} task(s) at once): above "
+                    f"the {th[name]:.0%} of its memory_limit {_mb(memory_limit)} at which "
+                    f"dask {verb} it; lower max_mem or the threads per worker"]
+    return []
+
+
 def simulate(stages: list[Stage], max_mem: int, workers: int, threads_per_worker: int,
              worker_memory: int | str, throughput: float | str, *, baseline: int,
              store_bandwidth: float | str | None = None) -> PlanDescription:
@@ -401,12 +432,14 @@ def simulate(stages: list[Stage], max_mem: int, workers: int, threads_per_worker
                      "worker_memory": baseline + threads_per_worker * s.task_memory,
                      "seconds": seconds, "bound_by": "store" if io_s > compute_s else "workers"})
     peak_worker = max((r["worker_memory"] for r in rows), default=baseline)
+    spill = nanny_thresholds()["spill"]
     figures = {"workers": workers, "threads_per_worker": threads_per_worker,
                "worker_memory": limit, "throughput_per_thread": rate,
                "store_bandwidth": bandwidth, "baseline": baseline, "max_mem": max_mem,
                "ntasks": sum(r["ntasks"] for r in rows), "stages": rows,
                "peak_task_memory": max((r["task_memory"] for r in rows), default=0),
-               "peak_worker_memory": peak_worker, "fits": peak_worker <= limit,
+               "peak_worker_memory": peak_worker, "fits": peak_worker <= spill * limit,
+               "notes": limit_notes(peak_worker, threads_per_worker, limit),
                "wall_seconds": total}
     lines = [f"simulated on {workers} workers x {threads_per_worker} threads x "
              f"{_mb(limit)}, {_mb(rate)}/s per thread"
@@ -417,8 +450,9 @@ def simulate(stages: list[Stage], max_mem: int, workers: int, threads_per_worker
                      f"{r['seconds']:.0f} s ({r['bound_by']}), {_mb(r['worker_memory'])} "
                      "per worker")
     lines.append(f"  peak per worker {_mb(peak_worker)} of {_mb(limit)} "
-                 f"({'fits' if figures['fits'] else 'DOES NOT FIT'}); "
-                 f"estimated wall time {total:.0f} s")
+                 f"({'fits under' if figures['fits'] else 'ABOVE'} the {spill:.0%} where dask "
+                 f"starts spilling); estimated wall time {total:.0f} s")
+    lines += [f"  note: {n}" for n in figures["notes"]]
     return PlanDescription(figures, "\n".join(lines))
 
 
@@ -491,7 +525,7 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     # refuse an impossible plan before creating anything
     plan_rechunk(source.shape, source.chunks, chunks, source.dtype.itemsize, budget,
                  transposed=isinstance(source, TransposedSource),
-                 codec_threads=workers.codec_threads)
+                 codec_threads=workers.codec_threads, min_tasks=workers.min_tasks)
     target = _create_target(source, store, path, chunks, create_kwargs)
     stages, notes = _plan_for(source, target, budget, workers)
     plan = RechunkPlan(source, target, stages, budget, temp_store, progress, workers)
@@ -518,8 +552,9 @@ def _plan_for(source: Array | TransposedSource, target: Array, budget: int,
     read-modify-writes (correct, but each shard is rewritten several times)."""
     unit = tuple(target.layout.write_shape)
     itemsize = source.dtype.itemsize
+    workers = workers or Workers()
     model = {"transposed": isinstance(source, TransposedSource),
-             "codec_threads": (workers or Workers()).codec_threads}
+             "codec_threads": workers.codec_threads, "min_tasks": workers.min_tasks}
     try:
         return plan_rechunk(source.shape, source.chunks, unit, itemsize, budget,
                             write_chunks=tuple(target.chunks), **model), []
