@@ -3,6 +3,7 @@ indexing (pure selection math) and the chunk IO engine."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from .errors import NodeNotFoundError, NodeTypeError, ReadOnlyError
 from .hierarchy.attributes import Attributes
 from .hierarchy.documents import read_node, try_read_node, update_node
 from .hierarchy.paths import normalize_path
-from .info import InfoTable, human_bytes
+from .info import InfoTable, array_codec_chain, human_bytes
 from .io.copy import copy_blocks
 from .io.engine import Engine, layout_of, open_engine
 from .io.layout import ChunkLayout
@@ -245,10 +246,12 @@ class Array:
     def info(self) -> InfoTable:
         """Type, shape, chunks, codecs, storage and compression ratio."""
         stored = self.nbytes_stored
-        codecs = ([c.to_json() for c in self._engine.pipeline.codecs]
-                  if self.zarr_format == 3 else
-                  {"filters": [f.get_config() for f in self.filters],
-                   "compressor": [c.get_config() for c in self.compressors]})
+        meta = self.metadata
+        extra = []
+        if self.dimension_names is not None:
+            extra.append(("Dimension names", str(tuple(self.dimension_names))))
+        if meta.attributes:
+            extra.append(("Attributes", json.dumps(meta.attributes, sort_keys=True)[:200]))
         rows = [
             ("Type", "chunkstore.Array"),
             ("Zarr format", str(self.zarr_format)),
@@ -262,7 +265,8 @@ class Array:
             ("Fill value", str(self.fill_value)),
             ("Filters", str(self.filters)),
             ("Compressors", str(self.compressors)),
-            ("Codecs", str(codecs)),
+            ("Codecs", array_codec_chain(meta.to_json())),
+            *extra,
             ("Store type", type(self._store).__name__),
             ("Store", repr(self._store)),
             ("No. bytes", f"{self.nbytes} ({human_bytes(self.nbytes)})"),

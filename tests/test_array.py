@@ -556,3 +556,15 @@ def test_uncompressed_partial_reads_match_numpy(tmp_path, kw, where):
     for sel in [(1, 2, 3), (slice(1, 6), slice(2, 8, 3), 1), (Ellipsis, -1),
                 (slice(3, 7), 4), (slice(None, None, -2), 0, slice(1, 4))]:
         np.testing.assert_array_equal(a[sel], expect[sel], err_msg=repr(sel))
+
+
+def test_info_shows_codec_chain_dimension_names_and_attributes():
+    a = cs.zeros((20, 30), chunks=(4, 5), shards=(8, 10), dtype="f4",
+                 dimension_names=["y", "x"], attributes={"units": "m"})
+    info = a.info
+    assert info["Codecs"] == ("sharding(chunks (4, 5): bytes(little) -> blosc(lz4, clevel 5, "
+                              "shuffle); index at end: bytes(little) -> crc32c)")
+    assert info["Dimension names"] == "('y', 'x')" and info["Attributes"] == '{"units": "m"}'
+    assert info["Shard shape"] == "(8, 10)" and info["Chunk shape"] == "(4, 5)"
+    v2 = cs.zeros((4,), chunks=(2,), dtype="i2", zarr_format=2)
+    assert v2.info["Codecs"] == "blosc(lz4, clevel 5, shuffle)"

@@ -152,3 +152,21 @@ def test_seed_compressor_spelling():
     assert cs.array(np.arange(4), compressor=None).compressor is None
     with pytest.raises(TypeError, match="not both"):
         cs.zeros((4,), compressor=comp, compressors=[comp])
+
+
+def test_copy_of_an_h5py_file_walks_its_groups(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        f.attrs["title"] = "t"
+        f.create_group("grp").create_dataset("data", data=np.arange(12).reshape(3, 4))
+        f.create_dataset("top", data=np.ones(5))
+        out = cs.copy(f, str(tmp_path / "o.zarr"))
+    assert dict(out.attrs) == {"title": "t"}
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "o.zarr"), path="grp/data")[:],
+                                  np.arange(12).reshape(3, 4))
+    np.testing.assert_array_equal(out["top"][:], np.ones(5))
+
+
+def test_copy_of_something_else_is_a_clear_type_error(tmp_path):
+    with pytest.raises(TypeError, match="cannot copy a object"):
+        cs.copy(object(), str(tmp_path / "p.zarr"))

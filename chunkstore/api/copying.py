@@ -39,6 +39,12 @@ def copy(source: Any, store: Any = None, path: str | None = None, *,
         for name, member in source.members():
             copy(member, st, g._full(name), max_bytes=max_bytes, **kwargs)
         return g
+    if not isinstance(source, Array) and not hasattr(source, "shape"):
+        if hasattr(source, "keys") and hasattr(source, "__getitem__"):  # an h5py Group...
+            return _copy_mapping(source, st, path, max_bytes, overwrite, create_kwargs)
+        raise TypeError(f"copy: cannot copy a {type(source).__name__}: expected an array-like "
+                        "(shape, dtype, NumPy slicing), a chunkstore Array or Group, or a "
+                        "group-like mapping of them (e.g. an h5py Group)")
     if isinstance(source, Array):
         like_array_kwargs(source, create_kwargs)
     if chunks is None:
@@ -49,3 +55,15 @@ def copy(source: Any, store: Any = None, path: str | None = None, *,
                        **create_kwargs)
     copy_into(source, arr, max_bytes)
     return arr
+
+
+def _copy_mapping(source: Any, st: Any, path: str, max_bytes: int, overwrite: bool,
+                  create_kwargs: dict[str, Any]) -> Group:
+    """A group-like source (an h5py Group: ``keys()``, ``[name]``, ``attrs``) copied member
+    by member into a new group."""
+    g = open_group(st, "w" if overwrite else "w-", path,
+                   zarr_format=create_kwargs.get("zarr_format") or 3,
+                   attributes=jsonable_attrs(source, f"copy of {source!r}"))
+    for name in source.keys():
+        copy(source[name], st, g._full(str(name)), max_bytes=max_bytes, **create_kwargs)
+    return g
