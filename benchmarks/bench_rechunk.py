@@ -115,7 +115,10 @@ def run_on_cluster(fn, max_mem: int) -> dict:
             Client(cluster) as client:
         client.run(lambda: __import__("chunkstore.dask"))  # the same baseline for all methods
         with WorkerMemory(client, interval=INTERVAL) as mem:
-            extra = fn() or {}
+            try:
+                extra = fn() or {}
+            except Exception as e:  # noqa: BLE001  (a peer that fails is a result too)
+                extra = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
         return {"wall_s": mem.wall, "peak_rss_mb": [p / MB for p in mem.peaks.values()],
                 "baseline_mb": [b / MB for b in mem.baselines.values()],
                 "memory_events": mem.events, **extra}
@@ -351,10 +354,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
                              max_mem)
             if row is None:
                 continue
+            if "error" in row:
+                print(f"{case} {method} failed: {row['error']}", flush=True)
+                correct = False
+            elif case == "to_store":
+                correct = check_generated(dst, shape, chunks)
+            else:
+                correct = check(src, dst, axes)
             row.update(case=case, method=method, nbytes_mb=nbytes / MB, max_mem_mb=max_mem / MB,
-                       target_stored_mb=dir_bytes(dst) / MB,
-                       correct=(check_generated(dst, shape, chunks) if case == "to_store"
-                                else check(src, dst, axes)))
+                       target_stored_mb=dir_bytes(dst) / MB, correct=correct)
             if case != "to_store":
                 row["source_stored_mb"] = dir_bytes(src) / MB
             row["bound_mb"] = (max_mem + BOUND_EXTRA) / MB
@@ -410,6 +418,7 @@ def format_row(r: dict) -> str:
 def print_table(results: list[dict]) -> None:
     print("\n| case | method | wall s | peak RSS per worker MiB | plan's prediction MiB | "
           "measured / predicted | <= max_mem + 200 MB | memory events | correct |")
+    # correct=False with an error: the method failed (e.g. dask killed its workers)
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         peaks = " / ".join(f"{p * MB / MiB:.0f}" for p in r["peak_rss_mb"])

@@ -237,14 +237,21 @@ def write_piece(x: da.Array, target: Array) -> tuple[int, ...]:
 def store_task_memory(x: da.Array, target: Array, codec_threads: int = CODEC_THREADS) -> int:
     """Modelled peak bytes of one ``to_store`` task writing the largest block of ``x``
     (the block, one piece's encoded bytes, codec buffers: ``planner.Stage.memory``). A
-    block made by a task that dask cannot fuse with the write waits in memory too."""
+    block made by a task that dask cannot fuse with the write (not a blockwise layer, e.g.
+    ``da.random``) waits in memory for it: one block more."""
     block = _largest_block(x)
     if not all(block):
         return 0
     unit = tuple(target.layout.write_shape)
     stage = Stage(block, block, unit, block, x.dtype.itemsize,
                   write_chunks=tuple(target.chunks), codec_threads=codec_threads)
-    return stage.task_memory
+    waiting = 0 if _fusable(x) else stage.block_bytes
+    return stage.task_memory + waiting
+
+
+def _fusable(x: da.Array) -> bool:
+    from dask.blockwise import Blockwise
+    return isinstance(x.dask.layers.get(x.name), Blockwise)
 
 
 def _write_block(block: np.ndarray, array: Array, offsets: tuple[int, ...] = (),

@@ -242,7 +242,7 @@ class WorkerMemory:
         self.client, self.interval, self.keep_series = client, interval, keep_series
         self.workers: dict[str, WorkerPeak] = {}
         self.events: list[str] = []
-        self._log_marks: dict[str, int] = {}
+        self._since = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._remote = False
@@ -256,7 +256,7 @@ class WorkerMemory:
         self._remote = any(host != here for _, host, _ in info.values())
         for addr, (pid, _, rss) in info.items():
             self.workers[addr] = WorkerPeak(addr, pid, baseline=rss, peak=rss)
-        self._log_marks = self._log_lengths()
+        self._since = time.time() - 0.05  # log stamps: millisecond precision
         if self._remote:
             self.client.run(_start_sampler, self.interval)
         else:
@@ -308,15 +308,18 @@ class WorkerMemory:
                 out[f"{'nanny' if nanny else 'worker'} {addr}"] = list(lines)
         return out
 
-    def _log_lengths(self) -> dict[str, int]:
-        return {k: len(v) for k, v in self._logs().items()}
-
     def _new_events(self) -> list[str]:
+        """Memory lines logged since ``__enter__`` (by their timestamps: distributed
+        returns the newest lines first and keeps a bounded number)."""
         events = []
         for name, lines in self._logs().items():
-            for level, msg in lines[self._log_marks.get(name, 0):]:
-                if any(word in str(msg).lower() for word in MEMORY_EVENTS):
-                    events.append(f"{name} {level}: {str(msg)[:300]}")
+            for level, msg in lines:
+                text = str(msg)
+                stamp = _log_time(text)
+                if stamp is not None and stamp < self._since:
+                    continue
+                if any(word in text.lower() for word in MEMORY_EVENTS):
+                    events.append(f"{name} {level}: {text[:300]}")
         return events
 
     # -- results --------------------------------------------------------------------------
@@ -331,6 +334,15 @@ class WorkerMemory:
 
     def max_peak(self) -> int:
         return max(self.peaks.values(), default=0)
+
+
+def _log_time(line: str) -> float | None:
+    """The time stamp that starts a distributed log line (local time), or None."""
+    import datetime
+    try:
+        return datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    except ValueError:
+        return None
 
 
 def measure(client: Any, fn: Callable[[], Any], interval: float = 0.1

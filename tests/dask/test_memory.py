@@ -93,8 +93,8 @@ def test_to_store_larger_than_the_cluster(client, tmp_path):
         csd.to_store(x, target, max_mem=MAX_MEM)
     assert not mem.events, mem.events
     for peak in mem.peaks.values():
-        # a block made by dask's random layer may wait for its store task: one more block
-        assert peak <= predicted + 16 * MiB + SLACK, (peak / MiB, predicted / MiB)
+        # (the model counts the block dask's random layer makes, waiting for its store task)
+        assert peak <= predicted + SLACK, (peak / MiB, predicted / MiB)
         assert peak <= MAX_MEM + 200 * MB
     np.testing.assert_array_equal(target[-256:], x[-256:].compute(scheduler="sync"))
 
@@ -137,3 +137,21 @@ def test_worker_memory_samples_each_worker(client):
     grown = {a: mem.peaks[a] - mem.baselines[a] for a in mem.peaks}
     assert grown[workers[0]] >= 35 * MiB  # the worker that held the array, not the other
     assert grown[workers[1]] < 20 * MiB
+
+
+def test_worker_memory_reports_a_pause(client):
+    """A task above the pause fraction of memory_limit shows up in ``events``."""
+    def hog():
+        import time
+        blob = np.ones(400 * MiB // 8)
+        time.sleep(1.5)
+        return int(blob[0])
+
+    with WorkerMemory(client) as mem:
+        client.submit(hog, pure=False).result()
+    assert any("pausing worker" in e.lower() for e in mem.events), mem.events
+    import time
+    time.sleep(1.0)  # the worker resumes (and logs it) once the memory is back
+    with WorkerMemory(client) as quiet:
+        client.submit(lambda: 1, pure=False).result()
+    assert not quiet.events  # lines logged before a measurement are not counted

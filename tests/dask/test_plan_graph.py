@@ -113,6 +113,14 @@ def test_to_store_fuses_with_blockwise_producers(tmp_path):
     np.testing.assert_array_equal(cs.open_array(str(tmp_path / "f.zarr"))[:], 3)
 
 
+def test_store_task_memory_counts_a_waiting_block():
+    from chunkstore.dask.io import store_task_memory
+    target = cs.create_array(cs.MemoryStore(), shape=(1024, 1024), chunks=(256, 1024))
+    fused = da.ones((1024, 1024), chunks=(256, 1024)) * 2  # blockwise: fused with the store
+    waiting = da.random.default_rng(0).random((1024, 1024), chunks=(256, 1024))
+    assert store_task_memory(waiting, target) == store_task_memory(fused, target) + 2 * 2**20
+
+
 def test_to_store_max_mem_refuses_large_blocks(tmp_path):
     x = da.zeros((1024, 1024), chunks=(1024, 1024))  # 8 MiB blocks
     with pytest.raises(csd.PlanError, match="max_mem"):
