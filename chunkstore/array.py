@@ -306,7 +306,9 @@ class Array:
         indexer = self._indexer(selection, kind)
         shape = indexer.shape
         if out is None:
-            result = np.empty(shape, dtype=self._layout[2])
+            # as zarr-python: an order-"F" v2 array gives F-ordered results (not points)
+            f_order = kind != COORDINATE and self.zarr_format == 2 and self.order == "F"
+            result = np.empty(shape, dtype=self._layout[2], order="F" if f_order else "C")
         else:
             if out.shape != shape:
                 raise ValueError(f"array {self.name!r}: out has shape {out.shape}, the selection "
