@@ -24,7 +24,12 @@ from .dtypes_extra import (
     extra_v2_str,
     extra_v3_name,
     normalize_extra_fill,
+    packed_structured,
     parse_extra_fill,
+    structured_from_v2,
+    structured_from_v3,
+    structured_to_v2,
+    structured_to_v3,
 )
 
 # v3 core data type names -> NumPy dtype (native byte order)
@@ -41,6 +46,8 @@ V2_KINDS = "biufc"  # bool, signed, unsigned, float, complex
 def v3_name_of(dtype: np.dtype, where: str = "array") -> Any:
     """The v3 ``data_type`` of a NumPy dtype (a name, or an object for parametrized types)."""
     dtype = np.dtype(dtype)
+    if dtype.kind == "V":
+        return structured_to_v3(packed_structured(dtype, where), lambda d: v3_name_of(d, where))
     if dtype.kind in EXTRA_KINDS:
         return extra_v3_name(dtype, where)
     name = dtype.newbyteorder("=").name if dtype.kind in V2_KINDS else None
@@ -53,6 +60,8 @@ def dtype_from_v3(data_type: Any, where: str) -> np.dtype:
     """Parse a v3 ``data_type`` field."""
     if isinstance(data_type, str) and data_type in V3_NUMERIC:
         return V3_NUMERIC[data_type]
+    if isinstance(data_type, dict) and data_type.get("name") == "structured":
+        return structured_from_v3(data_type, where, dtype_from_v3)
     extra = extra_dtype_from_v3(data_type, where)
     if extra is not None:
         return extra
@@ -60,16 +69,21 @@ def dtype_from_v3(data_type: Any, where: str) -> np.dtype:
 
 
 def dtype_from_v2(dtype_str: Any, where: str) -> np.dtype:
-    """Parse a v2 ``dtype`` field (a NumPy type string with byte order)."""
+    """Parse a v2 ``dtype`` field: a NumPy type string with byte order, or the fields of
+    a structured dtype, ``[["a", "<i4"], ["b", "<f8"]]``."""
+    if isinstance(dtype_str, list):
+        return structured_from_v2(dtype_str, where, dtype_from_v2)
     if not isinstance(dtype_str, str):
-        raise UnsupportedError(
-            f"{where}: field 'dtype': structured or non-string dtypes are not supported "
-            f"({dtype_str!r})"
-        )
+        raise MetadataError(f"{where}: field 'dtype': {dtype_str!r} is neither a type string "
+                            "nor a list of structured fields")
     try:
         dtype = np.dtype(dtype_str)
     except NUMPY_DTYPE_ERRORS as e:  # numpy raises several kinds ("0:", "01", "<U9999999999")
         raise MetadataError(f"{where}: field 'dtype': invalid dtype {dtype_str!r}") from e
+    if dtype.kind == "V":
+        raise UnsupportedError(f"{where}: field 'dtype': raw void {dtype_str!r} is not "
+                               "supported; a structured dtype is written as its fields, "
+                               "[[name, type], ...]")
     if dtype.kind not in V2_KINDS + EXTRA_KINDS or dtype.kind == "T":
         raise UnsupportedError(f"{where}: field 'dtype': unsupported data type {dtype_str!r}")
     if dtype.kind in EXTRA_KINDS:
@@ -77,9 +91,12 @@ def dtype_from_v2(dtype_str: Any, where: str) -> np.dtype:
     return dtype
 
 
-def v2_str_of(dtype: np.dtype) -> str:
-    """The v2 ``dtype`` string, e.g. ``"<f8"``, ``"|b1"``."""
+def v2_str_of(dtype: np.dtype) -> str | list[list[Any]]:
+    """The v2 ``dtype``: a string, e.g. ``"<f8"``, ``"|b1"``; for a structured dtype the
+    list of its fields, ``[["a", "<i4"], ["b", "<f8"]]``."""
     dtype = np.dtype(dtype)
+    if dtype.kind == "V":
+        return structured_to_v2(packed_structured(dtype, "array"), v2_str_of)
     if dtype.kind in EXTRA_KINDS:
         return extra_v2_str(dtype)
     if dtype.kind not in V2_KINDS:

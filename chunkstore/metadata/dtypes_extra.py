@@ -8,9 +8,17 @@ bytes, datetime64 and timedelta64 — named and filled exactly as zarr-python 3 
 | ``StringDType()`` (str) | ``"string"`` (codec ``vlen-utf8``)                        | ``"|O"`` + filter ``vlen-utf8`` |
 | ``object`` of bytes     | ``"variable_length_bytes"`` (codec ``vlen-bytes``)        | ``"|O"`` + filter ``vlen-bytes`` |
 | ``M8[ns]`` / ``m8[s]``  | ``{"name": "numpy.datetime64", unit, scale_factor}``      | ``"<M8[ns]"``  |
+| ``[("a","<i4"),...]``   | ``{"name": "structured", "configuration": {"fields":     | ``[["a", "<i4"], ...]`` |
+|                         | [["a", "int32"], ...]}}`` (fields little-endian)          |                |
 
 Fill values: bytes as base64 (``b"ab"`` -> ``"YWI="``), unicode and strings as JSON
-strings, datetimes as the int64 count (NaT is ``-9223372036854775808``, the default).
+strings, datetimes as the int64 count (NaT is ``-9223372036854775808``, the default),
+structured (record) values as base64 of their raw bytes (zeros by default).
+
+Structured dtypes are those zarr-python 3 reads and writes: named fields of the types
+above (numbers, fixed-length bytes/unicode, datetimes; nested structures), no object or
+variable-length fields, no sub-array fields. Padding and offsets (``align=True``) cannot
+be described in the metadata: such a dtype is stored packed, as zarr-python does.
 A v2 ``|O`` array's meaning comes from its object codec (the first filter); object
 codecs other than the two string codecs (pickle, msgpack2, json2, vlen-array) need
 ``allow_unsafe_codecs=True``.
@@ -26,7 +34,7 @@ import numpy as np
 
 from ..errors import MetadataError, UnsupportedError
 
-EXTRA_KINDS = "SUOTMm"
+EXTRA_KINDS = "SUOTMmV"
 NAT = int(np.iinfo(np.int64).min)
 VLEN_CODEC_IDS = {"vlen-utf8": "T", "vlen-bytes": "O"}
 OBJECT_CODEC_IDS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array", "pickle", "msgpack2",
@@ -77,8 +85,128 @@ def user_dtype(dtype: Any, where: str = "array") -> np.dtype:
     except NUMPY_DTYPE_ERRORS as e:
         raise UnsupportedError(f"{where}: unsupported dtype {dtype!r}") from e
     if np_dtype.kind == "V":
-        raise UnsupportedError(f"{where}: structured/void dtype {np_dtype!r} is not supported")
+        return packed_structured(np_dtype, where)
     return np_dtype
+
+
+# -- structured (record) dtypes ---------------------------------------------------------------
+#: the kinds a field of a structured dtype may have (no object, string or void-bytes fields)
+FIELD_KINDS = "biufcSUMmV"
+
+
+def packed_structured(dtype: np.dtype, where: str) -> np.dtype:
+    """A structured dtype as it is stored: its fields in order with no padding (what the
+    metadata can describe); refuses plain void, sub-array and object fields."""
+    if dtype.kind != "V" or dtype.names is None:
+        raise UnsupportedError(f"{where}: data type {dtype!r} is raw void bytes without "
+                               "fields; give a structured dtype, e.g. [('a', '<i4')]")
+    if dtype.subdtype is not None:
+        raise UnsupportedError(f"{where}: sub-array data type {dtype!r} is not supported")
+    if not dtype.names:
+        raise UnsupportedError(f"{where}: a structured dtype needs at least one field")
+    fields = []
+    for name in dtype.names:
+        field_dtype = dtype.fields[name][0]
+        if field_dtype.subdtype is not None:
+            raise UnsupportedError(f"{where}: field {name!r} of {dtype!r} is a sub-array "
+                                   f"({field_dtype}); zarr-python cannot store those")
+        if field_dtype.kind not in FIELD_KINDS or (field_dtype.kind == "V"
+                                                   and field_dtype.names is None):
+            raise UnsupportedError(f"{where}: field {name!r} of {dtype!r} has type "
+                                   f"{field_dtype}, which a structured Zarr dtype cannot hold")
+        if field_dtype.kind == "V":
+            field_dtype = packed_structured(field_dtype, where)
+        elif field_dtype.kind in "SUMm":
+            check_extra_dtype(field_dtype, where)
+        fields.append((name, field_dtype))
+    return np.dtype(fields)
+
+
+def is_structured(dtype: np.dtype) -> bool:
+    return np.dtype(dtype).kind == "V"
+
+
+def _field_entries(spec: Any, where: str) -> list[tuple[str, Any]]:
+    """``[[name, type], ...]`` of a structured dtype's JSON, checked."""
+    if not isinstance(spec, list) or not spec:
+        raise MetadataError(f"{where}: structured dtype fields must be a non-empty list of "
+                            f"[name, type] pairs, got {spec!r}")
+    out = []
+    for entry in spec:
+        if not isinstance(entry, list) or not entry or not isinstance(entry[0], str):
+            raise MetadataError(f"{where}: structured dtype field {entry!r} must be "
+                                "[name, type]")
+        if len(entry) == 3:
+            raise UnsupportedError(f"{where}: structured dtype field {entry[0]!r} is a "
+                                   f"sub-array (shape {entry[2]!r}); not supported")
+        if len(entry) != 2:
+            raise MetadataError(f"{where}: structured dtype field {entry!r} must be "
+                                "[name, type]")
+        out.append((entry[0], entry[1]))
+    return out
+
+
+def structured_dtype(fields: list[tuple[str, np.dtype]], where: str) -> np.dtype:
+    """NumPy's dtype of ``(name, dtype)`` fields; duplicate or empty names refused."""
+    names = [n for n, _ in fields]
+    if len(set(names)) != len(names) or not all(names):
+        raise MetadataError(f"{where}: structured dtype field names must be distinct and "
+                            f"non-empty, got {names!r}")
+    for name, field_dtype in fields:
+        if field_dtype.kind not in FIELD_KINDS or (field_dtype.kind == "V"
+                                                   and field_dtype.names is None):
+            raise UnsupportedError(f"{where}: structured dtype field {name!r} has type "
+                                   f"{field_dtype}, which a structured Zarr dtype cannot hold")
+    try:
+        dtype = np.dtype(fields)
+    except NUMPY_DTYPE_ERRORS as e:
+        raise MetadataError(f"{where}: NumPy cannot build structured dtype {fields!r}: "
+                            f"{e}") from e
+    if dtype.itemsize > MAX_ITEMSIZE:
+        raise MetadataError(f"{where}: structured dtype of {dtype.itemsize} bytes is more "
+                            f"than the {MAX_ITEMSIZE} NumPy supports")
+    return dtype
+
+
+def structured_from_v2(spec: Any, where: str, parse_field: Any) -> np.dtype:
+    """A v2 ``[["a", "<i4"], ["b", [["x", "<f4"]]]]`` (``parse_field`` parses the
+    string of one field's type)."""
+    fields = []
+    for name, field_spec in _field_entries(spec, where):
+        if isinstance(field_spec, list):
+            fields.append((name, structured_from_v2(field_spec, where, parse_field)))
+        elif isinstance(field_spec, str):
+            fields.append((name, parse_field(field_spec, where)))
+        else:
+            raise MetadataError(f"{where}: structured dtype field {name!r} has invalid type "
+                                f"{field_spec!r}")
+    return structured_dtype(fields, where)
+
+
+def structured_to_v2(dtype: np.dtype, field_str: Any) -> list[list[Any]]:
+    """The v2 ``dtype`` of a structured dtype: ``[[name, "<i4"], ...]`` (nested lists for
+    nested structures)."""
+    out: list[list[Any]] = []
+    for name in dtype.names:
+        field_dtype = dtype.fields[name][0]
+        out.append([name, structured_to_v2(field_dtype, field_str) if field_dtype.kind == "V"
+                    else field_str(field_dtype)])
+    return out
+
+
+def structured_from_v3(data_type: dict[str, Any], where: str, parse_field: Any) -> np.dtype:
+    """A v3 ``{"name": "structured", "configuration": {"fields": [[name, type], ...]}}``;
+    fields are stored little-endian (``parse_field`` parses one field's ``data_type``)."""
+    spec = _config(data_type, "fields", where)
+    fields = [(name, parse_field(field_spec, where))
+              for name, field_spec in _field_entries(spec, where)]
+    return structured_dtype(fields, where).newbyteorder("<")
+
+
+def structured_to_v3(dtype: np.dtype, field_name: Any) -> dict[str, Any]:
+    """The v3 ``data_type`` of a structured dtype (``field_name`` names one field's type)."""
+    return {"name": "structured", "configuration": {"fields": [
+        [name, field_name(dtype.fields[name][0])] for name in dtype.names]}}
 
 
 def infer_object_dtype(data: np.ndarray) -> np.dtype:
@@ -215,6 +343,15 @@ def _b64decode(value: str, where: str) -> bytes:
 def parse_extra_fill(value: Any, dtype: np.dtype, where: str) -> Any:
     """Decode a JSON fill value of a non-numeric dtype (``value`` is not None)."""
     kind = dtype.kind
+    if kind == "V":
+        if not isinstance(value, str):
+            raise MetadataError(f"{where}: field 'fill_value': {value!r} must be a base64 "
+                                "string of a structured value's bytes")
+        raw = _b64decode(value, where)
+        if len(raw) != dtype.itemsize:
+            raise MetadataError(f"{where}: field 'fill_value': {len(raw)} bytes, a value of "
+                                f"the structured dtype has {dtype.itemsize}")
+        return np.frombuffer(raw, dtype=dtype)[0].copy()
     if kind in "SO":
         if not isinstance(value, str):
             raise MetadataError(f"{where}: field 'fill_value': {value!r} must be a base64 string")
@@ -251,6 +388,8 @@ def parse_extra_fill(value: Any, dtype: np.dtype, where: str) -> Any:
 def extra_fill_to_json(value: Any, dtype: np.dtype) -> Any:
     """Encode a fill value of a non-numeric dtype as zarr-python does."""
     kind = dtype.kind
+    if kind == "V":
+        return base64.b64encode(np.array(value, dtype=dtype).tobytes()).decode("ascii")
     if kind in "SO":
         raw = bytes(value)
         return base64.b64encode(raw).decode("ascii")
@@ -264,6 +403,8 @@ def extra_fill_to_json(value: Any, dtype: np.dtype) -> Any:
 def normalize_extra_fill(value: Any, dtype: np.dtype, where: str) -> Any:
     """A user-given fill value as the scalar the array holds (``str``/``bytes`` for vlen)."""
     kind = dtype.kind
+    if kind == "V":
+        return _structured_scalar(value, dtype, where)
     if kind == "T":
         if not isinstance(value, str):
             raise MetadataError(f"{where}: fill_value {value!r} of a string array must be a str")
@@ -284,6 +425,28 @@ def normalize_extra_fill(value: Any, dtype: np.dtype, where: str) -> Any:
     if arr.ndim != 0:
         raise MetadataError(f"{where}: fill_value must be a scalar, got {value!r}")
     return arr[()]
+
+
+def _structured_scalar(value: Any, dtype: np.dtype, where: str) -> np.void:
+    """A structured fill value from what zarr-python accepts: a record (``np.void``), a
+    tuple or list of field values, the raw bytes of one value, or a number for every field."""
+    try:
+        if isinstance(value, bytes):
+            if len(value) != dtype.itemsize:
+                raise MetadataError(f"{where}: fill_value of {len(value)} bytes, a value of "
+                                    f"{dtype} has {dtype.itemsize}")
+            return np.frombuffer(value, dtype=dtype)[0].copy()
+        if isinstance(value, list):
+            value = tuple(value)
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value[()]
+        if not isinstance(value, tuple | np.void | int | float | np.number | bool):
+            raise MetadataError(f"{where}: fill_value {value!r} does not fit {dtype}")
+        return np.array(value, dtype=dtype)[()]
+    except MetadataError:
+        raise
+    except (TypeError, ValueError, OverflowError) as e:
+        raise MetadataError(f"{where}: fill_value {value!r} does not fit {dtype}: {e}") from e
 
 
 def default_extra_fill(dtype: np.dtype) -> Any:

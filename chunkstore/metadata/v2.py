@@ -11,6 +11,7 @@ from ..errors import MetadataError
 from .dtypes import dtype_from_v2, fill_value_to_json, parse_fill_value, v2_str_of
 from .dtypes_extra import refine_v2_object_dtype
 from .json_io import check_chunk_nbytes, check_grid, dump_json, require, shape_tuple
+from .v3 import check_zero_chunks, stored_chunks, zero_chunks
 
 _ARRAY_FIELDS = {
     "zarr_format", "shape", "chunks", "dtype", "compressor", "fill_value", "order",
@@ -50,11 +51,17 @@ class ArrayMetadataV2:
     dimension_separator: str = "."
     attributes: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: axes whose stored chunk length is 0 (zarr-python writes 0 for a chunk of an empty
+    #: axis): ``chunk_shape`` holds 1 there, the documents keep 0 while the axis is empty
+    zero_chunk_axes: tuple[int, ...] = ()
 
     zarr_format = 2
 
     def __post_init__(self) -> None:
-        check_grid(self.shape, self.chunk_shape, np.dtype(self.dtype).itemsize, "array metadata")
+        shape, chunks, zeros = zero_chunks(self.shape, self.chunk_shape, self.zero_chunk_axes)
+        object.__setattr__(self, "chunk_shape", chunks)
+        object.__setattr__(self, "zero_chunk_axes", zeros)
+        check_grid(shape, chunks, np.dtype(self.dtype).itemsize, "array metadata")
 
     @property
     def dimension_names(self) -> tuple[str, ...] | None:
@@ -84,7 +91,7 @@ class ArrayMetadataV2:
         doc = {
             "zarr_format": 2,
             "shape": list(self.shape),
-            "chunks": list(self.chunk_shape),
+            "chunks": stored_chunks(self.shape, self.chunk_shape, self.zero_chunk_axes),
             "dtype": v2_str_of(self.dtype),
             "compressor": self.compressor,
             "fill_value": _v2_fill_json(self.fill_value, self.dtype),
@@ -106,10 +113,11 @@ class ArrayMetadataV2:
         if doc.get("zarr_format") != 2:
             raise MetadataError(f"{where}: field 'zarr_format' must be 2, got {doc.get('zarr_format')!r}")
         shape = shape_tuple(require(doc, "shape", list, where), "shape", where)
-        chunks = shape_tuple(require(doc, "chunks", list, where), "chunks", where, positive=True)
+        chunks = shape_tuple(require(doc, "chunks", list, where), "chunks", where)
         if len(chunks) != len(shape):
             raise MetadataError(f"{where}: field 'chunks' {list(chunks)} does not match the "
                                 f"{len(shape)}-d shape")
+        check_zero_chunks(shape, chunks, "chunks", where)
         dtype = dtype_from_v2(require(doc, "dtype", object, where), where)
         order = doc.get("order", "C")
         if order not in ("C", "F"):

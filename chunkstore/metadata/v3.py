@@ -18,6 +18,34 @@ _ARRAY_FIELDS = {
 _GROUP_FIELDS = {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
 
 
+def zero_chunks(shape: Any, chunks: Any, known: tuple[int, ...] = ()
+                ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """``(shape, chunk_shape, zero_chunk_axes)`` of an array whose chunks may have length 0
+    (v2 and v3): zarr-python accepts and writes a chunk length of 0 on an axis of length 0.
+    Such an axis gets chunk length 1 (one chunk that is never stored) and is remembered in
+    ``zero_chunk_axes``, so the document is written back with its 0. A 0 on an axis that is
+    not empty describes no grid: MetadataError."""
+    shape, chunks = tuple(int(s) for s in shape), tuple(int(c) for c in chunks)
+    if len(shape) != len(chunks):
+        return shape, chunks, ()  # reported by the grid check
+    zeros = set(known)
+    for axis, (s, c) in enumerate(zip(shape, chunks, strict=True)):
+        if c == 0:
+            if s != 0:
+                raise MetadataError(f"array metadata: chunk length 0 on axis {axis} of "
+                                    f"length {s} (only an empty axis may have it)")
+            zeros.add(axis)
+    kept = tuple(sorted(a for a in zeros if a < len(shape)))
+    return shape, tuple(1 if a in kept and c == 0 else c
+                        for a, c in enumerate(chunks)), kept
+
+
+def stored_chunks(shape: tuple[int, ...], chunks: tuple[int, ...],
+                  zero_axes: tuple[int, ...]) -> list[int]:
+    """The chunk shape as written: 0 on the axes read with 0 while they are still empty."""
+    return [0 if a in zero_axes and shape[a] == 0 else c for a, c in enumerate(chunks)]
+
+
 def normalize_codec_json(codec: Any, where: str) -> dict[str, Any]:
     """A v3 codec entry as ``{"name": ..., "configuration": {...}}``."""
     if isinstance(codec, str):
@@ -70,6 +98,15 @@ def _chunk_key_encoding(value: Any, where: str) -> tuple[str, str]:
     return (name, sep)
 
 
+def check_zero_chunks(shape: tuple[int, ...], chunks: tuple[int, ...], field_name: str,
+                       where: str) -> None:
+    """A chunk length of 0 is valid on an empty axis only (as zarr-python writes it)."""
+    for axis, (s, c) in enumerate(zip(shape, chunks, strict=True)):
+        if c == 0 and s != 0:
+            raise MetadataError(f"{where}: field {field_name!r}: chunk length 0 on axis "
+                                f"{axis} of length {s} (only an empty axis may have it)")
+
+
 @dataclass(frozen=True)
 class ArrayMetadataV3:
     """The contents of an array's ``zarr.json`` (immutable; use ``replace``)."""
@@ -83,11 +120,17 @@ class ArrayMetadataV3:
     attributes: dict[str, Any] = field(default_factory=dict)
     dimension_names: tuple[str | None, ...] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: axes whose stored chunk length is 0 (zarr-python writes 0 for a chunk of an empty
+    #: axis): ``chunk_shape`` holds 1 there, the documents keep 0 while the axis is empty
+    zero_chunk_axes: tuple[int, ...] = ()
 
     zarr_format = 3
 
     def __post_init__(self) -> None:
-        check_grid(self.shape, self.chunk_shape, np.dtype(self.dtype).itemsize, "array metadata")
+        shape, chunks, zeros = zero_chunks(self.shape, self.chunk_shape, self.zero_chunk_axes)
+        object.__setattr__(self, "chunk_shape", chunks)
+        object.__setattr__(self, "zero_chunk_axes", zeros)
+        check_grid(shape, chunks, np.dtype(self.dtype).itemsize, "array metadata")
 
     @property
     def ndim(self) -> int:
@@ -124,7 +167,8 @@ class ArrayMetadataV3:
             "node_type": "array",
             "shape": list(self.shape),
             "data_type": v3_name_of(self.dtype),
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(self.chunk_shape)}},
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": stored_chunks(
+                self.shape, self.chunk_shape, self.zero_chunk_axes)}},
             "chunk_key_encoding": {"name": name, "configuration": {"separator": sep}},
             "fill_value": fill_value_to_json(self.fill_value, self.dtype),
             "codecs": [dict(c) for c in self.codecs],
@@ -153,10 +197,11 @@ class ArrayMetadataV3:
             raise UnsupportedError(f"{where}: field 'chunk_grid': only 'regular' is supported, "
                                    f"got {grid.get('name')!r}")
         chunk_shape = shape_tuple((grid.get("configuration") or {}).get("chunk_shape"),
-                                  "chunk_grid.chunk_shape", where, positive=True)
+                                  "chunk_grid.chunk_shape", where)
         if len(chunk_shape) != len(shape):
             raise MetadataError(f"{where}: field 'chunk_grid': chunk_shape {list(chunk_shape)} "
                                 f"does not match the {len(shape)}-d shape")
+        check_zero_chunks(shape, chunk_shape, "chunk_grid.chunk_shape", where)
         check_chunk_nbytes(chunk_shape, dtype.itemsize, "chunk_grid.chunk_shape", where)
         if doc.get("storage_transformers"):
             raise UnsupportedError(f"{where}: field 'storage_transformers' is not supported "
