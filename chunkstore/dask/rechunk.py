@@ -586,6 +586,9 @@ def transpose(src: Any, axes: Any, store: Any, path: str | None = None, chunks: 
         src_store, src_path = in_group(src, source_path)
         src = open_array(src_store, mode="r", path=src_path)
     array = src
+    if axes is not None and (isinstance(axes, str | bytes) or not _int_sequence(axes)):
+        raise TypeError(f"transpose: axes must be a permutation of the axes (ints) or None, "
+                        f"got {axes!r}; the call is transpose(src, axes, store, ...)")
     axes = tuple(range(array.ndim))[::-1] if axes is None else tuple(int(a) for a in axes)
     if all(-array.ndim <= a < array.ndim for a in axes):  # negative axes, as np.transpose
         axes = tuple(a % array.ndim for a in axes)
@@ -597,3 +600,11 @@ def transpose(src: Any, axes: Any, store: Any, path: str | None = None, chunks: 
     plan = rechunk(view, target_chunks, store, path, max_mem, temp_store, progress,
                    workers=workers, **create_kwargs)
     return plan.execute()
+
+
+def _int_sequence(value: Any) -> bool:
+    try:
+        items = list(value)
+    except TypeError:
+        return False
+    return all(isinstance(a, int | np.integer) for a in items)
