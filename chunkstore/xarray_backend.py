@@ -19,11 +19,15 @@ in v3 ones (``use_zarr_fill_value_as_mask``). ``chunks={}`` gives dask arrays al
 the stored chunks (``preferred_chunks``).
 
 Registered under the ``xarray.backends`` entry point group (see ``pyproject.toml``).
+It claims ``.zarr`` paths and directories holding ``zarr.json`` / ``.zgroup``, so with
+chunkstore installed ``xr.open_dataset("x.zarr")`` without ``engine=`` picks it (xarray
+tries non-builtin engines in name order); pass ``engine="zarr"`` for zarr-python.
 This module imports xarray; ``import chunkstore`` does not import it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -86,6 +90,11 @@ class ChunkstoreArrayWrapper(BackendArray):
         if not isinstance(value, np.ndarray):  # a 0-d selection gives a scalar
             value = np.asarray(value, dtype=self.dtype)
         return value
+
+    async def async_getitem(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        """For ``Dataset.load_async``: the (parallel inside) synchronous read, run in a
+        worker thread so the event loop stays free."""
+        return await asyncio.to_thread(self.__getitem__, key)
 
 
 def _arrayize(key: tuple, shape: tuple[int, ...]) -> tuple:
@@ -233,7 +242,6 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
     """Open Zarr v2/v3 groups with chunkstore (``engine="chunkstore"``)."""
 
     description = "Open Zarr groups (v2 and v3) with chunkstore's own reader"
-    url = "https://github.com/chunkstore/chunkstore"
     supports_groups = True
     open_dataset_parameters = (
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters",

@@ -12,6 +12,7 @@ chunks a selection needs are read, through ``a[...]`` / ``a.oindex`` / ``a.vinde
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pickle
 import shutil
@@ -309,6 +310,12 @@ def test_outer_and_vectorized_indexing(written):
                                   data[[0, 2], 1:3, [4, 1]])  # points first, then the slice
 
 
+def test_load_async(written):
+    ours = xr.open_dataset(written, engine="chunkstore")
+    loaded = asyncio.run(ours.load_async())
+    xr.testing.assert_identical(loaded, make_dataset())
+
+
 def test_pickles_for_dask_workers(written):
     ours = xr.open_dataset(written, engine="chunkstore", chunks={})
     again = pickle.loads(pickle.dumps(ours))
@@ -399,6 +406,7 @@ def test_guess_can_open(tmp_path, written):
     assert not entry.guess_can_open(b"bytes")
     assert entry.guess_can_open(cs.open_group(written, mode="r"))
     assert "chunkstore" in xr.backends.list_engines()
+    assert xr.backends.plugins.guess_engine(written) == "chunkstore"
     xr.testing.assert_identical(
         xr.open_dataset(cs.open_group(written, mode="r"), engine="chunkstore").load(),
         make_dataset())
