@@ -19,7 +19,7 @@ from .metadata import (
     default_fill_value,
     normalize_fill_value,
 )
-from .metadata.dtypes import dtype_from_v2, v3_name_of
+from .metadata.dtypes import dtype_from_v2, v2_str_of, v3_name_of
 from .metadata.dtypes_extra import refine_v2_object_dtype, user_dtype, with_object_codec
 from .metadata.json_io import check_json_value
 
@@ -207,7 +207,7 @@ def build_array_metadata(
         if codecs is not None:
             raise ValueError(f"{where}: 'codecs' is for Zarr v3; use compressors/filters for v2")
         if np_dtype.kind not in "OT":
-            np_dtype = dtype_from_v2(np_dtype.str, where)
+            np_dtype = dtype_from_v2(v2_str_of(np_dtype), where)
         compressor, v2_filters = v2_codecs(compressors=compressors, filters=filters, where=where,
                                            allow_unsafe=allow_unsafe_codecs)
         v2_filters = with_object_codec(np_dtype, v2_filters, where)

@@ -92,6 +92,9 @@ def blosc_decode_into(codec: Any, data: Any, out: np.ndarray, copy: bool = False
 
 def blosc_copy_ok(dtype: np.dtype, nbytes: int) -> bool:
     """Whether ``blosc_decode_into(..., copy=True)`` suits chunks of ``dtype`` and size."""
+    if dtype.fields is not None:  # records: no object or time fields anywhere inside
+        return nbytes <= _COPY_MAX_BYTES and all(
+            blosc_copy_ok(field[0].base, 0) for field in dtype.fields.values())
     return nbytes <= _COPY_MAX_BYTES and not dtype.hasobject and dtype.kind not in "Mm"
 
 

@@ -21,7 +21,7 @@ _scratch = threading.local()
 
 def scratch_buffer(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """A per-thread reusable buffer for decoding (avoids page-faulting a new one per chunk)."""
-    key = (shape, dtype.str)
+    key = (shape, dtype)  # not dtype.str: every 8-byte record dtype is '|V8'
     buf = getattr(_scratch, "buf", None)
     if buf is None or getattr(_scratch, "key", None) != key:
         buf = np.empty(shape, dtype=dtype)

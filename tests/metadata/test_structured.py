@@ -213,14 +213,8 @@ def test_zarr_python_writes_chunkstore_reads(tmp_path, fmt, name):
     same(zarr.open_array(path)[:], a[:])
 
 
-MEMORYVIEW_M = pytest.mark.xfail(
-    strict=True, reason="codecs/compressors.blosc_decode_into(copy=True) takes memoryview(out) "
-    "of the chunk, which NumPy refuses for records with datetime fields; blosc_copy_ok "
-    "should exclude them (or view out as uint8) — chunkstore/codecs is the lead's file")
-
-
 @pytest.mark.parametrize("name", ["point", "nested",
-                                  pytest.param("mixed", marks=MEMORYVIEW_M)])
+                                  "mixed"])
 def test_chunkstore_writes_v3_zarr_python_reads(tmp_path, name):
     dtype = DTYPES[name]
     data = records(dtype, 7)
@@ -290,9 +284,6 @@ def test_chunkstore_writes_v2_zarr_python_reads(tmp_path, name):
         same(np.asarray(z.fill_value).reshape(()), np.asarray(fill))
 
 
-@pytest.mark.xfail(strict=True, reason="creation.build_array_metadata parses a v2 dtype from "
-                   "np_dtype.str ('|V12': the fields are lost); it should pass "
-                   "v2_str_of(np_dtype) (chunkstore/creation.py, the lead's file)")
 def test_create_array_v2_structured(tmp_path):
     a = cs.create_array(str(tmp_path / "v2.zarr"), shape=(4,), chunks=(2,), dtype=POINT,
                         zarr_format=2, fill_value=(1, 2.5))
@@ -300,10 +291,6 @@ def test_create_array_v2_structured(tmp_path):
     same(zarr.open_array(str(tmp_path / "v2.zarr"))[:2], records(POINT, 2))
 
 
-@pytest.mark.xfail(strict=True, reason="io/chunk_codec.scratch_buffer keys its per-thread "
-                   "buffer by dtype.str, the same '|V8' for every 8-byte record: another "
-                   "record dtype's buffer is reused and values are cast field by field "
-                   "(fix: key by the dtype itself; chunkstore/io is not this change's file)")
 def test_records_of_equal_size_read_alternately():
     d1 = np.dtype([("a", "<i4"), ("b", "<f4")])
     d2 = np.dtype([("x", "<f4"), ("y", "<i4")])
