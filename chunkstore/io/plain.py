@@ -67,8 +67,9 @@ class PlainEngine:
             self.raw_dtype = (pipeline.array_bytes._stored_dtype(self.dtype)
                               if pipeline.zarr_format == 3 else self.dtype)
             if not store.zero_copy_views and store.supports_partial_reads:
-                self.ranges = RangePlanner(tuple(self.chunk_shape), self.raw_dtype,
-                                           store.request_cost_bytes)
+                # where two requests may see two versions of a chunk, one range per chunk
+                cost = store.request_cost_bytes if store.snapshot_ranges else self.chunk_nbytes
+                self.ranges = RangePlanner(tuple(self.chunk_shape), self.raw_dtype, cost)
 
     def _batches(self, projections: Iterable[ChunkProjection], batch_bytes: int = BATCH_BYTES
                  ) -> Iterator[list[ChunkProjection]]:

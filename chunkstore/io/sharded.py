@@ -19,6 +19,7 @@ on the inner chunk grid; the layout groups them by shard.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ from .plain import BATCH_BYTES, batches, clear_outside
 from .rmw import WriteUnit, commit_units
 
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
+READ_ATTEMPTS = 16  # reads of a batch whose shards other writers keep replacing
 
 
 class _StaleIndex(Exception):
@@ -96,24 +98,26 @@ class ShardEngine:
         return f"{key} (inner chunk {tuple(int(c) for c in coords)})"
 
     # -- indexes -------------------------------------------------------------------------
-    def indexes(self, keys: Sequence[str], cached: dict[str, bytes] | None = None
+    def indexes(self, keys: Sequence[str], raws: dict[str, bytes] | None = None
                 ) -> list[np.ndarray | None]:
         """Parsed indexes of the shards ``keys`` (None: shard not stored), one batched
-        ranged read for those not cached; the raw bytes of the indexes answered from the
-        cache go to ``cached`` (to check them against the store later)."""
+        ranged read for those not cached; the raw bytes of every index found go to
+        ``raws`` (to check them against the store when the data is read)."""
         found: dict[str, np.ndarray | None] = {}
         for k in keys:
             entry = self._indexes.get(k)
             if entry is not None:
                 found[k] = entry[1]
-                if cached is not None:
-                    cached[k] = entry[0]
+                if raws is not None:
+                    raws[k] = entry[0]
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         if missing:
             rng = self.codec.index_range
             parts = self.store.get_ranges([(k, rng) for k in missing])
             for key, part in zip(missing, parts, strict=True):
                 found[key] = None if part is None else self._remember(key, part)
+                if part is not None and raws is not None:
+                    raws[key] = bytes(part)
         return [found[k] for k in keys]
 
     def _remember(self, key: str, raw: Any) -> np.ndarray:
@@ -129,21 +133,26 @@ class ShardEngine:
     def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
         """Fill ``out`` from the projected inner chunks (missing ones read as fill)."""
         for batch in self._groups(projections):
-            try:
-                self._read_batch(batch, out)
-            except _StaleIndex as e:  # another writer replaced a shard: re-read its index
-                self.invalidate(e.keys)
+            delay = 0.0005
+            for _attempt in range(READ_ATTEMPTS):
                 try:
                     self._read_batch(batch, out)
-                except _StaleIndex as again:
-                    raise ChunkDecodeError(
-                        f"array {self.name!r}: shard {again.keys[0]!r} is shorter than its "
-                        "index says (truncated or changing shard)") from None
+                    break
+                except _StaleIndex as e:  # another writer replaced a shard: read it again
+                    self.invalidate(e.keys)
+                    stale = e.keys
+                    time.sleep(delay)
+                    delay = min(0.05, delay * 2)
+            else:
+                raise ChunkDecodeError(
+                    f"array {self.name!r}: shard {stale[0]!r} kept changing while being read "
+                    f"({READ_ATTEMPTS} attempts), or is shorter than its index says "
+                    "(truncated shard)")
 
     def _read_batch(self, batch: list[Group], out: np.ndarray) -> None:
         keys = [self.layout.unit_key(shard) for shard, _ in batch]
-        cached: dict[str, bytes] = {}
-        indexes = self.indexes(keys, cached)
+        raws: dict[str, bytes] = {}
+        indexes = self.indexes(keys, raws)
         requests: list[tuple[str, tuple[int, int]]] = []
         wanted: list[list[tuple[ChunkProjection, int, int, int]]] = []
         fill_projs: list[ChunkProjection] = []
@@ -167,13 +176,14 @@ class ShardEngine:
                 requests.append((key, (a, b)))
                 wanted.append([t for t, g in zip(located, group.tolist(), strict=True)
                                if g == r])
-        # cached indexes are re-read alongside the data (same call) to catch other writers
-        recheck = [k for k in dict.fromkeys(keys) if k in cached]
+        # every index used is re-read alongside the data (same call: on stores with
+        # snapshot ranges, from the same version as the data) to catch other writers
+        recheck = [k for k in dict.fromkeys(keys) if k in raws]
         parts = self.store.get_ranges(
             requests + [(k, self.codec.index_range) for k in recheck]) if (
             requests or recheck) else []
         stale = [k for k, raw in zip(recheck, parts[len(requests):], strict=True)
-                 if raw is None or bytes(raw) != cached[k]]
+                 if raw is None or bytes(raw) != raws[k]]
         if stale:
             raise _StaleIndex(stale)
         for p in fill_projs:

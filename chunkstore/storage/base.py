@@ -122,6 +122,10 @@ class Store(ABC):
     supports_conditional_writes: bool = False
     #: a conditional commit may delete (value None); else the caller writes a value
     supports_conditional_delete: bool = False
+    #: ``get_ranges`` reads all ranges of one key from one version of its value (else a
+    #: writer replacing it between two requests could mix versions: callers then read
+    #: one covering range per key)
+    snapshot_ranges: bool = False
 
     def __init__(self, read_only: bool = False) -> None:
         self._read_only = bool(read_only)

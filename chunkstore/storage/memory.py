@@ -30,6 +30,7 @@ class MemoryStore(Store):
     supports_partial_reads = True
     supports_conditional_writes = True
     supports_conditional_delete = True
+    snapshot_ranges = True
 
     def __init__(self, data: MutableMapping[str, bytes] | None = None, read_only: bool = False):
         super().__init__(read_only)
@@ -76,6 +77,17 @@ class MemoryStore(Store):
             return None
         return slice_range(bytes(value), byte_range) if byte_range else bytes(value)
 
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        """Each key is looked up once for all of its ranges (one version of its value)."""
+        values: dict[str, bytes | None] = {}
+        out = []
+        for key, byte_range in requests:
+            if key not in values:
+                values[key] = self._data.get(validate_key(key))
+            value = values[key]
+            out.append(None if value is None else slice_range(bytes(value), byte_range))
+        return out
+
     def set(self, key: str, value: BytesLike) -> None:
         self._check_writable(key)
         value = bytes(value)
@@ -103,7 +115,7 @@ class MemoryStore(Store):
             with self._lock:
                 current = self._data.get(key)
                 if generation is ANY or (current is None if generation is ABSENT else (
-                        isinstance(generation, _Gen) and current is generation.value)):
+                        isinstance(generation, _Gen) and generation.matches(current))):
                     if new is None:
                         self._data.pop(key, None)
                     else:
@@ -134,9 +146,16 @@ class MemoryStore(Store):
 
 
 class _Gen:
-    """The generation of a stored value: the value object itself (compared by identity)."""
+    """The generation of a stored value: the value object itself. It matches the same
+    object (a dict keeps it) or, for a mapping that hands out a fresh object on every
+    read (an fsspec mapper, a custom mapping), equal bytes: replacing a value by an equal
+    one is harmless to a read-modify-write."""
 
     __slots__ = ("value",)
 
     def __init__(self, value: bytes) -> None:
         self.value = value
+
+    def matches(self, current: bytes | None) -> bool:
+        """Whether ``current`` is still the value this generation was read as."""
+        return current is self.value or (current is not None and current == self.value)
