@@ -13,7 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from ..api import create_array
+from ..array import Array
+from ..hierarchy.paths import normalize_path
+from ..io.overlap import refuse_onto_itself
 from ..progress import TerminalProgress
+from ..storage.resolve import resolve_store
 from .args import add_store_options, shape_arg, storage_options
 from .errors import CLIError
 from .sources import Source, open_source
@@ -63,8 +68,10 @@ def _whole(spec: tuple[int | None, ...] | None, shape: tuple[int, ...], flag: st
 
 
 def _create_target(args: argparse.Namespace, source: Source) -> Any:
-    from .. import create_array
-
+    options = storage_options(args.storage_option)
+    if isinstance(source.data, Array):  # never over its own source (before any delete)
+        refuse_onto_itself(source.data, resolve_store(args.dst, storage_options=options),
+                           normalize_path(args.dst_node), "copy")
     shape = tuple(source.shape)
     chunks = _whole(args.chunks, shape, "--chunks") or getattr(source, "chunks", None)
     shards = _whole(args.shards, shape, "--shards")
@@ -78,11 +85,14 @@ def _create_target(args: argparse.Namespace, source: Source) -> Any:
     if source.fill_value is not None:
         kwargs["fill_value"] = source.fill_value
     return create_array(args.dst, args.dst_node, shape=shape, dtype=source.dtype, chunks=chunks,
-                        shards=shards, overwrite=args.overwrite,
-                        storage_options=storage_options(args.storage_option), **kwargs)
+                        shards=shards, overwrite=args.overwrite, storage_options=options,
+                        **kwargs)
 
 
 def _create_npy(args: argparse.Namespace, source: Source) -> Any:
+    if os.path.exists(args.dst) and os.path.exists(args.src) and os.path.samefile(args.src,
+                                                                                 args.dst):
+        raise CLIError(f"{args.dst}: is the source itself; copy to a new file")
     if os.path.exists(args.dst) and not args.overwrite:
         raise CLIError(f"{args.dst}: already exists (pass --overwrite to replace it)")
     return np.lib.format.open_memmap(args.dst, mode="w+", dtype=source.dtype,

@@ -149,10 +149,15 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     store, path = in_group(store, path)
     if any(math.isnan(c) for sizes in x.chunks for c in sizes):
         raise ValueError("to_store needs known chunk sizes; call x.compute_chunk_sizes() first")
-    if region is None and not isinstance(store, Array):  # creating: never over a source
+    # never over (or into) an array the computation reads: blocks would read data that
+    # other blocks already overwrote, or a creation would delete the source first
+    if isinstance(store, Array):
+        target_store, target_path = store.store, store.path
+    else:
         store = resolve_store(store, storage_options=storage_options)
-        for source in stored_sources(x):
-            refuse_onto_itself(source, store, normalize_path(path), "to_store")
+        target_store, target_path = store, normalize_path(path)
+    for source in stored_sources(x):
+        refuse_onto_itself(source, target_store, target_path, "to_store")
     if isinstance(store, Array):
         target = store
     elif region is not None:

@@ -30,7 +30,7 @@ from ..creation import normalize_chunks
 from ..hierarchy.paths import normalize_path
 from ..info import human_bytes
 from ..io.overlap import refuse_onto_itself
-from ..storage.resolve import resolve_store
+from ..storage.resolve import looks_like_byte_size, resolve_store
 from .io import in_group
 from .memory import Workers
 from .planner import PlanError, Stage, parse_bytes, pieces_of, plan_rechunk
@@ -516,6 +516,9 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
         target_chunks = _chunks_from_dict(target_chunks, tuple(source.chunks))
     chunks = normalize_chunks(target_chunks, tuple(source.shape), source.dtype.itemsize)
     budget = parse_bytes(max_mem)
+    if isinstance(path, str) and looks_like_byte_size(path):  # max_mem given 4th
+        raise ValueError(f"rechunk: path {path!r} looks like a memory size, not a path in the "
+                         f"store; pass max_mem={path!r} by keyword")
     store, path = in_group(store, path)
     store = resolve_store(store, storage_options=create_kwargs.pop("storage_options", None))
     path = normalize_path(path)
