@@ -41,7 +41,7 @@ BAD_INPUTS = [
     (["convert", "plain.npy", "out.zarr", "--chunks", "5,5,5"], ["--chunks", "3 values",
                                                                   "2 dimensions"]),
     (["convert", "plain.npy", "s.zarr"], ["already exists", "--overwrite"]),
-    (["convert", "plain.npy", "plain.npy"], ["plain.npy", "already exists", "--overwrite"]),
+    (["convert", "plain.npy", "plain.npy"], ["plain.npy", "is the source itself"]),
     (["convert", "missing.npy", "out.zarr"], ["missing.npy", "no such file"]),
     (["rechunk", "s.zarr", "v2.zarr", "--node", "x", "--chunks", "-1,5"],
      ["already exists", "--overwrite"]),
