@@ -140,14 +140,19 @@ def test_list_prefix_refuses_escaping_prefixes(tmp_path, outside):
         st.close()
 
 
+def _key_calls(st):
+    """Every store method that takes keys, as one-argument calls."""
+    return (st.get, st.exists, st.getsize, st.delete, st.get_versioned,
+            lambda k: st.get_many([k]), lambda k: st.get_views([k]),
+            lambda k: st.get_ranges([(k, None)]), lambda k: st.set(k, b"x"),
+            lambda k: st.commit_many([(k, b"x", ANY)]))
+
+
 def test_every_method_validates_keys(tmp_path):
     stores = [LocalStore(tmp_path / "l"), MemoryStore(), ZipStore(tmp_path / "z.zip", mode="w"),
               FsspecStore("memory://confinement-keys")]
     for st in stores:
-        for call in (st.get, st.exists, st.getsize, st.delete, st.get_versioned,
-                     lambda k: st.get_many([k]), lambda k: st.get_views([k]),
-                     lambda k: st.get_ranges([(k, None)]), lambda k: st.set(k, b"x"),
-                     lambda k: st.commit_many([(k, b"x", ANY)])):
+        for call in _key_calls(st):
             with pytest.raises(InvalidKeyError):
                 call("../outside")
         st.close()

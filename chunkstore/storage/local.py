@@ -27,6 +27,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import resource
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -50,16 +51,20 @@ from .local_maps import _maps, signature
 from .local_paths import FILE_FLAGS, Root, Walk, read_exact, read_range
 from .local_temp import discard, is_stale, is_temp
 
-__all__ = ["LocalStore", "_maps"]
-
 _INLINE_READ_BYTES = 64 * 1024  # get_many reads files up to this size without threads
 _MAP_MIN_BYTES = 64 * 1024  # smaller files are read, not mapped
 #: ``delete_prefix`` also removes temporary files below the prefix this old (seconds)
 SWEEP_AGE = 3600.0
 
 
-#: directories one step of a batch holds open at most (each is a file descriptor)
-_DIRS_PER_SLICE = 256
+def _dirs_per_slice() -> int:
+    """Directories one step of a batch holds open at most (each is a file descriptor):
+    256, or an eighth of the process's descriptor limit if that is less."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return 256 if soft == resource.RLIM_INFINITY else max(16, min(256, soft // 8))
+
+
+_DIRS_PER_SLICE = _dirs_per_slice()
 
 
 def _slices(located: Sequence[tuple[str, str]]) -> list[range]:
@@ -88,6 +93,7 @@ class LocalStore(Store):
     request_cost_bytes = 16 * 1024  # a pread more costs about as much as copying 16 KB
     supports_conditional_writes = True
     supports_conditional_delete = True
+    snapshot_ranges = True  # get_ranges opens each file once for all its ranges
 
     def __init__(self, root: str | os.PathLike[str], read_only: bool = False) -> None:
         super().__init__(read_only)
@@ -198,9 +204,8 @@ class LocalStore(Store):
                 if fd is None:
                     return None
                 try:
-                    return read_exact(fd, 0, os.fstat(fd).st_size)
-                except IsADirectoryError:
-                    return None
+                    st = os.fstat(fd)  # a directory or a FIFO at a key reads as missing
+                    return read_exact(fd, 0, st.st_size) if stat.S_ISREG(st.st_mode) else None
                 finally:
                     os.close(fd)
 

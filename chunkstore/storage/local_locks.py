@@ -25,6 +25,7 @@ from contextlib import contextmanager
 
 from .base import ABSENT, ANY
 from .local_maps import signature
+from .local_paths import read_exact
 
 
 class LocalGeneration:
@@ -39,27 +40,12 @@ class LocalGeneration:
         return f"LocalGeneration(inode={self.signature[1]}, size={self.signature[2]})"
 
 
-def read_all(fd: int, size: int) -> bytes:
-    """``size`` bytes from the start of an open file (fewer only at end of file)."""
-    data = os.pread(fd, size, 0)
-    if len(data) == size or not data:
-        return data
-    parts, got = [data], len(data)
-    while got < size:
-        more = os.pread(fd, size - got, got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
-
-
 def versioned(fd: int) -> tuple[bytes | None, object]:
     """``(value, generation)`` of an open file (a directory reads as missing)."""
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         return None, ABSENT
-    data = read_all(fd, st.st_size)
+    data = read_exact(fd, 0, st.st_size)
     return data, LocalGeneration(signature(st), data)
 
 
@@ -84,11 +70,12 @@ def unchanged(generation: object, open_target: Callable[[], int | None]) -> bool
     if fd is None:
         return generation is ABSENT
     try:
-        if generation is ABSENT or not isinstance(generation, LocalGeneration):
-            return False
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or signature(st) != generation.signature:
+        if not stat.S_ISREG(st.st_mode):  # a directory or a FIFO reads as missing
+            return generation is ABSENT
+        if not isinstance(generation, LocalGeneration) or (
+                signature(st) != generation.signature):
             return False
-        return read_all(fd, st.st_size) == generation.data
+        return read_exact(fd, 0, st.st_size) == generation.data
     finally:
         os.close(fd)

@@ -11,6 +11,8 @@ Symlinks that stay inside the root are followed, resolved here component by comp
 the way ``openat2(RESOLVE_BENEATH)`` does: ``..`` never climbs above the root, and an
 absolute target must name a place below the root (by its real or its given path). A
 symlink leading anywhere else makes the key an ``InvalidKeyError`` that names it.
+Listings never enter symlinked directories, and list a symlinked file only when it
+resolves to a regular file inside the root.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from ..errors import InvalidKeyError
 from .base import ByteRange
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: O_NONBLOCK: opening a FIFO planted at a key must not wait for a writer
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 #: symlinks followed in one lookup before giving up (as the kernel's ELOOP limit)
 MAX_SYMLINKS = 40
 _CREATE_ATTEMPTS = 100  # mkdir/rmdir ping-pong with a pruning deleter, bounded

@@ -9,6 +9,7 @@ from typing import Any
 
 from .base import Store
 from .errors import InvalidStoreError
+from .fsspec_setup import protocols
 from .fsspec_store import FsspecStore
 from .local import LocalStore
 from .memory import MemoryStore
@@ -17,7 +18,8 @@ from .zip import ZipStore
 _ZIP_MODES = {"r": "r", "w": "w"}  # every other mode appends
 #: "64MB", "1 GiB", "200kb", "1.5G": what a memory size looks like
 _BYTE_SIZE = re.compile(r"\s*\d+(\.\d*)?\s*([kmgtpe]i?b?|b)\s*", re.IGNORECASE)
-_LOCAL_URL = re.compile(r"(file|local)://", re.IGNORECASE)
+#: fsspec wrappers that only cache what they wrap: over local files they are dropped
+_CACHES = {"simplecache", "filecache", "blockcache", "cached"}
 
 
 def _is_url(path: str) -> bool:
@@ -29,11 +31,19 @@ def looks_like_byte_size(text: str) -> bool:
     return _BYTE_SIZE.fullmatch(text) is not None
 
 
-def _local_path(url: str) -> str:
-    """The path of a ``file://`` / ``local://`` URL (as fsspec reads it)."""
+def _local_path(url: str, storage_options: dict | None) -> str | None:
+    """The local path a ``file://`` URL names, also through caching wrappers
+    (``simplecache::file://...``); None for any other URL."""
     from fsspec.implementations.local import LocalFileSystem
 
-    return LocalFileSystem._strip_protocol(url)
+    chain = protocols(url)
+    if chain[-1] not in ("file", "local") or not set(chain[:-1]) <= _CACHES:
+        return None
+    unknown = set(storage_options or {}) - _CACHES
+    if unknown:
+        raise TypeError(f"storage_options {sorted(unknown)} do not apply to local file URLs "
+                        f"such as {url!r}")
+    return LocalFileSystem._strip_protocol(url.rsplit("::", 1)[-1])
 
 
 def _path_store(path: str, mode: str, read_only: bool) -> Store:
@@ -47,7 +57,8 @@ def resolve_store(store: Any, *, mode: str = "a", storage_options: dict | None =
 
     * None -> a new MemoryStore
     * a Store -> itself (a read-only view of it in mode ``"r"``)
-    * a ``file://`` URL -> the store of its path (below), confined like any LocalStore
+    * a ``file://`` URL (also behind caching wrappers such as ``simplecache::``) -> the
+      store of its path (below), confined like any LocalStore
     * another URL (``s3://``, ``gs://``, ``memory://``, ``zip::...``) -> FsspecStore, with
       ``storage_options``
     * a path ending in ``.zip`` -> ZipStore (mode ``"r"`` -> ``"r"``, ``"w"`` -> ``"w"``,
@@ -71,11 +82,9 @@ def resolve_store(store: Any, *, mode: str = "a", storage_options: dict | None =
     if isinstance(store, Store):
         return store.with_read_only(True) if read_only and not store.read_only else store
     if isinstance(store, str):
-        if _LOCAL_URL.match(store) and "::" not in store:
-            if storage_options:
-                raise TypeError(f"storage_options do not apply to local file URLs such as "
-                                f"{store!r}")
-            return _path_store(_local_path(store), mode, read_only)
+        local = _local_path(store, storage_options) if _is_url(store) else None
+        if local is not None:
+            return _path_store(local, mode, read_only)
         if _is_url(store):
             return FsspecStore(store, storage_options, read_only=read_only)
         if not named_path and looks_like_byte_size(store):

@@ -69,6 +69,7 @@ class ZipStore(Store):
 
     supports_conditional_writes = False
     supports_conditional_delete = False
+    snapshot_ranges = True  # an archive is not changed in place while open
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "r",
                  compression: int = zipfile.ZIP_STORED, read_only: bool | None = None,
@@ -77,11 +78,12 @@ class ZipStore(Store):
             raise ValueError(f"ZipStore mode must be one of {_MODES}, got {mode!r}")
         super().__init__(mode == "r" if read_only is None else read_only)
         self.path = os.path.abspath(os.fspath(path))
+        self._real = os.path.realpath(self.path)  # the file a session writes (symlinks kept)
         self.mode = mode
         self.compression = compression
         self.max_entry_bytes = max_entry_bytes
         self.supports_partial_reads = compression == zipfile.ZIP_STORED
-        pending = pending_session(self.path) is not None
+        pending = pending_session(self._real) is not None
         if mode == "r" and not pending and not os.path.isfile(self.path):
             raise FileNotFoundError(f"zip archive {self.path!r} does not exist (mode 'r')")
         if mode == "x" and (pending or os.path.exists(self.path)):
@@ -109,7 +111,7 @@ class ZipStore(Store):
         return hash(("ZipStore", self.path))
 
     def location(self) -> Any:
-        return ("zip", os.path.realpath(self.path))
+        return ("zip", self._real)
 
     def with_read_only(self, read_only: bool = True) -> ZipStore:
         """A view of the same archive (pending writes included) with the given flag."""
@@ -130,7 +132,7 @@ class ZipStore(Store):
             self._check_writable(write_key)
         owner = self._owner()
         while True:
-            s = session_for(self.path, self.compression)
+            s = session_for(self._real, self.compression)
             s.lock.acquire()
             if not s.closed:
                 break

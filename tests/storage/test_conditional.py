@@ -209,3 +209,22 @@ def _join(processes: list) -> None:
     for p in processes:
         p.join(timeout=240)
     assert all(p.exitcode == 0 for p in processes), [p.exitcode for p in processes]
+
+
+class FreshBytes(dict):
+    """A mapping that hands out a new bytes object on every read (as fsspec's mapper)."""
+
+    def __getitem__(self, key):
+        return bytes(bytearray(super().__getitem__(key)))
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+
+def test_memory_store_on_a_mapping_with_fresh_objects():
+    st = MemoryStore(FreshBytes())
+    st.set("k", b"1")
+    assert update_object(st, "k", lambda old: old + b"2") == b"12"
+    _, generation = st.get_versioned("k")
+    st.set("k", b"other")
+    assert not st.set_if("k", b"x", generation) and st.get("k") == b"other"

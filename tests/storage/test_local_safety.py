@@ -159,3 +159,65 @@ def test_memory_size_where_a_store_belongs_is_refused(size, tmp_path, monkeypatc
 def test_paths_that_merely_resemble_sizes_are_allowed(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert isinstance(resolve_store(path), LocalStore)
+
+
+def test_batches_over_many_directories_hold_few_descriptors(tmp_path):
+    """A batch touching thousands of directories runs under a low descriptor limit."""
+    import subprocess
+    import sys
+
+    code = f"""
+import resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+from chunkstore.storage import LocalStore
+from chunkstore.storage.base import ANY
+st = LocalStore({str(tmp_path / "r")!r})
+items = {{f"c/{{i}}/{{j}}/0": b"x" for i in range(40) for j in range(40)}}
+st.set_many(items)
+keys = list(items)
+assert st.get_many(keys) == [b"x"] * len(keys)
+assert [bytes(v) for v in st.get_views(keys)] == [b"x"] * len(keys)
+assert st.get_ranges([(k, (0, 1)) for k in keys]) == [b"x"] * len(keys)
+assert [v for v, _ in st.get_versioned_many(keys)] == [b"x"] * len(keys)
+assert st.commit_many([(k, None, ANY) for k in keys[::2]]) == [True] * (len(keys) // 2)
+assert len(list(st.list())) == len(keys) // 2
+st.delete_prefix("c")
+assert list(st.list()) == []
+"""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=repo, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert os.listdir(tmp_path / "r") == []
+
+
+def test_fifo_at_a_key_reads_as_missing_and_never_blocks(tmp_path):
+    st = LocalStore(tmp_path / "r")
+    st.set("c/1", b"one")
+    os.mkfifo(tmp_path / "r" / "c" / "0")  # nobody will ever write to it
+    assert st.get("c/0") is None and st.get_many(["c/0", "c/1"]) == [None, b"one"]
+    assert st.get_views(["c/0"]) == [None] and st.get_ranges([("c/0", (0, 2))]) == [None]
+    assert st.get_versioned("c/0") == (None, ABSENT) and not st.exists("c/0")
+    assert st.set_if("c/0", b"zero", ABSENT)  # replaces the FIFO
+    assert st.get("c/0") == b"zero"
+
+
+def test_directory_at_a_key_is_a_store_error_naming_it(tmp_path):
+    from chunkstore.storage import StoreError
+
+    st = LocalStore(tmp_path / "r")
+    (tmp_path / "r" / "c" / "0").mkdir(parents=True)
+    assert st.get("c/0") is None and st.get_versioned("c/0") == (None, ABSENT)
+    for write in (lambda: st.set("c/0", b"x"), lambda: st.set_if("c/0", b"x", ABSENT)):
+        with pytest.raises(StoreError, match="'c/0'"):
+            write()
+    assert os.listdir(tmp_path / "r" / "c") == ["0"]  # no temporary file left
+    st.delete("c/0")  # not a key: nothing to delete
+    assert (tmp_path / "r" / "c" / "0").is_dir()
+
+
+@pytest.mark.parametrize("chain", ["simplecache::file://", "filecache::file://",
+                                   "simplecache::"])
+def test_cached_local_urls_resolve_to_local_stores(tmp_path, chain):
+    st = resolve_store(f"{chain}{tmp_path}/c.zarr")
+    assert isinstance(st, LocalStore) and st.root == tmp_path / "c.zarr"

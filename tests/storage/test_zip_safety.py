@@ -160,3 +160,17 @@ def test_compressed_entries_round_trip(tmp_path, method):
     z = ZipStore(tmp_path / "m.zip")
     assert z.get("v") == value and z.get("v", (10, 20)) == value[10:20]
     assert z.get("v", (-3, None)) == value[-3:]
+
+
+def test_symlinked_archive_is_updated_through_the_link(tmp_path):
+    real = tmp_path / "real.zip"
+    with ZipStore(real, mode="w") as z:
+        z.set("a", b"1")
+    os.symlink(real, tmp_path / "link.zip")
+    with ZipStore(tmp_path / "link.zip", mode="a") as z:
+        assert ZipStore(real, mode="r").location() == z.location()
+        z.set("b", b"2")
+        assert ZipStore(real, mode="r").get("b") == b"2"  # one session for both names
+    assert os.path.islink(tmp_path / "link.zip")
+    with zipfile.ZipFile(real) as zf:
+        assert sorted(zf.namelist()) == ["a", "b"]
