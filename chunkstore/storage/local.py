@@ -114,6 +114,7 @@ class LocalStore(Store):
         return hash(("LocalStore", str(self.root)))
 
     def location(self) -> Any:
+        """``("file", real path of the root)``."""
         return ("file", os.path.realpath(self.root))
 
     def sibling(self, suffix: str) -> LocalStore:
@@ -314,6 +315,9 @@ class LocalStore(Store):
 
     # -- writes ----------------------------------------------------------------------
     def commit_many(self, items: Sequence[Commit]) -> list[bool]:
+        """Compare-and-swap per item under each directory's commit lock (see
+        ``local_commit``); ``set``/``set_many``/``delete``/``delete_many`` are this with
+        ``ANY``, so no rename slips between another writer's check and its rename."""
         items = list(items)
         if not items:
             return []

@@ -10,6 +10,7 @@ conditional write won) when the object changed, which means "not applied". An
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,9 +33,10 @@ class ETag:
         return f"ETag({self.value})"
 
 
+@functools.cache
 def conditional_requests_supported() -> bool:
     """Whether the installed botocore knows ``IfMatch``/``IfNoneMatch`` on PutObject and
-    ``IfMatch`` on DeleteObject (botocore >= 1.36 or so)."""
+    ``IfMatch`` on DeleteObject (botocore >= 1.36 or so); looked up once per process."""
     try:
         import botocore.session
         model = botocore.session.get_session().get_service_model("s3")
