@@ -15,7 +15,7 @@ from . import indexing as ix
 from .codecs import build_pipeline
 from .codecs.pipeline import CodecPipeline
 from .codecs.sharding import inner_chunk_shape
-from .errors import NodeNotFoundError, NodeTypeError, ReadOnlyError
+from .errors import ConcurrentWriteError, NodeNotFoundError, NodeTypeError, ReadOnlyError
 from .hierarchy.attributes import Attributes
 from .hierarchy.documents import read_node, try_read_node, update_node
 from .hierarchy.paths import normalize_path
@@ -29,6 +29,7 @@ from .storage.base import Store
 from .storage.resolve import resolve_store
 
 ORTHOGONAL, COORDINATE, BASIC = "orthogonal", "coordinate", "basic"
+RESIZE_ATTEMPTS = 64
 
 
 class Array:
@@ -468,9 +469,28 @@ class Array:
                                             not isinstance(shape[0], int | np.integer) else shape))
         if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
             raise ValueError(f"array {self.name!r}: cannot resize {self.shape} to {new_shape}")
-        if any(n < o for n, o in zip(new_shape, self.shape, strict=True)):
-            self._engine.clear_outside(self.shape, new_shape)
-        self._change_metadata(lambda m: m.replace(shape=new_shape))
+        for _attempt in range(RESIZE_ATTEMPTS):
+            # clear beyond the new edge from the shape as stored now (another handle may
+            # have appended), and commit only over that very shape: a growth in between
+            # means clearing again, so no stale rows survive for a later growth to show
+            stored = read_node(self._store, self._path, self.zarr_format, kind="array")
+            self._adopt_metadata(stored)  # type: ignore[arg-type]
+            old = tuple(stored.shape)
+            if any(n < o for n, o in zip(new_shape, old, strict=True)):
+                self._engine.clear_outside(old, new_shape)
+
+            def change(m: ArrayMetadata, old: tuple[int, ...] = old) -> ArrayMetadata:
+                if tuple(m.shape) != old:
+                    raise _ShapeMoved
+                return m.replace(shape=new_shape)
+
+            try:
+                self._change_metadata(change)
+                return
+            except _ShapeMoved:
+                continue
+        raise ConcurrentWriteError(f"array {self.name!r}: the shape kept changing under "
+                                   f"{RESIZE_ATTEMPTS} attempts to resize to {new_shape}")
 
     def _change_metadata(self, change: Any) -> ArrayMetadata:
         """Read-modify-write the stored document (``change(current) -> new``, applied to
@@ -522,6 +542,10 @@ class StoredBytes(int):
 
     def __call__(self) -> int:
         return int(self)
+
+
+class _ShapeMoved(Exception):
+    """Another writer changed the stored shape between a resize's clear and its commit."""
 
 
 class _SelectionView:

@@ -58,7 +58,14 @@ class ChunkCodec:
                                    f"{type(e).__name__}: {e}") from e
 
     def fill_chunk(self) -> np.ndarray:
-        return np.full(self.chunk_shape, self.read_fill, dtype=self.dtype)
+        """A whole chunk of fill_value (every stored chunk has the full chunk shape)."""
+        try:
+            return np.full(self.chunk_shape, self.read_fill, dtype=self.dtype)
+        except MemoryError:
+            raise ChunkstoreError(
+                f"array {self.name!r}: a chunk of shape {self.chunk_shape} ({self.nbytes} "
+                "bytes, as the metadata's chunk shape declares) does not fit in memory; "
+                "chunks are written whole") from None
 
     def read_into(self, out: np.ndarray, proj: ChunkProjection, label: str, blob: Any) -> None:
         """Scatter the stored chunk ``blob`` (None: not stored) into ``out``."""
