@@ -10,11 +10,15 @@ Every ZipStore of one path in one process uses the same session (``session_for``
 a store opened on an archive that another store of the process is writing sees those
 pending writes, and one commit makes them all durable. A session is committed by the
 ``close()`` of any of its stores, when the last of them is garbage collected, and at
-interpreter exit.
+interpreter exit. An archive takes one writing process at a time: a commit that finds
+the archive replaced by another process since it began writing raises
+ConcurrentWriteError and keeps its own version beside it, overwriting nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import itertools
 import os
 import shutil
@@ -22,8 +26,9 @@ import struct
 import threading
 import time
 import zipfile
+from collections.abc import Iterator
 
-from ..errors import InvalidKeyError
+from ..errors import ConcurrentWriteError, InvalidKeyError
 from .base import BytesLike, validate_key
 from .errors import BadArchiveError
 from .local_temp import TEMP_PREFIX
@@ -66,6 +71,7 @@ class Session:
         self.live: dict[str, zipfile.ZipInfo] = {}
         self.offsets: dict[str, int] = {}     # data offsets of entries
         self.dead = 0                         # superseded or deleted entries
+        self.base: tuple[int, ...] | None = None  # the archive on disk when writing began
 
     @property
     def pending(self) -> bool:
@@ -96,6 +102,7 @@ class Session:
         base = os.path.basename(self.path)
         tmp = os.path.join(directory, f"{base}{TEMP_PREFIX}{os.getpid()}-{next(_counter)}")
         had_old = copy_existing and os.path.exists(self.path)
+        self.base = _signature(self.path)
         self.discard_pending()
         self.close_files()
         if had_old:
@@ -175,7 +182,15 @@ class Session:
                 self._compact(tmp)
             else:
                 self.close_files()
-            os.replace(tmp, self.path)
+            with _directory_lock(self.path):
+                if _signature(self.path) != self.base:  # another process committed since
+                    kept = f"{self.path}.conflict-{os.getpid()}.zip"
+                    os.replace(tmp, kept)
+                    raise ConcurrentWriteError(
+                        f"{self.path}: another process replaced the archive while this one "
+                        f"was writing to it; zip archives take one writer at a time. This "
+                        f"process's version is kept as {kept} (nothing was overwritten)")
+                os.replace(tmp, self.path)
         except BaseException:
             self.close_files()
             for name in (tmp, tmp + ".compact"):
@@ -203,6 +218,26 @@ class Session:
 # -- the sessions of this process, by archive path --------------------------------------
 _sessions: dict[str, Session] = {}
 _registry_lock = threading.RLock()
+
+
+def _signature(path: str) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@contextlib.contextmanager
+def _directory_lock(path: str) -> Iterator[None]:
+    """An exclusive flock on the archive's directory: a check-and-replace of one process
+    is not interleaved with another's."""
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def session_for(path: str, compression: int) -> Session:
