@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from . import copy, demo, dump, nodes, rechunk, verify
+from . import clean, copy, demo, dump, nodes, rechunk, verify
 from .args import Parser
 from .errors import EXIT_ERROR, explain
 
@@ -48,7 +48,7 @@ def build_parser() -> Parser:
                         help="show the Python traceback of an error, for bug reports "
                         "(default: off, or on when CHUNKSTORE_TRACEBACK is set)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (nodes, dump, copy, rechunk, verify, demo):
+    for module in (nodes, dump, copy, rechunk, verify, clean, demo):
         module.register(sub)
     return parser
 
