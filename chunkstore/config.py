@@ -17,6 +17,12 @@ Keys (dotted, as ``zarr.config``):
   most 32, or the ``CHUNKSTORE_THREADS`` environment variable). Read when the pool is
   created: set it before the first read or write.
 * ``cache.shard_index_bytes`` (16 MiB): bytes of shard indexes kept per array.
+* ``cache.chunk_bytes`` (0: off): budget of the process-wide LRU of decoded chunks
+  (``chunkstore.io.chunk_cache``: what it validates and what a foreign writer can make
+  stale). Writes through chunkstore invalidate the chunks they touch.
+* ``cache.map_bytes`` (0: off): bytes of memory-mapped chunk files ``LocalStore`` keeps
+  open between reads (their resident pages count in the process's RSS). 0 unmaps each
+  file once read.
 
 Set values apply at once; ``config.set`` used as a context manager restores the previous
 values on exit. Thread-safe for readers; meant to be set at start-up.
@@ -34,6 +40,8 @@ _DEFAULTS: dict[str, Any] = {
     "array.default_compressor": "auto",
     "threading.max_workers": None,
     "cache.shard_index_bytes": 16 * 2**20,
+    "cache.chunk_bytes": 0,
+    "cache.map_bytes": 0,
 }
 _MISSING = object()
 

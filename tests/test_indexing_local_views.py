@@ -1,6 +1,7 @@
 """Reads through memory maps of a LocalStore (``get_views``) stay correct when chunks change.
 
-The maps of recently read files are cached process-wide; a cached map may only be used
+With a budget (``cache.map_bytes``, off by default and set for this module), the maps of
+recently read files are cached process-wide; a cached map may only be used
 while ``os.stat`` of its path shows the file that was mapped. These tests replace,
 delete and damage chunk files behind the back of an already-open array — the way
 another writer or process would (write a temporary file, ``os.replace`` it over the
@@ -19,6 +20,13 @@ import pytest
 import chunkstore as cs
 from chunkstore.errors import ChunkDecodeError, InvalidKeyError
 from chunkstore.storage import local
+
+
+@pytest.fixture(autouse=True)
+def _map_cache():
+    with cs.config.set({"cache.map_bytes": 2**30}):
+        yield
+
 
 SHAPE, CHUNKS = (64, 96), (32, 48)  # raw chunks of 6 KB ... see _big for mapped ones
 
@@ -59,6 +67,14 @@ def test_reads_are_served_from_cached_maps(tmp_path, compressors):
     assert entry is not None and isinstance(entry[1], local.mmap.mmap)
     np.testing.assert_array_equal(a[7, 3:9], data[7, 3:9])
     assert local._maps.get(key)[1] is entry[1]  # the same map, not a new one
+
+
+def test_no_map_is_kept_by_default(tmp_path, compressors):
+    path, data = _big(tmp_path, compressors)
+    a = cs.open_array(path, mode="r")
+    with cs.config.set({"cache.map_bytes": 0}):
+        np.testing.assert_array_equal(a[5, :], data[5, :])
+    assert not any(p.startswith(str(tmp_path)) for p in local._maps._maps)
 
 
 @pytest.mark.parametrize("keep_mtime", [False, True])

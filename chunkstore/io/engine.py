@@ -52,9 +52,11 @@ def layout_of(metadata: Any, path: str) -> ChunkLayout:
 
 
 def open_engine(store: Store, layout: ChunkLayout, pipeline: Pipeline, metadata: Any,
-                name: str, synchronizer: Any = None, write_empty_chunks: bool = False
-                ) -> Engine:
-    """The engine for an array: sharded when its codec chain is ``sharding_indexed``."""
+                name: str, synchronizer: Any = None, write_empty_chunks: bool = False,
+                cache: Any = None) -> Engine:
+    """The engine for an array: sharded when its codec chain is ``sharding_indexed``.
+    ``cache``: the decoded-chunk cache (``io.chunk_cache.resolve``: None for the shared
+    one, whose budget is ``config["cache.chunk_bytes"]``, off by default)."""
     cls: Any = ShardEngine if is_sharded(pipeline) else PlainEngine
     return cls(store, layout, pipeline, metadata.dtype, metadata.fill_value, name,
-               synchronizer, write_empty_chunks)
+               synchronizer, write_empty_chunks, cache)

@@ -25,6 +25,7 @@ from ..concurrency import INLINE_ITEM_BYTES, run_batched
 from ..errors import ChunkDecodeError
 from ..indexing import ChunkProjection, OrthogonalIndexer
 from ..storage.base import Store
+from . import chunk_cache
 from .chunk_codec import ChunkCodec, scratch_buffer
 from .layout import ChunkLayout
 from .ranges import RangePlanner
@@ -51,8 +52,11 @@ class PlainEngine:
 
     def __init__(self, store: Store, layout: ChunkLayout, pipeline: Pipeline, dtype: np.dtype,
                  fill_value: Any, name: str, synchronizer: Any = None,
-                 write_empty_chunks: bool = False) -> None:
+                 write_empty_chunks: bool = False, cache: Any = None) -> None:
         self.store, self.layout, self.pipeline, self.name = store, layout, pipeline, name
+        # decoded chunks kept between calls (``chunk_cache``; off unless a budget is set)
+        self.cache = chunk_cache.resolve(cache)
+        self._sid = chunk_cache.store_id(store) if self.cache is not None else None
         self.synchronizer = synchronizer
         self.codec = ChunkCodec(pipeline, layout.chunks, dtype, fill_value, name,
                                 write_empty_chunks)
@@ -78,7 +82,11 @@ class PlainEngine:
     # -- reads ---------------------------------------------------------------------------
     def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
         """Fill ``out`` from every projected chunk (missing chunks read as fill_value)."""
+        cached = self._sid is not None and self.cache.active()
         for batch in self._batches(projections):
+            if cached:
+                self._read_cached(batch, out)
+                continue
             if self.store.zero_copy_views:
                 self._read_views(batch, out)
                 continue
@@ -99,6 +107,43 @@ class PlainEngine:
                             item_bytes=self.chunk_nbytes, cpu_bound=True)
             if ranged:
                 self._read_ranged(ranged, out)
+
+    def _read_cached(self, batch: list[ChunkProjection], out: np.ndarray) -> None:
+        """Chunks from the decoded-chunk cache (validated where the store can say cheaply
+        which version it holds); the misses are read whole, decoded, kept and scattered."""
+        cache, sid, store, codec = self.cache, self._sid, self.store, self.codec
+        keys = [self.key_of(p.chunk_coords) for p in batch]
+        since = cache.epoch()  # before the tokens and the reads: see ChunkCache.put
+        toks = chunk_cache.tokens(store, keys)
+        check = toks is not None
+        hits, misses = [], []
+        for i, (p, key) in enumerate(zip(batch, keys, strict=True)):
+            chunk = cache.get(sid, key, toks[i] if check else None, check)
+            (misses if chunk is None else hits).append((p, chunk) if chunk is not None else i)
+        if misses:
+            blobs = store.get_many([keys[i] for i in misses])
+
+            def decode(j: int) -> tuple[ChunkProjection, Any]:
+                i, blob = misses[j], blobs[j]
+                if blob is None:
+                    chunk: Any = chunk_cache.FILL
+                else:
+                    chunk = codec.decode(keys[i], blob)  # a new array (no scratch buffer)
+                cache.put(sid, keys[i], toks[i] if check else None, chunk, since)
+                return batch[i], chunk
+
+            hits += run_batched(decode, range(len(misses)), item_bytes=self.chunk_nbytes,
+                                cpu_bound=True)
+        fill = self.read_fill
+
+        def scatter(item: tuple[ChunkProjection, Any]) -> None:
+            p, chunk = item
+            if chunk is chunk_cache.FILL:
+                out[p.out_selection] = fill
+            else:
+                out[p.out_selection] = chunk[p.chunk_selection]
+
+        run_batched(scatter, hits, item_bytes=self.chunk_nbytes)
 
     def _read_views(self, batch: list[ChunkProjection], out: np.ndarray) -> None:
         """Chunks read in place (no copy of the stored bytes). Compressed chunks are each
@@ -180,8 +225,16 @@ class PlainEngine:
         batch_bytes = getattr(self.store, "write_batch_bytes", BATCH_BYTES)
         for batch in self._batches(projections, batch_bytes):
             units = [self._unit(self.layout.for_write(p), value, scalar_cache) for p in batch]
-            commit_units(self.store, units, synchronizer=self.synchronizer,
-                         item_bytes=self.chunk_nbytes)
+            try:
+                commit_units(self.store, units, synchronizer=self.synchronizer,
+                             item_bytes=self.chunk_nbytes)
+            finally:
+                self._invalidate([u.key for u in units])
+
+    def _invalidate(self, keys: list[str]) -> None:
+        """Drop ``keys`` from the decoded-chunk cache (after they were written)."""
+        if self._sid is not None:
+            self.cache.invalidate(self._sid, keys)
 
     def _unit(self, proj: ChunkProjection, value: np.ndarray, scalar_cache: dict | None
               ) -> WriteUnit:
@@ -218,7 +271,12 @@ def clear_outside(engine: Any, layout: ChunkLayout, old_shape: tuple[int, ...],
     """``clear_outside`` of either engine: whole write units outside go, and the bands of
     the kept units beyond the new edge are written with fill_value (read-modify-writes)."""
     doomed = [layout.unit_key(u) for u in layout.units_outside(new_shape)]
-    engine.store.delete_many(doomed)
+    try:
+        engine.store.delete_many(doomed)
+    finally:
+        invalidate = getattr(engine, "_invalidate", None)
+        if invalidate is not None:
+            invalidate(doomed)
     unit = layout.write_shape
     kept = tuple(min(o, -(-n // w) * w) for o, n, w in zip(old_shape, new_shape, unit,
                                                           strict=True))

@@ -61,7 +61,9 @@ class ShardEngine:
 
     def __init__(self, store: Store, layout: ChunkLayout, pipeline: CodecPipeline,
                  dtype: np.dtype, fill_value: Any, name: str, synchronizer: Any = None,
-                 write_empty_chunks: bool = False) -> None:
+                 write_empty_chunks: bool = False, cache: Any = None) -> None:
+        # (``cache``: the decoded-chunk cache is not used for sharded arrays yet; their
+        # shard indexes are cached, ``cache.shard_index_bytes``)
         codec = pipeline.array_bytes
         if not isinstance(codec, ShardingCodec) or codec.inner is None:
             raise UnsupportedError(f"array {name!r}: not a sharded codec chain")

@@ -161,24 +161,42 @@ class LocalStore(Store):
 
     def _stat(self, key: str) -> os.stat_result | None:
         """The stat of the regular file at ``key`` (None if missing), confined."""
-        ((head, name),) = self._locate([key])
+        return self._stats([key])[0]
+
+    def _stats(self, keys: Sequence[str]) -> list[os.stat_result | None]:
+        located = self._locate(keys)
+        found: list[os.stat_result | None] = []
         with self._walk() as w:
-            dir_fd = w.dir(head, key)
-            if dir_fd is None:
+            for key, (head, name) in zip(keys, located, strict=True):
+                if w.open_dirs > _DIRS_PER_SLICE:
+                    w.release()
+                found.append(self._stat_in(w, head, name, key))
+        return found
+
+    @staticmethod
+    def _stat_in(w: Walk, head: str, name: str, key: str) -> os.stat_result | None:
+        dir_fd = w.dir(head, key)
+        if dir_fd is None:
+            return None
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            fd = w.open_file(dir_fd, head, name, key)
+            if fd is None:
                 return None
             try:
-                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            except (FileNotFoundError, NotADirectoryError):
-                return None
-            if stat.S_ISLNK(st.st_mode):
-                fd = w.open_file(dir_fd, head, name, key)
-                if fd is None:
-                    return None
-                try:
-                    st = os.fstat(fd)
-                finally:
-                    os.close(fd)
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
         return st if stat.S_ISREG(st.st_mode) else None
+
+    def cache_tokens(self, keys: Sequence[str]) -> list[tuple[int, ...] | None]:
+        """What identifies the stored version of each key, for the decoded-chunk cache:
+        the file's (device, inode, size, mtime), None when missing (one confined ``stat``
+        per key; an atomic replacement always changes the inode)."""
+        return [None if st is None else signature(st) for st in self._stats(keys)]
 
     # -- reads -----------------------------------------------------------------------
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:

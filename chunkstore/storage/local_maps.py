@@ -1,7 +1,10 @@
 """The process-wide cache of memory maps behind ``LocalStore.get_views``.
 
-Maps of recently read files are kept by path, shared by every LocalStore, bounded in
-files (each map holds a file descriptor) and bytes. A cached map is used only while a
+Off by default (``config["cache.map_bytes"]`` = 0): each map is dropped once its reader
+is done, so no mapped pages stay counted in the process's RSS between calls (the
+decoded-chunk cache, ``io.chunk_cache``, is the cache users choose). With a budget,
+maps of recently read files are kept by path, shared by every LocalStore, bounded in
+files (each map holds a file descriptor) and in those bytes. A cached map is used only while a
 confined ``stat`` of its key still shows the mapped file (device, inode, size, mtime):
 a writer that replaces the file (rename, as every Zarr implementation does) creates a
 new inode, so the next read maps the new file and never sees stale data.
@@ -12,6 +15,8 @@ from __future__ import annotations
 import mmap
 import os
 import threading
+
+from ..config import config
 
 
 def signature(st: os.stat_result) -> tuple[int, ...]:
@@ -36,9 +41,19 @@ class MapCache:
     until dropped). Dropping a map never unmaps it under a reader: a map lives as long
     as any view of it."""
 
-    def __init__(self, files: int, nbytes: int) -> None:
-        self.files, self.nbytes = files, nbytes
+    def __init__(self, files: int, nbytes: int | None = None) -> None:
+        self.files, self._nbytes = files, nbytes
         self.reset()
+
+    @property
+    def nbytes(self) -> int:
+        """The byte bound: ``config["cache.map_bytes"]`` unless set here."""
+        n = self._nbytes if self._nbytes is not None else config.get("cache.map_bytes")
+        return max(0, int(n or 0))
+
+    @nbytes.setter
+    def nbytes(self, value: int | None) -> None:
+        self._nbytes = value
 
     def reset(self) -> None:
         """Forget every map (also what a forked child does: the lock may be held)."""
@@ -50,11 +65,16 @@ class MapCache:
 
     def put(self, path: str, sig: tuple[int, ...], mapped: mmap.mmap, root: str) -> None:
         """Remember the map of ``path`` (made by a store rooted at ``root``)."""
+        bound = self.nbytes
+        if bound <= 0:  # off: only drop an older map of the path
+            if self._maps:
+                self.discard(path)
+            return
         with self._lock:
             self._pop(path)  # re-inserted last: a replaced file counts as new
             self._maps[path] = (sig, mapped, root)
             self._mapped += len(mapped)
-            while len(self._maps) > self.files or self._mapped > self.nbytes:
+            while len(self._maps) > self.files or self._mapped > bound:
                 self._pop(next(iter(self._maps)))
 
     def _pop(self, path: str) -> None:
@@ -75,6 +95,6 @@ class MapCache:
                 self._pop(path)
 
 
-_maps = MapCache(_map_files(), 2**30)
+_maps = MapCache(_map_files())
 if hasattr(os, "register_at_fork"):  # a forked child starts afresh (the lock may be held)
     os.register_at_fork(after_in_child=_maps.reset)

@@ -88,6 +88,12 @@ class MemoryStore(Store):
             out.append(None if value is None else slice_range(bytes(value), byte_range))
         return out
 
+    def cache_tokens(self, keys: Sequence[str]) -> list[Any]:
+        """What identifies the stored version of each key, for the decoded-chunk cache:
+        the stored bytes object itself (every write stores a new one), None when missing."""
+        data = self._data
+        return [data.get(validate_key(key)) for key in keys]
+
     def set(self, key: str, value: BytesLike) -> None:
         self._check_writable(key)
         value = bytes(value)

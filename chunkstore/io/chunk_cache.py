@@ -1,0 +1,189 @@
+"""The decoded-chunk cache users choose: an LRU of decoded chunks within a byte budget,
+off by default (``chunkstore.config`` ``cache.chunk_bytes`` = 0).
+
+It is the one place chunkstore keeps array data between calls (the map cache of
+``LocalStore`` is off by default). Entries are keyed by the store's location and the
+chunk key, so every array object on one store shares them.
+
+>>> import numpy as np, chunkstore as cs
+>>> with cs.config.set({"cache.chunk_bytes": 64 * 2**20}):
+...     a = cs.array(np.arange(10), chunks=(5,))
+...     _ = a[:]           # decoded, kept
+...     int(a[3])          # served from the cache
+3
+
+What can make an entry stale, by store:
+
+* a write through chunkstore in this process (any array object on the same store)
+  invalidates the chunks it touches, before any later read;
+* ``LocalStore``: each hit is checked against a ``stat`` of the file (device, inode,
+  size, mtime): a foreign writer that renames a new file over the key (every Zarr
+  implementation does) or changes its size or mtime is seen. Not seen: an in-place
+  rewrite of the same size that also restores the mtime;
+* ``MemoryStore``: each hit is checked against the stored bytes object itself;
+* other stores (S3, fsspec, zip): entries are not revalidated (that would cost a
+  request per chunk, as much as reading a small chunk): writers in other processes
+  are not seen until the entry is evicted or :func:`clear` is called. Use the cache
+  there for read-mostly data.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..config import config
+from .cache import LRUCache
+
+FILL = object()  # a chunk that is not stored (reads as fill_value)
+_ENTRY_OVERHEAD = 200  # bytes counted per entry besides its data
+
+
+def _size_of(entry: tuple[Any, Any]) -> int:
+    token, chunk = entry
+    n = _ENTRY_OVERHEAD + (chunk.nbytes if isinstance(chunk, np.ndarray) else 0)
+    return n + (len(token) if isinstance(token, bytes | bytearray | memoryview) else 0)
+
+
+class ChunkCache:
+    """Decoded chunks by ``(store id, key)``, at most ``nbytes`` in all (least recently
+    used dropped first). ``nbytes=None`` follows ``config["cache.chunk_bytes"]``.
+
+    Race safety: a read notes :meth:`epoch` before fetching; :meth:`put` refuses the
+    entry if any key was invalidated since (a write committed meanwhile)."""
+
+    def __init__(self, nbytes: int | None = None) -> None:
+        self._fixed = nbytes
+        self._lru = LRUCache(max_entries=2**31, max_bytes=self.budget, size_of=_size_of)
+        self._epoch = 0
+        self._lock = threading.Lock()
+
+    @property
+    def budget(self) -> int:
+        n = self._fixed if self._fixed is not None else config.get("cache.chunk_bytes")
+        return max(0, int(n or 0))
+
+    @property
+    def nbytes(self) -> int:
+        return self._lru.nbytes
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def active(self) -> bool:
+        """Whether reads should consult and fill the cache (budget > 0)."""
+        budget = self.budget
+        if budget != self._lru.max_bytes:  # the budget changed: trim to it
+            self._lru.max_bytes = budget
+            if budget == 0:
+                self._lru.discard()
+            elif self._lru.nbytes > budget:
+                self._trim()
+        return budget > 0
+
+    def _trim(self) -> None:
+        # re-putting the most recent entry makes the LRU drop down to its bound
+        with self._lru._lock:
+            last = next(reversed(self._lru._data), None)
+            entry = self._lru._data.get(last) if last is not None else None
+        if entry is not None:
+            self._lru.put(last, entry[0])
+
+    def epoch(self) -> int:
+        return self._epoch
+
+    def get(self, sid: int, key: str, token: Any = None, check: bool = False) -> Any:
+        """The decoded chunk (or :data:`FILL`) cached for ``key``, None on a miss. With
+        ``check``, an entry whose token differs from ``token`` is dropped and missed."""
+        entry = self._lru.get((sid, key))
+        if entry is None:
+            return None
+        if check and not _same(entry[0], token):
+            self._lru.discard([(sid, key)])
+            return None
+        return entry[1]
+
+    def put(self, sid: int, key: str, token: Any, chunk: Any, since: int) -> None:
+        """Keep ``chunk`` (read-only from now on), unless a write invalidated anything
+        after ``since`` (then the chunk may predate it)."""
+        if isinstance(chunk, np.ndarray):
+            chunk.flags.writeable = False
+        with self._lock:
+            if self._epoch != since:
+                return
+            self._lru.put((sid, key), (token, chunk))
+
+    def invalidate(self, sid: int, keys: Iterable[str]) -> None:
+        """Forget ``keys`` of store ``sid`` (called after a write committed them)."""
+        with self._lock:
+            self._epoch += 1
+            if len(self._lru):
+                self._lru.discard([(sid, k) for k in keys])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._epoch += 1
+            self._lru.discard()
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+_shared = ChunkCache()
+_ids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_next_id = itertools.count(1)
+_ids_lock = threading.Lock()
+
+
+def shared() -> ChunkCache:
+    """The process-wide cache (budget ``config["cache.chunk_bytes"]``)."""
+    return _shared
+
+
+def clear() -> None:
+    """Empty the process-wide cache (e.g. after another process rewrote remote data)."""
+    _shared.clear()
+
+
+def store_id(store: Any) -> int | None:
+    """A number naming the data ``store`` shows: equal stores (same directory, same
+    memory dict, same URL) share one; never reused for another store. None for a store
+    that cannot be weakly referenced (it is then not cached)."""
+    try:
+        with _ids_lock:
+            sid = _ids.get(store)
+            if sid is None:
+                sid = _ids[store] = next(_next_id)
+            return sid
+    except TypeError:  # not hashable or not weak-referenceable
+        return None
+
+
+def resolve(cache: Any) -> ChunkCache | None:
+    """The cache an engine uses: None/True -> the shared one; False/0 -> none; a number of
+    bytes -> a private cache of that budget; a :class:`ChunkCache` as is."""
+    if cache is None or cache is True:
+        return _shared
+    if cache is False or cache == 0:
+        return None
+    if isinstance(cache, ChunkCache):
+        return cache
+    return ChunkCache(int(cache))
+
+
+def tokens(store: Any, keys: Sequence[str]) -> list[Any] | None:
+    """What identifies the stored version of each key, where the store tells cheaply
+    (``cache_tokens``), else None (entries are trusted; see the module docstring)."""
+    fn = getattr(store, "cache_tokens", None)
+    return None if fn is None else fn(keys)
