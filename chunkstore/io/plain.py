@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..codecs import Pipeline
-from ..concurrency import INLINE_ITEM_BYTES, run_batched
+from ..concurrency import INLINE_ITEM_BYTES, default_workers, run_batched
 from ..errors import ChunkDecodeError
 from ..indexing import ChunkProjection, OrthogonalIndexer
 from ..storage.base import Store
@@ -31,8 +31,12 @@ from .layout import ChunkLayout
 from .ranges import RangePlanner
 from .rmw import WriteUnit, commit_units
 
-BATCH_BYTES = 256 * 2**20  # decoded bytes per batch: bounds memory of huge selections
-VIEW_GROUP = 64  # views held at once (a memory map holds a file descriptor)
+BATCH_BYTES = 256 * 2**20  # decoded bytes per write batch: bounds memory of huge writes
+#: chunk bytes per read batch (at least two chunks per pool thread): a batch's fetched
+#: values are held until decoded, so a read's peak is its output plus about this
+READ_BATCH_BYTES = 64 * 2**20
+VIEW_GROUP = 64  # views held at once (a memory map holds a file descriptor) ...
+VIEW_GROUP_BYTES = 16 * 2**20  # ... and at most this many mapped bytes (or 2 per thread)
 
 
 def batches(items: Iterable[Any], per_batch: int) -> Iterator[list[Any]]:
@@ -83,7 +87,8 @@ class PlainEngine:
     def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
         """Fill ``out`` from every projected chunk (missing chunks read as fill_value)."""
         cached = self._sid is not None and self.cache.active()
-        for batch in self._batches(projections):
+        batch_bytes = max(READ_BATCH_BYTES, 2 * default_workers() * self.chunk_nbytes)
+        for batch in self._batches(projections, batch_bytes):
             if cached:
                 self._read_cached(batch, out)
                 continue
@@ -155,8 +160,11 @@ class PlainEngine:
         else:
             read, size = self.codec.read_into, self.chunk_nbytes
         if self.raw_dtype is not None or self.chunk_nbytes < INLINE_ITEM_BYTES:
-            for start in range(0, len(batch), VIEW_GROUP):
-                group = batch[start:start + VIEW_GROUP]
+            # mapped pages touched count in RSS until the map is dropped: few at once
+            per_group = min(VIEW_GROUP, max(2 * default_workers(),
+                                            VIEW_GROUP_BYTES // self.chunk_nbytes))
+            for start in range(0, len(batch), per_group):
+                group = batch[start:start + per_group]
                 keys = [key_of(p.chunk_coords) for p in group]
                 items = list(zip(group, keys, store.get_views(keys), strict=True))
                 run_batched(lambda item: read(out, *item), items, item_bytes=size,
