@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_s3            # issue size: 256 MiB float32, 1 MiB chunks
     python -m benchmarks.bench_s3 --tiny     # seconds, for CI
+    python -m benchmarks.bench_s3 --latency-ms 20   # every request answered 20 ms later
 
 The endpoint is moto's S3 server running in a subprocess (so that its copy of the data
 does not count in this process's memory) behind a WSGI middleware that counts every
@@ -40,10 +41,12 @@ METHODS = ("chunkstore", "zarr-python", "tensorstore")
 
 # -- the counting S3 endpoint (runs in the subprocess) ------------------------------------
 class CountingApp:
-    """WSGI middleware: counts requests and bytes, answers /_bench/counts and /_bench/reset."""
+    """WSGI middleware: counts requests and bytes, answers /_bench/counts and /_bench/reset;
+    delays every S3 request by ``latency_s`` (a real object store answers in 10-50 ms,
+    so the number of requests in flight decides the throughput)."""
 
-    def __init__(self, app: Callable) -> None:
-        self.app, self.lock = app, threading.Lock()
+    def __init__(self, app: Callable, latency_s: float = 0.0) -> None:
+        self.app, self.lock, self.latency_s = app, threading.Lock(), latency_s
         self.reset()
 
     def reset(self) -> None:
@@ -73,6 +76,8 @@ class CountingApp:
         with self.lock:
             self.counts[self.kind(environ)] += 1
             self.bytes_in += int(environ.get("CONTENT_LENGTH") or 0)
+        if self.latency_s:
+            time.sleep(self.latency_s)
         return self._count_out(self.app(environ, start_response))
 
     def _count_out(self, body):
@@ -86,7 +91,7 @@ class CountingApp:
                 body.close()
 
 
-def serve(port: int) -> None:
+def serve(port: int, latency_ms: float = 0.0) -> None:
     """Run moto's S3 server with request counting on 127.0.0.1:``port`` (blocks)."""
     import logging
 
@@ -94,14 +99,15 @@ def serve(port: int) -> None:
     from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    app = CountingApp(DomainDispatcherApplication(create_backend_app))
+    app = CountingApp(DomainDispatcherApplication(create_backend_app), latency_ms / 1e3)
     make_server("127.0.0.1", port, app, threaded=True).serve_forever()
 
 
 class Endpoint:
     """The counting moto server in a subprocess, for the length of a ``with`` block."""
 
-    def __init__(self) -> None:
+    def __init__(self, latency_ms: float = 0.0) -> None:
+        self.latency_ms = latency_ms
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -109,7 +115,7 @@ class Endpoint:
 
     def __enter__(self) -> Endpoint:
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve",
-                                      str(self.port)])
+                                      str(self.port), "--latency-ms", str(self.latency_ms)])
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -360,10 +366,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--group-size", type=int, default=None, help="arrays per group (31)")
+    parser.add_argument("--latency-ms", type=float, default=0.0,
+                        help="delay every S3 request by this much (the endpoint's middleware)")
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
-        serve(args.serve)
+        serve(args.serve, args.latency_ms)
         return []
     import numpy as np
     import s3fs
@@ -375,7 +383,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     data = np.random.default_rng(0).standard_normal(shape, dtype="f4")
     OUT.mkdir(exist_ok=True)
     results: list[dict] = []
-    with Endpoint() as ep:
+    with Endpoint(args.latency_ms) as ep:
         options = {"key": "testing", "secret": "testing",
                    "client_kwargs": {"endpoint_url": ep.url}}
         s3fs.S3FileSystem(**options).mkdir("bench")

@@ -34,8 +34,8 @@ from benchmarks.measure import (
     throughput_pivot,
 )
 
-MODULES = ("bench_core", "bench_matrix", "bench_indexing", "bench_s3", "bench_sharding",
-           "bench_commit", "bench_rechunk")
+MODULES = ("bench_core", "bench_matrix", "bench_indexing", "bench_s3", "bench_cache",
+           "bench_sharding", "bench_commit", "bench_rechunk")
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "benchmarks"
 
