@@ -15,8 +15,9 @@ and writes it piece by piece (``write_piece``: whole target write units), so it 
   incompressible (the worst case; compressible data holds less). Encoding a whole
   shard holds its inner chunks and the assembled shard: twice its piece;
 * ``decode_scratch``: a decoded chunk per codec thread when chunks cannot be decoded
-  straight into the block (their place in it is strided, e.g. a transposed source);
-  pool threads keep this buffer between tasks;
+  straight into the block (their place in it is strided); pool threads keep this
+  buffer between tasks. A transposed source decodes each read piece in its own order
+  first (one piece more), then permutes it into the block;
 * ``encode_copy``: a contiguous copy of a target chunk per codec thread when its place
   in the block is strided.
 
@@ -168,7 +169,11 @@ class Stage:
         per_read = math.prod(-(-p // c) for p, c in zip(read_piece, src, strict=True))
         per_write = math.prod(-(-p // c) for p, c in zip(write_piece, inner, strict=True))
         decode = 0
-        if self.transposed or not contiguous_in(src, block):
+        if self.transposed:  # the piece is decoded in the source's order, then permuted
+            decode = math.prod(read_piece) * size
+            if per_read > 1:
+                decode += min(self.codec_threads, per_read) * math.prod(src) * size
+        elif not contiguous_in(src, block):
             decode = min(self.codec_threads, per_read) * math.prod(src) * size
         encode = 0
         if not contiguous_in(inner, block):

@@ -1,0 +1,69 @@
+"""A cache-friendly ``dst[...] = src.transpose(axes)`` for large blocks.
+
+NumPy copies a transposed array element by element in the destination's order, so one
+side is read or written with a huge stride: a (1024, 1024, 16) float32 chunk copied into
+its (16, 1024, 1024) transposed place took 2.2 s (4.4 s for 128 MiB), 10x its decode
+time. Copying tile by tile, each tile holding the innermost axis of both sides and at
+most ``TILE`` bytes, keeps both sides in cache: every cache line read or written is used
+whole.
+
+>>> import numpy as np
+>>> a = np.arange(24).reshape(2, 3, 4)
+>>> out = np.empty((4, 3, 2), a.dtype)
+>>> copy_permuted(out, a.transpose(2, 1, 0))
+>>> bool((out == a.T).all())
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+TILE = 256 * 1024  # bytes per tile: both sides of a tile stay in L2
+
+
+def tiles_for(shape: tuple[int, ...], dst_strides: tuple[int, ...],
+              src_strides: tuple[int, ...], itemsize: int, tile: int = TILE) -> tuple[int, ...]:
+    """Tile lengths per axis: the innermost axis of each side (by stride) first, then the
+    next ones, while a tile stays within ``tile`` bytes (the last axis taken partly)."""
+    nd = len(shape)
+    by_dst = sorted(range(nd), key=lambda d: abs(dst_strides[d]))
+    by_src = sorted(range(nd), key=lambda d: abs(src_strides[d]))
+    order: list[int] = []
+    for d in itertools.chain.from_iterable(zip(by_dst, by_src, strict=True)):
+        if d not in order:
+            order.append(d)
+    lengths = [1] * nd
+    size = itemsize
+    first_two = order[:2]
+    if len(first_two) == 2 and size * shape[first_two[0]] * shape[first_two[1]] > tile:
+        # the two innermost axes alone exceed a tile: square-ish tiles of both
+        side = max(1, math.isqrt(max(1, tile // itemsize)))
+        for d in first_two:
+            lengths[d] = min(shape[d], side)
+        return tuple(lengths)
+    for d in order:
+        if size * shape[d] <= tile:
+            lengths[d] = shape[d]
+            size *= shape[d]
+        else:
+            lengths[d] = max(1, min(shape[d], tile // size))
+            break
+    return tuple(lengths)
+
+
+def copy_permuted(dst: np.ndarray, src: np.ndarray, tile: int = TILE) -> None:
+    """``dst[...] = src`` (same shape, any strides), tile by tile (see the module doc)."""
+    if dst.shape != src.shape:
+        raise ValueError(f"copy_permuted: shapes {dst.shape} and {src.shape} differ")
+    if dst.ndim < 2 or dst.size * dst.itemsize <= tile:
+        dst[...] = src
+        return
+    lengths = tiles_for(dst.shape, dst.strides, src.strides, dst.itemsize, tile)
+    ranges = [range(0, n, t) for n, t in zip(dst.shape, lengths, strict=True)]
+    for starts in itertools.product(*ranges):
+        index = tuple(slice(a, a + t) for a, t in zip(starts, lengths, strict=True))
+        dst[index] = src[index]
