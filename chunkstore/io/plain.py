@@ -257,6 +257,9 @@ class PlainEngine:
                 if edge not in scalar_cache:
                     scalar_cache[edge] = codec.encode(codec.assemble(proj, key, None, value))
                 return scalar_cache[edge]
+        elif proj.is_complete and getattr(self.store, "accepts_segments", False):
+            def build(old: Any) -> Any:  # a block of ``value`` written without a copy
+                return codec.encode_segments(codec.assemble(proj, key, old, value))
         else:
             def build(old: Any) -> Any:
                 return codec.encode(codec.assemble(proj, key, old, value))

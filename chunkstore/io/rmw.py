@@ -94,12 +94,18 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     """``_read_modify_write`` of ``pending`` as runs of neighbouring units, each run read,
     built and committed by one pool thread: encoding one run overlaps writing another
     (a store call per run, several in flight), instead of encoding everything first."""
-    n_threads = max(1, min(len(pending), pool_threads(cpu_bound)))
+    # where a commit blocks the calling thread on IO (local files: writes into the page
+    # cache wait on dirty-page throttling and the disk), every pool thread runs runs, so
+    # a core left idle by a blocked writer is taken by another run's encoding; else
+    # (memory, or remote stores with their own concurrent requests) one per core
+    wide = cpu_bound and getattr(store, "blocking_commits", False)
+    fan_cpu = cpu_bound and not wide
+    n_threads = max(1, min(len(pending), pool_threads(fan_cpu)))
     size = max(1, len(pending) // (n_threads * RUNS_PER_THREAD))
     runs = [pending[i:i + size] for i in range(0, len(pending), size)]
     run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
                                                item_bytes),
-                runs, cpu_bound=cpu_bound,
+                runs, cpu_bound=fan_cpu,
                 item_bytes=None if item_bytes is None else item_bytes * size)
 
 

@@ -90,6 +90,10 @@ class LocalStore(Store):
 
     supports_partial_reads = True
     zero_copy_views = True
+    #: commits block the calling thread on file IO: writers fan out on every pool thread
+    blocking_commits = True
+    #: values may be ``local_temp.Segments`` (written with ``writev``, no joining copy)
+    accepts_segments = True
     request_cost_bytes = 16 * 1024  # a pread more costs about as much as copying 16 KB
     supports_conditional_writes = True
     supports_conditional_delete = True
