@@ -173,6 +173,25 @@ class ZarrLib:
         return zarr.open_array(target, mode="r")[...]
 
 
+class ZarrsLib(ZarrLib):
+    """zarr-python with the zarrs codec pipeline (Rust), as its users install it for speed:
+    ``zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"})``."""
+
+    name = "zarrs"
+
+    def write(self, case: Case, target: Any, data: np.ndarray) -> None:
+        import zarr
+        import zarrs  # noqa: F401
+        with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}):
+            super().write(case, target, data)
+
+    def read(self, case: Case, target: Any) -> np.ndarray:
+        import zarr
+        import zarrs  # noqa: F401
+        with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}):
+            return super().read(case, target)
+
+
 class TensorstoreLib:
     name = "tensorstore"
 
@@ -235,7 +254,8 @@ class NumpyLib:
         return np.load(target)
 
 
-ADAPTERS = {lib.name: lib for lib in (ChunkstoreLib(), ZarrLib(), TensorstoreLib(), NumpyLib())}
+ADAPTERS = {lib.name: lib for lib in (ChunkstoreLib(), ZarrLib(), ZarrsLib(), TensorstoreLib(),
+                                      NumpyLib())}
 
 
 def check_equal(lib: str, case: Case, got: Any, data: np.ndarray) -> None:
@@ -338,7 +358,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--repeat", type=int, default=None, help="runs per operation")
     parser.add_argument("--cases", default=None,
                         help="comma-separated case names (default: all), e.g. 'lz4 local'")
-    parser.add_argument("--libraries", default=",".join(LIBRARIES))
+    parser.add_argument("--libraries", default=",".join((*LIBRARIES[:2], "zarrs",
+                                                         *LIBRARIES[2:])))
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
     repeat = args.repeat or (1 if args.tiny else 3)
