@@ -42,6 +42,8 @@ from benchmarks.measure import (
 )
 
 OUT = Path("bench-out")
+#: the peers run by default: zarr-python also with the zarrs codec pipeline
+DEFAULT_LIBRARIES = (*LIBRARIES[:2], "zarrs", *LIBRARIES[2:])
 
 
 @dataclass(frozen=True)
@@ -358,8 +360,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--repeat", type=int, default=None, help="runs per operation")
     parser.add_argument("--cases", default=None,
                         help="comma-separated case names (default: all), e.g. 'lz4 local'")
-    parser.add_argument("--libraries", default=",".join((*LIBRARIES[:2], "zarrs",
-                                                         *LIBRARIES[2:])))
+    parser.add_argument("--libraries", default=",".join(DEFAULT_LIBRARIES))
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
     repeat = args.repeat or (1 if args.tiny else 3)

@@ -8,7 +8,8 @@ import types
 import pytest
 
 from benchmarks import bench_core, run_all
-from benchmarks.measure import LIBRARIES
+
+LIBRARIES = bench_core.DEFAULT_LIBRARIES
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
