@@ -5,11 +5,10 @@ and groups, v2 (``.zattrs``) and v3 (``zarr.json``), with no synchronizer."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
-
 import pytest
 
 import chunkstore as cs
+from tests.multiproc import run_together
 
 N_PROCS, KEYS = 4, 100
 
@@ -24,16 +23,9 @@ def _setter(where, kind, proc, start):
         del node.attrs[f"p{proc}-{i}"]
 
 
+
 def _run(target, args_of, n=N_PROCS, timeout=240):
-    ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    procs = [ctx.Process(target=target, args=(*args_of(i), start)) for i in range(n)]
-    for p in procs:
-        p.start()
-    start.set()
-    for p in procs:
-        p.join(timeout)
-    assert [p.exitcode for p in procs] == [0] * n
+    run_together(target, args_of, n, timeout)
 
 
 @pytest.mark.parametrize("kind", ["array", "group"])

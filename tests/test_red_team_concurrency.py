@@ -17,25 +17,15 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
+from tests.multiproc import run_together
 
 N = 4  # writers
 ROUNDS = 3
 
 
+
 def _run(target, args_of, n=N, timeout=240):
-    ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    procs = [ctx.Process(target=target, args=(*args_of(i), start)) for i in range(n)]
-    for p in procs:
-        p.start()
-    start.set()
-    for p in procs:
-        p.join(timeout)
-    codes = [p.exitcode for p in procs]
-    for p in procs:
-        if p.exitcode is None:
-            p.kill()
-    assert codes == [0] * n, f"writer exit codes {codes}"
+    run_together(target, args_of, n, timeout)
 
 
 def _open(where, options=None, **kw):

@@ -3,31 +3,20 @@ copies, across handles, threads and processes. Exact final shapes, rows and keys
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 
 import numpy as np
 import pytest
 
 import chunkstore as cs
+from tests.multiproc import run_together
 
 N = 4
 
 
+
 def _run(target, args_of, n=N, timeout=240):
-    ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    procs = [ctx.Process(target=target, args=(*args_of(i), start)) for i in range(n)]
-    for p in procs:
-        p.start()
-    start.set()
-    for p in procs:
-        p.join(timeout)
-    codes = [p.exitcode for p in procs]
-    for p in procs:
-        if p.exitcode is None:
-            p.kill()
-    assert codes == [0] * n, f"exit codes {codes}"
+    run_together(target, args_of, n, timeout)
 
 
 # -- resize (shrink) through a handle that has not seen another handle's append ----------------

@@ -19,7 +19,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.storage import LocalStore
-from chunkstore.storage.base import ANY, Store
+from tests.multiproc import NoCasLocalStore
 
 N_WRITERS, N_ROUNDS, SHAPE, CHUNKS = 4, 25, (40,), (20,)
 
@@ -39,17 +39,12 @@ class SlowReadStore(LocalStore):
         return super().get_versioned_many(keys)
 
 
-class SlowNoCasStore(SlowReadStore):
+class SlowNoCasStore(SlowReadStore, NoCasLocalStore):
     """The control group: commits without checking generations."""
 
-    supports_conditional_writes = False
-    supports_conditional_delete = False
-
     def get_versioned_many(self, keys):
-        return Store.get_versioned_many(self, keys)
-
-    def commit_many(self, items):  # every commit unconditional
-        return super().commit_many([(key, value, ANY) for key, value, _ in items])
+        time.sleep(0.002)
+        return NoCasLocalStore.get_versioned_many(self, keys)
 
 
 STORES = {"cas": SlowReadStore, "nocas": SlowNoCasStore}

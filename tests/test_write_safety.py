@@ -10,44 +10,20 @@ set.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-
 import numpy as np
 import pytest
 
 import chunkstore as cs
 from chunkstore.errors import SameLocationError
 from chunkstore.storage import LocalStore
-from chunkstore.storage.base import ANY, Store
+from tests.multiproc import NoCasLocalStore, run_together
 
 N_PROCS = 4
 SHARD_SHAPE, INNER = (65536,), (1024,)
 
 
-class NoCasLocalStore(LocalStore):
-    """A LocalStore that commits without checking generations (what a store without
-    compare-and-swap does): the control group."""
-
-    supports_conditional_writes = False
-    supports_conditional_delete = False
-
-    def get_versioned_many(self, keys):
-        return Store.get_versioned_many(self, keys)
-
-    def commit_many(self, items):  # every commit unconditional
-        return super().commit_many([(key, value, ANY) for key, value, _ in items])
-
-
 def _run(target, args_of, n=N_PROCS, timeout=240):
-    ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    procs = [ctx.Process(target=target, args=(*args_of(i), start)) for i in range(n)]
-    for p in procs:
-        p.start()
-    start.set()
-    for p in procs:
-        p.join(timeout)
-    assert [p.exitcode for p in procs] == [0] * n
+    run_together(target, args_of, n, timeout)
 
 
 def _open(kind: str, where: str, options: dict | None, **kw):
