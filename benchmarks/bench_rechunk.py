@@ -27,6 +27,7 @@ import argparse
 import functools
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,7 @@ class RssSampler:
                  children_of: int | None = None) -> None:
         self.procs = {pid: psutil.Process(pid) for pid in pids}
         self.peaks = dict.fromkeys(pids, 0)
+        self.cpu = dict.fromkeys(pids, 0.0)  # user + system seconds, last seen
         self.children_of = children_of
         self.interval, self._stop = interval, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -65,11 +67,14 @@ class RssSampler:
                         if child.pid not in self.procs:
                             self.procs[child.pid] = child
                             self.peaks[child.pid] = 0
+                            self.cpu[child.pid] = 0.0
                 except psutil.Error:
                     pass
             for pid, proc in list(self.procs.items()):
                 try:
                     self.peaks[pid] = max(self.peaks[pid], proc.memory_info().rss)
+                    times = proc.cpu_times()
+                    self.cpu[pid] = times.user + times.system
                 except psutil.Error:
                     pass
             self._stop.wait(self.interval)
@@ -114,14 +119,30 @@ def run_on_cluster(fn, max_mem: int) -> dict:
                       memory_limit=max_mem + HEADROOM, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         client.run(lambda: __import__("chunkstore.dask"))  # the same baseline for all methods
+        pids = list(client.run(os.getpid).values())
+        cpu0 = _cpu_seconds(pids)
         with WorkerMemory(client, interval=INTERVAL) as mem:
             try:
                 extra = fn() or {}
             except Exception as e:  # noqa: BLE001  (a peer that fails is a result too)
                 extra = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
-        return {"wall_s": mem.wall, "peak_rss_mb": [p / MB for p in mem.peaks.values()],
+        return {"wall_s": mem.wall, "cpu_s": _cpu_seconds(pids) - cpu0,
+                "peak_rss_mb": [p / MB for p in mem.peaks.values()],
                 "baseline_mb": [b / MB for b in mem.baselines.values()],
                 "memory_events": mem.events, **extra}
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of the processes, summed (a figure less sensitive than
+    wall time to other work on a shared machine)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            t = psutil.Process(pid).cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
 
 
 def chunkstore_rechunk(src: Path, dst: Path, target: tuple, max_mem: int, axes=None) -> dict:
@@ -278,6 +299,7 @@ def run_cubed(src: Path, dst: Path, work: Path, target: tuple, max_mem: int, axe
     # the executor's pool processes (the largest two: 2 workers); the driver is the client
     peaks = sorted(sampler.peaks.values(), reverse=True)[:2]
     row["peak_rss_mb"] = [p / MB for p in peaks]
+    row["cpu_s"] = sum(sampler.cpu.values())  # the driver and its pool processes
     row["memory_events"] = []
     return row
 
@@ -410,23 +432,26 @@ def format_row(r: dict) -> str:
     pred = (f", predicted {r['predicted_worker_mb'] / MiB * MB:.0f} MiB"
             if "predicted_worker_mb" in r else "")
     events = f", {len(r.get('memory_events', []))} memory events"
-    return (f"{r['case']:<9} {r['method']:<11} {r['wall_s']:7.1f} s  peak RSS per worker "
+    cpu = f" (cpu {r['cpu_s']:.0f} s)" if "cpu_s" in r else ""
+    return (f"{r['case']:<9} {r['method']:<11} {r['wall_s']:7.1f} s{cpu}  peak RSS per worker "
             f"{peaks} MiB{pred} (bound {r['bound_mb'] / MiB * MB:.0f} MiB){events}  "
             f"correct={r['correct']}")
 
 
 def print_table(results: list[dict]) -> None:
-    print("\n| case | method | wall s | peak RSS per worker MiB | plan's prediction MiB | "
-          "measured / predicted | <= max_mem + 200 MB | memory events | correct |")
+    print("\n| case | method | wall s | worker CPU s | peak RSS per worker MiB | plan's "
+          "prediction MiB | measured / predicted | <= max_mem + 200 MB | memory events | "
+          "correct |")
     # correct=False with an error: the method failed (e.g. dask killed its workers)
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         peaks = " / ".join(f"{p * MB / MiB:.0f}" for p in r["peak_rss_mb"])
         ok = all(p <= r["bound_mb"] for p in r["peak_rss_mb"])
         pred = r.get("predicted_worker_mb")
         ratio = f"{max(r['peak_rss_mb']) / pred:.2f}" if pred else "-"
         pred_s = f"{pred * MB / MiB:.0f}" if pred else "-"
-        print(f"| {r['case']} | {r['method']} | {r['wall_s']:.1f} | {peaks} | {pred_s} | "
+        cpu = f"{r['cpu_s']:.0f}" if "cpu_s" in r else "-"
+        print(f"| {r['case']} | {r['method']} | {r['wall_s']:.1f} | {cpu} | {peaks} | {pred_s} | "
               f"{ratio} | {ok} | {len(r.get('memory_events', []))} | {r['correct']} |")
     for case in sorted({r["case"] for r in results}):
         rows = {r["method"]: r for r in results if r["case"] == case}
