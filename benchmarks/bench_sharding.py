@@ -14,8 +14,8 @@ Cases:
 * ``write-aligned`` / ``write-unaligned``: write the whole array as concurrent region
   writes (one thread each), shard-aligned or shifted by half an inner chunk (the
   boundary shards are then updated partially by two writers), with and without a
-  ``ThreadSynchronizer``: the cost of the locks. Unaligned writes without one may lose
-  updates (``correct`` False) — that is the point of the synchronizer.
+  ``ThreadSynchronizer``: the cost of the locks. Unaligned writes lose nothing either
+  way (conditional commits); ``correct`` checks it.
 """
 
 from __future__ import annotations
