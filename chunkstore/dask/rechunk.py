@@ -105,9 +105,10 @@ def copy_block(source: Any, target: Array, region: tuple[slice, ...],
     shape = tuple(s.stop - s.start for s in region)
     block = np.empty(shape, dtype=target.dtype)
 
-    def local(piece: tuple[slice, ...]) -> tuple[slice, ...]:
-        return tuple(slice(p.start - r.start, p.stop - r.start)
-                     for p, r in zip(piece, region, strict=True))
+    def local(piece: tuple[slice, ...]) -> tuple[Any, ...]:
+        # Ellipsis keeps a view even of a 0-d block (block[()] would be a scalar copy)
+        return (*(slice(p.start - r.start, p.stop - r.start)
+                  for p, r in zip(piece, region, strict=True)), Ellipsis)
 
     for piece in pieces_of(region, read_piece):
         read_into(source, piece, block[local(piece)])
