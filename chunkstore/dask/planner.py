@@ -18,8 +18,10 @@ and writes it piece by piece (``write_piece``: whole target write units), so it 
   straight into the block (their place in it is strided); pool threads keep this
   buffer between tasks. A transposed source decodes each read piece in its own order
   first (one piece more), then permutes it into the block;
-* ``encode_copy``: a contiguous copy of a target chunk per codec thread when its place
-  in the block is strided.
+* ``encode_copy``: per encoding thread, the codec's output buffer and its trimmed copy
+  (two chunks), plus a contiguous copy of the chunk when its place in the block is
+  strided. The IO pool encodes and decodes on every pool thread (local files), so
+  ``codec_threads`` is the pool size.
 
 ``task_memory = block + decode_scratch + max(read piece, written piece + encode_copy)``.
 A worker holds its baseline (the idle process) plus ``threads`` tasks at once: that is
@@ -44,8 +46,8 @@ from functools import cached_property
 
 #: a task reads and writes its block in about this many pieces (at least a chunk each)
 PIECES = 4
-#: codec threads of one task unless told (chunkstore's pool: one per core, at least 2)
-CODEC_THREADS = 2
+#: codec threads of one task unless told (chunkstore's pool on 2 cores: 4 per core)
+CODEC_THREADS = 8
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
           "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -175,9 +177,13 @@ class Stage:
                 decode += min(self.codec_threads, per_read) * math.prod(src) * size
         elif not contiguous_in(src, block):
             decode = min(self.codec_threads, per_read) * math.prod(src) * size
-        encode = 0
-        if not contiguous_in(inner, block):
-            encode = min(self.codec_threads, per_write) * math.prod(inner) * size
+        # each encoding thread holds the codec's output buffer and its trimmed copy (two
+        # chunks), and a contiguous copy of the chunk when its place in the block is strided
+        # (a piece of one chunk is encoded by the task's own thread, its output being the
+        # piece counted in ``compressed``: measured, no more than that)
+        copies = 2 + (0 if contiguous_in(inner, block) else 1) if per_write > 1 else \
+            (0 if contiguous_in(inner, block) else 1)
+        encode = min(self.codec_threads, per_write) * math.prod(inner) * size * copies
         read_c = math.prod(read_piece) * size
         write_c = math.prod(write_piece) * size * (2 if self.sharded else 1)
         terms = {"block": self.block_bytes, "compressed": max(read_c, write_c),

@@ -71,7 +71,7 @@ def test_100tb_graph_is_lazy_and_bounded():
 def test_runs_of_blocks_per_task_copy_everything(tmp_path):
     data = np.random.default_rng(3).standard_normal((40, 30, 20))
     a = cs.array(data, store=str(tmp_path / "a.zarr"), chunks=(4, 30, 2))
-    plan = csd.rechunk(a, (40, 3, 20), str(tmp_path / "b.zarr"), max_mem="40KB")
+    plan = csd.rechunk(a, (40, 3, 20), str(tmp_path / "b.zarr"), max_mem="100KB")
     graph = plan.to_delayed(max_tasks=3)
     mapping = next(iter(graph.__dask_graph__().layers.values()))
     mapping = getattr(mapping, "mapping", mapping)

@@ -81,21 +81,24 @@ MiB = 2**20
 
 
 def test_issue_plans_model_terms():
-    """The figures the benchmark measured (4 GiB float32 on 2 workers x 1 thread): the
-    per-task model predicted 352 MiB (rechunk) and 448 MiB (transpose) + 114 MiB baseline,
-    measured 465 and 562 MiB per worker."""
-    stages = plan_rechunk((32768, 32768), (32768, 32), (32, 32768), 4, 512_000_000)
+    """The figures measured by the benchmark (4 GiB float32 on 2 workers x 1 thread, pool
+    of 8 threads): per worker, predicted 480 + 114 MiB, measured 561 MiB (stage 2)."""
+    stages = plan_rechunk((32768, 32768), (32768, 32), (32, 32768), 4, 512_000_000,
+                          codec_threads=8)
     first, second = stages
     assert first.block == (32768, 2048) and first.target_chunks == (2048, 2048)
     # a quarter of the block in flight, whole chunks; source chunks land strided
     assert first.read_piece == (32768, 512) and first.write_piece == (8192, 2048)
+    # 16 strided source chunks per piece: 8 threads decode into scratch; 4 target chunks
+    # per piece, contiguous: each encoding thread holds 2 chunks
     assert first.memory == {"block": 256 * MiB, "compressed": 64 * MiB,
-                            "decode_scratch": 2 * 4 * MiB, "encode_copy": 0,
-                            "total": 328 * MiB}
-    assert second.memory["total"] == 352 * MiB
+                            "decode_scratch": 8 * 4 * MiB, "encode_copy": 4 * 2 * 16 * MiB,
+                            "total": 480 * MiB}
+    assert second.memory["total"] == 448 * MiB
     (t,) = plan_rechunk((1024,) * 3, (16, 1024, 1024), (16, 1024, 1024), 4, 512_000_000,
-                        transposed=True)
-    # the transposed source decodes every chunk into scratch (one chunk per piece: one thread)
+                        transposed=True, codec_threads=8)
+    # the transposed source decodes a piece (one chunk) in its own order, then permutes it;
+    # a one-chunk piece is encoded by the task's thread: its output is the piece in flight
     assert t.block == (80, 1024, 1024)
     assert t.memory == {"block": 320 * MiB, "compressed": 64 * MiB, "decode_scratch": 64 * MiB,
                         "encode_copy": 0, "total": 448 * MiB}
@@ -114,10 +117,11 @@ def test_model_terms():
     # the encoded inner chunks and the assembled shard (twice the piece)
     s = Stage((64, 64), (64, 8), (8, 64), (64, 64), 8, codec_threads=2)
     assert s.memory["decode_scratch"] == 2 * 64 * 8 * 8
-    assert s.memory["encode_copy"] == 0
+    assert s.memory["encode_copy"] == 2 * 2 * 64 * 8 * 8  # output buffer + trimmed copy
     s2 = Stage((64, 64), (8, 64), (64, 8), (64, 64), 8, codec_threads=3)
-    # a piece holds two target chunks: two of the three threads encode at once
-    assert s2.memory["decode_scratch"] == 0 and s2.memory["encode_copy"] == 2 * 64 * 8 * 8
+    # a piece holds two strided target chunks: two of the three threads encode at once,
+    # each with a contiguous copy, the output buffer and its trimmed copy
+    assert s2.memory["decode_scratch"] == 0 and s2.memory["encode_copy"] == 2 * 3 * 64 * 8 * 8
     plain = Stage((64, 64), (8, 64), (32, 64), (64, 64), 8)
     sharded = Stage((64, 64), (8, 64), (32, 64), (64, 64), 8, write_chunks=(8, 64))
     assert sharded.memory["compressed"] == 2 * plain.memory["compressed"]
