@@ -244,8 +244,10 @@ class RechunkPlan:
 
     @property
     def peak_worker_memory(self) -> int:
-        """Modelled peak RSS of one worker: its baseline plus ``threads`` tasks at once."""
-        return self.workers.worker_memory(self.peak_task_memory)
+        """Modelled peak RSS of one worker: its baseline plus ``threads`` tasks at once
+        (their codec buffers counted once: the tasks of a worker share one IO pool)."""
+        return max((stage_worker_memory(s, self.workers.threads, self.workers.baseline)
+                    for s in self.stages), default=self.workers.baseline)
 
     def describe(self) -> PlanDescription:
         """Stages, tasks, bytes read and written, and the expected peak memory per task
@@ -271,7 +273,7 @@ class RechunkPlan:
                  "block_bytes": s.block_bytes, "read_piece": s.read_piece,
                  "write_piece": s.write_piece, "task_memory": s.task_memory,
                  "task_memory_terms": dict(s.memory),
-                 "worker_memory": w.worker_memory(s.task_memory),
+                 "worker_memory": stage_worker_memory(s, w.threads, w.baseline),
                  "bytes_read": s.nbytes, "bytes_written": s.nbytes,
                  "intermediate": i < len(self.stages) - 1}
                 for i, s in enumerate(self.stages)
@@ -389,6 +391,15 @@ class RechunkPlan:
         return self.target
 
 
+def stage_worker_memory(stage: Stage, threads: int, baseline: int) -> int:
+    """Peak RSS of a worker running ``threads`` tasks of ``stage`` at once: the baseline,
+    each task's block and stored bytes, and the codec buffers of the worker's one IO pool
+    (``Stage.memory`` counts the whole pool for one task, so they count once)."""
+    m = stage.memory
+    codec = m["decode_scratch"] + m["encode_copy"]
+    return baseline + threads * (m["total"] - codec) + codec
+
+
 def nanny_thresholds() -> dict[str, float]:
     """The fractions of ``memory_limit`` at which dask's workers spill, pause and are
     restarted (``distributed.worker.memory.*``)."""
@@ -436,7 +447,7 @@ def simulate(stages: list[Stage], max_mem: int, workers: int, threads_per_worker
                      "target_chunks": s.target_chunks, "block": s.block, "ntasks": ntasks,
                      "blocks_per_task": per_task, "waves": waves, "bytes_read": s.nbytes,
                      "bytes_written": s.nbytes, "task_memory": s.task_memory,
-                     "worker_memory": baseline + threads_per_worker * s.task_memory,
+                     "worker_memory": stage_worker_memory(s, threads_per_worker, baseline),
                      "seconds": seconds, "bound_by": "store" if io_s > compute_s else "workers"})
     peak_worker = max((r["worker_memory"] for r in rows), default=baseline)
     spill = nanny_thresholds()["spill"]
