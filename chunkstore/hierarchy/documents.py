@@ -3,13 +3,17 @@
 
 * :func:`read_node` / :func:`try_read_node` / :func:`read_nodes` / :func:`probe_nodes`:
   format-aware batched reads (see ``hierarchy.reading``).
-* :func:`write_node`: store a node's documents whole (a new node), then bring the
-  consolidated copies above it up to date.
+* :func:`write_node`: store a node's documents whole (a new node), and list it in the
+  consolidated copies above it.
 * :func:`update_node`: a read-modify-write of a node's documents through the conditional
   commit of ``io.rmw``: ``change(current) -> new`` is applied to the *stored* document at
-  each attempt, so concurrent writers (appends, attributes) never lose an update; then the
-  consolidated copies above it are refreshed.
+  each attempt, so concurrent writers (appends, attributes) never lose an update; the
+  consolidated copies above it follow.
 * :func:`delete_node`: remove a node and its subtree, and drop it from consolidated copies.
+
+Each of them runs inside ``consolidated.guarded_change``: the node is marked pending in
+every consolidated copy above it before its documents are committed and settled after,
+so a writer killed at any point never leaves a copy that shows a stale entry as current.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from ..metadata.nodes import (
     where_prefix,
 )
 from ..storage.base import Store
-from .consolidated import refresh_consolidated
+from .consolidated import crash_point, guarded_change, refresh_consolidated
 from .reading import probe_nodes, read_node, read_nodes, try_read_node
 
 Change = Callable[[NodeMetadata], NodeMetadata]
@@ -55,13 +59,16 @@ def write_nodes(store: Store, nodes: Mapping[str, NodeMetadata], *, synchronizer
     docs: dict[str, bytes] = {}
     for path, meta in nodes.items():
         docs.update(_documents(store, path, meta))
-    if docs:
-        store.set_many(docs)
     leaves = [p for p in nodes if not any(q.startswith(p + "/") or (not p and q)
                                           for q in nodes if q != p)]
-    for path in leaves:  # a refresh adds the unlisted groups between, too
-        refresh_consolidated(store, path, zarr_format=nodes[path].zarr_format,
-                             synchronizer=synchronizer, groups=consolidating)
+    if not leaves:
+        return
+    formats = {nodes[p].zarr_format for p in leaves}
+    fmt = formats.pop() if len(formats) == 1 else None
+    # the leaves' entries add the unlisted groups between, too
+    guarded_change(store, [(p, "self") for p in leaves], fmt,
+                   lambda: store.set_many(docs) if docs else None,
+                   synchronizer=synchronizer, groups=consolidating)
 
 
 def write_node(store: Store, path: str, meta: NodeMetadata, *, synchronizer: Any = None,
@@ -75,9 +82,9 @@ def delete_node(store: Store, path: str, *, zarr_format: int | None = None,
                 synchronizer: Any = None, consolidating: Sequence[str] | None = None) -> None:
     """Remove the node at ``path`` and everything below it, and its entries in the
     consolidated copies above it (``consolidating``: as for :func:`write_nodes`)."""
-    store.delete_prefix(path)
-    refresh_consolidated(store, path, zarr_format=zarr_format, synchronizer=synchronizer,
-                         groups=consolidating)
+    guarded_change(store, [(path, "subtree")], zarr_format,
+                   lambda: store.delete_prefix(path), synchronizer=synchronizer,
+                   groups=consolidating)
 
 
 def _locate(store: Store, path: str, zarr_format: int | None, kind: str | None
@@ -115,7 +122,8 @@ def update_node(store: Store, path: str, change: Change, *, synchronizer: Any = 
     runs in the read-modify-write of the latter (``.zattrs`` read fresh alongside); a
     change of attributes is then applied to the stored ``.zattrs`` key by key (each
     added, replaced or removed key, so concurrent writers of other keys keep theirs).
-    Afterwards the consolidated copies above the node are refreshed. ``zarr_format`` /
+    The consolidated copies above the node follow (marked pending before the commit,
+    settled after: ``consolidated.guarded_change``). ``zarr_format`` /
     ``kind`` ("array", "group"), when the caller knows them, save a probe of the store;
     ``synchronizer`` adds a lock per document. NodeNotFoundError when there is no node.
     """
@@ -139,14 +147,20 @@ def update_node(store: Store, path: str, change: Change, *, synchronizer: Any = 
         raw = new.documents(where)[main]
         return UNCHANGED if raw == current.documents(where)[main] else raw
 
-    update_object(store, join_path(path, main), build, synchronizer=synchronizer, label=where)
-    current, result = attempt["current"], attempt["new"]
-    if fmt == 2 and result.attributes != current.attributes:
-        attrs = _merge_attributes(store, path, current.attributes, result.attributes,
-                                  synchronizer)
-        result = result.replace(attributes=attrs)
-    refresh_consolidated(store, path, zarr_format=fmt, synchronizer=synchronizer)
-    return result
+    def act() -> NodeMetadata:
+        update_object(store, join_path(path, main), build, synchronizer=synchronizer,
+                      label=where)
+        current, result = attempt["current"], attempt["new"]
+        if fmt == 2 and result.attributes != current.attributes:
+            crash_point("main-committed")
+            attrs = _merge_attributes(store, path, current.attributes, result.attributes,
+                                      synchronizer)
+            result = result.replace(attributes=attrs)
+        return result
+
+    # the node's entry leaves the copies while it changes, unless members of it are
+    # listed (zarr-python cannot open a copy listing members of a group it does not list)
+    return guarded_change(store, [(path, "self")], fmt, act, synchronizer=synchronizer)
 
 
 def _merge_attributes(store: Store, path: str, before: dict[str, Any], after: dict[str, Any],
