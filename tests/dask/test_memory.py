@@ -20,13 +20,26 @@ SLACK = 12 * MiB
 MAX_MEM = 96 * MB
 
 
+def _cluster():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       memory_limit=MAX_MEM + 500 * MB, dashboard_address=":0")
+    return cluster, distributed.Client(cluster)
+
+
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  memory_limit=MAX_MEM + 500 * MB,
-                                  dashboard_address=":0") as cluster:
-        with distributed.Client(cluster) as c:
-            yield c
+    cluster, c = _cluster()
+    with cluster, c:
+        yield c
+
+
+@pytest.fixture
+def fresh_client():
+    """New worker processes: a warm worker reuses memory freed by earlier tests, which
+    would hide how much a task really takes."""
+    cluster, c = _cluster()
+    with cluster, c:
+        yield c
 
 
 def _source(path, shape, chunks, dtype="f4"):
@@ -42,7 +55,7 @@ def _source(path, shape, chunks, dtype="f4"):
 def _check_run(plan, client, max_mem):
     desc = plan.describe()
     assert desc["workers"]["measured"] and desc["workers"]["threads_per_worker"] == 1
-    with WorkerMemory(client) as mem:
+    with WorkerMemory(client, interval=0.005) as mem:  # small tasks: brief peaks
         plan.execute()
     assert not mem.events, mem.events  # no pause, spill or restart
     assert len(mem.peaks) == 2
@@ -57,7 +70,8 @@ def _check_run(plan, client, max_mem):
     return desc
 
 
-def test_rechunk_per_worker_peak_under_plan(client, tmp_path):
+def test_rechunk_per_worker_peak_under_plan(fresh_client, tmp_path):
+    client = fresh_client
     src = _source(tmp_path / "src.zarr", (2048, 8192), (2048, 16))  # 64 MiB float32
     plan = csd.rechunk(src, (16, 8192), str(tmp_path / "dst.zarr"), max_mem=48 * MB)
     desc = _check_run(plan, client, 48 * MB)
@@ -70,7 +84,8 @@ def test_rechunk_per_worker_peak_under_plan(client, tmp_path):
     assert set(held.values()) == {0}
 
 
-def test_transpose_per_worker_peak_under_plan(client, tmp_path):
+def test_transpose_per_worker_peak_under_plan(fresh_client, tmp_path):
+    client = fresh_client
     src = _source(tmp_path / "src.zarr", (128, 512, 256), (128, 512, 8))  # 64 MiB
     view = csd.TransposedSource(src, (2, 1, 0))
     plan = csd.rechunk(view, (8, 512, 128), str(tmp_path / "t.zarr"), max_mem=48 * MB)
