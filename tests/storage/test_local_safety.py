@@ -48,24 +48,25 @@ def test_directories_created_and_pruned_concurrently(tmp_path):
 
 def _write_forever(root: str) -> None:
     st = LocalStore(root)
-    value = bytes(8 * 2**20)
+    value = bytes(range(256)) * (2**18)  # 64 MiB: a write lasts long enough to be hit
     while True:
         st.set("c/0", value)
 
 
 def test_killed_writers_leave_temp_files_that_sweep_removes(tmp_path):
     root = tmp_path / "r"
+    LocalStore(str(root)).set("c/0", b"old")  # a committed value the writers replace
     ctx = mp.get_context("fork")
-    for _ in range(10):
+    for attempt in range(40):
         proc = ctx.Process(target=_write_forever, args=(str(root),))
         proc.start()
-        time.sleep(0.3)
+        time.sleep(0.2 + 0.013 * attempt)  # vary the moment of the kill
         os.kill(proc.pid, signal.SIGKILL)
         proc.join()
         temps = [n for n in os.listdir(root / "c") if n.startswith(TEMP_PREFIX)]
         if temps:
             break
-    assert temps, "no kill landed mid-write in 10 tries"
+    assert temps, "no kill landed mid-write in 40 tries"
     assert all(n.startswith(f"{TEMP_PREFIX}{HOST_TAG}-") for n in temps)
     st = LocalStore(root)
     assert list(st.list()) == ["c/0"]  # listings never show temporary files
