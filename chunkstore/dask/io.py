@@ -26,6 +26,7 @@ from ..hierarchy.paths import normalize_path
 from ..io.overlap import refuse_onto_itself
 from ..metadata import join_path
 from ..storage.resolve import resolve_store
+from .memory import configure_workers
 from .planner import CODEC_THREADS, PIECES, PlanError, Stage, _piece, parse_bytes, pieces_of
 
 
@@ -207,7 +208,6 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
         return result
     client = _active_client()
     if client is not None:
-        from .memory import configure_workers
         configure_workers(client)
     dask.compute(result)
     return target

@@ -117,7 +117,7 @@ def _rss() -> int:
 
 def _worker_facts() -> dict[str, int]:
     """Run in a worker: its cores, chunkstore pool size and current RSS."""
-    import chunkstore.dask  # noqa: F401  (the baseline includes chunkstore)
+    import dask.array  # noqa: F401  (the baseline includes dask.array and chunkstore)
 
     from ..concurrency import default_workers
     return {"cores": os.cpu_count() or 1, "pool": default_workers(), "rss": _rss(),

@@ -32,7 +32,7 @@ from ..info import human_bytes
 from ..io.overlap import refuse_onto_itself
 from ..storage.resolve import looks_like_byte_size, resolve_store
 from .io import in_group
-from .memory import Workers
+from .memory import Workers, configure_workers, limit_map_cache
 from .permute import copy_permuted
 from .planner import PlanError, Stage, parse_bytes, pieces_of, plan_rechunk
 
@@ -360,7 +360,6 @@ class RechunkPlan:
         """Run on the current scheduler; returns the target Array. Temporary arrays are
         removed afterwards, also on failure. On a ``distributed`` cluster each worker
         first gets chunkstore's memory settings (``memory.configure_workers``)."""
-        from .memory import configure_workers, limit_map_cache
         restore = None
         try:
             delayed = self.to_delayed()

@@ -5,7 +5,7 @@ A mixin of :class:`chunkstore.hierarchy.group.Group`."""
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
@@ -18,9 +18,6 @@ from .documents import delete_node
 from .members import new_array, shape_and_dtype
 from .paths import between
 from .placement import empty_group, place_node
-
-if TYPE_CHECKING:
-    from .group import Group
 
 
 def _deprecated(old: str, new: str) -> None:
@@ -46,7 +43,7 @@ class GroupCreation:
         def _check_writable(self) -> None: ...
         def _full(self, name: str) -> str: ...
         def _node(self, path: str) -> NodeMetadata | None: ...
-        def _wrap(self, path: str, node: NodeMetadata) -> Array | Group: ...
+        def _wrap(self, path: str, node: NodeMetadata) -> Array | Self: ...
 
     def _note_created(self, path: str, node: NodeMetadata, overwrite: bool) -> None:
         """Keep an in-memory consolidated snapshot in step with a new member (the stored
@@ -63,7 +60,7 @@ class GroupCreation:
 
     # -- groups ---------------------------------------------------------------------------------
     def create_group(self, name: str, *, overwrite: bool = False,
-                     attributes: dict | None = None) -> Group:
+                     attributes: dict | None = None) -> Self:
         """A new group ``name`` (nested paths create the groups between; this group is
         known to exist, so only the new path and the groups between are read). An
         existing node there raises ContainsGroupError/ContainsArrayError unless
@@ -81,7 +78,7 @@ class GroupCreation:
                           consolidated=self._cons, synchronizer=self._synchronizer,
                           consolidating=above)
 
-    def require_group(self, name: str, *, overwrite: bool = False) -> Group:
+    def require_group(self, name: str, *, overwrite: bool = False) -> Self:
         """The group ``name``, created if missing; an array there raises ContainsArrayError."""
         node = self._node(self._full(name))
         if node is None or overwrite:
@@ -91,7 +88,7 @@ class GroupCreation:
                                 "is an array, not a group")
         return self._wrap(self._full(name), node)  # type: ignore[return-value]
 
-    def require_groups(self, *names: str) -> tuple[Group, ...]:
+    def require_groups(self, *names: str) -> tuple[Self, ...]:
         """``require_group`` for each name."""
         return tuple(self.require_group(name) for name in names)
 

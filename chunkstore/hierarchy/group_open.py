@@ -4,7 +4,7 @@ machinery under ``chunkstore.open_group``. A mixin of
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Self
 
 from ..errors import MetadataError, NodeNotFoundError, NodeTypeError
 from ..metadata import consolidated as cons
@@ -23,9 +23,6 @@ from .consolidated import Consolidated, read_consolidated
 from .paths import normalize_path
 from .placement import place_node
 from .reading import read_documents, read_node
-
-if TYPE_CHECKING:
-    from .group import Group
 
 MODES = ("r", "r+", "a", "w", "w-")
 
@@ -63,7 +60,7 @@ class GroupOpening:
     @classmethod
     def open(cls, store: Any, zarr_format: int | None = None, *, path: str | None = None,
              mode: str = "r+", use_consolidated: bool | None = None,
-             storage_options: dict | None = None, synchronizer: Any = None) -> Group:
+             storage_options: dict | None = None, synchronizer: Any = None) -> Self:
         """Open the existing group at ``path`` of ``store`` (zarr-python's
         ``Group.open``; ``zarr_format`` None reads either format)."""
         check_mode(mode)
@@ -74,7 +71,7 @@ class GroupOpening:
     @classmethod
     def from_store(cls, store: Any, *, attributes: dict | None = None, zarr_format: int = 3,
                    overwrite: bool = False, path: str | None = None,
-                   storage_options: dict | None = None) -> Group:
+                   storage_options: dict | None = None) -> Self:
         """Create a new group at ``path`` of ``store`` (zarr-python's ``Group.from_store``);
         an existing node there raises ContainsGroupError/ContainsArrayError unless
         ``overwrite``."""
@@ -83,7 +80,7 @@ class GroupOpening:
 
     @classmethod
     def _create(cls, store: Store, path: str, zarr_format: int, attributes: dict | None,
-                overwrite: bool, synchronizer: Any, checked: bool = False) -> Group:
+                overwrite: bool, synchronizer: Any, checked: bool = False) -> Self:
         if zarr_format not in (2, 3):
             raise ValueError(f"{where_prefix(store, path)}: zarr_format must be 2 or 3, got "
                              f"{zarr_format!r}")
@@ -99,7 +96,7 @@ class GroupOpening:
     @classmethod
     def _open_at(cls, st: Store, mode: str, path: str, *, zarr_format: int | None = None,
                  attributes: dict | None = None, use_consolidated: bool | None = None,
-                 synchronizer: Any = None) -> Group:
+                 synchronizer: Any = None) -> Self:
         """``open_group`` on a resolved store and a normalized path: one read of the
         group's documents (``.zmetadata`` with the v2 ones), then by ``mode``."""
         docs: dict[str, bytes | None] = {}
@@ -114,7 +111,7 @@ class GroupOpening:
     def _from_documents(cls, st: Store, mode: str, path: str, docs: dict[str, bytes | None], *,
                         zarr_format: int | None = None, attributes: dict | None = None,
                         use_consolidated: bool | None = None, synchronizer: Any = None
-                        ) -> Group:
+                        ) -> Self:
         """Open (or by ``mode`` create) the group at ``path`` once its documents are read
         (in ``zarr_format``, with ``.zmetadata`` for a v2 group; ignored in "w"/"w-")."""
         if mode in ("w", "w-"):
