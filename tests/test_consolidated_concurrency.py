@@ -10,28 +10,19 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
-
 import numpy as np
 import pytest
 
 import chunkstore as cs
 from chunkstore.hierarchy.documents import read_node, update_node
 from chunkstore.storage.resolve import resolve_store
+from tests.multiproc import run_together
 
 N_PROCS = 4
 
 
 def _run(target, args_of, n=N_PROCS, timeout=240):
-    ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    procs = [ctx.Process(target=target, args=(*args_of(i), start)) for i in range(n)]
-    for p in procs:
-        p.start()
-    start.set()
-    for p in procs:
-        p.join(timeout)
-    assert [p.exitcode for p in procs] == [0] * n
+    run_together(target, args_of, n, timeout)
 
 
 def _grow(where, options, path, times, start):
