@@ -1,9 +1,8 @@
 """Extra benchmark helpers (on top of :mod:`benchmarks.common`): timed runs with an
-untimed setup step, RSS bookkeeping, directory sizes and the MB/s pivot table.
+RSS bookkeeping, directory sizes and the MB/s pivot table.
 
-    >>> t = time_runs(lambda: None, lambda _: sum(range(100)), repeat=2)
-    >>> t >= 0
-    True
+    >>> fmt(1234.5)
+    '1234'
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ import math
 import os
 import platform
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,8 @@ MB = 1e6
 LIBRARIES = ("chunkstore", "zarr-python", "tensorstore", "numpy")
 #: every peer a pivot table may show (zarrs: zarr-python with the zarrs codec pipeline,
 #: only where a benchmark runs it)
-PIVOT_LIBRARIES = ("chunkstore", "zarr-python", "zarrs", "tensorstore", "numpy")
+PIVOT_LIBRARIES = ("chunkstore", "zarr-python", "zarrs", "tensorstore", "numpy",
+                   "file-limit")
 
 _ALIASES = {"zarr": "zarr-python", "zarr_python": "zarr-python", "zarr-python": "zarr-python",
             "zarr3": "zarr-python", "ts": "tensorstore", "np": "numpy",
@@ -53,21 +52,6 @@ def release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
-
-
-def time_runs(setup: Callable[[], Any], fn: Callable[[Any], object], repeat: int = 3) -> float:
-    """Best wall time of ``fn(setup())`` over ``repeat`` runs; ``setup`` is not timed.
-
-    ``setup`` prepares a fresh target for each run (e.g. an empty directory), so that a
-    write never pays for deleting the previous run's files.
-    """
-    best = math.inf
-    for _ in range(max(1, repeat)):
-        arg = setup()
-        t0 = time.perf_counter()
-        fn(arg)
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def dir_bytes(path: str | os.PathLike) -> int:
