@@ -69,7 +69,7 @@ def _in_pool_thread() -> bool:
 
 def run_batched(
     fn: Callable[[T], R], items: Sequence[T], *, min_parallel: int = 2,
-    item_bytes: int | None = None, cpu_bound: bool = False,
+    item_bytes: int | None = None, cpu_bound: bool = False, max_threads: int | None = None,
 ) -> list[R]:
     """``[fn(x) for x in items]``, spread over the pool.
 
@@ -79,7 +79,8 @@ def run_batched(
     machine simply takes fewer runs. Runs inline when there is too little
     work, when each item is known to be tiny (``item_bytes`` below ``INLINE_ITEM_BYTES``)
     and the first few prove quick, or when already inside a pool thread (nested
-    submission could deadlock a bounded pool).
+    submission could deadlock a bounded pool). ``max_threads`` caps the threads used
+    (e.g. to bound what items in flight hold).
     """
     if len(items) < min_parallel or _in_pool_thread():
         return [fn(x) for x in items]
@@ -90,11 +91,11 @@ def run_batched(
         if time.perf_counter() - start < probe * INLINE_ITEM_SECONDS:
             return head + [fn(x) for x in items[probe:]]
         return head + run_batched(fn, items[probe:], min_parallel=min_parallel,
-                                  cpu_bound=cpu_bound)
+                                  cpu_bound=cpu_bound, max_threads=max_threads)
     pool = get_pool()
     n = len(items)
     threads = max(2, min(pool._max_workers, _CORES)) if cpu_bound else pool._max_workers
-    threads = min(n, threads)
+    threads = min(n, threads, max_threads or n)
     # runs of neighbouring items per claim: keys of one directory stay with one thread
     step = max(1, n // (threads * _CLAIMS_PER_THREAD))
     results: list = [None] * n

@@ -93,6 +93,10 @@ class ArrayBytesCodec(Codec):
 
 
 class BytesBytesCodec(Codec):
+    #: ``encode`` always returns new bytes, never a view of its input (compressors):
+    #: the input may then be a reused buffer
+    fresh_output = False
+
     def encode(self, data: bytes | memoryview) -> bytes | memoryview:
         raise NotImplementedError
 

@@ -27,6 +27,7 @@ class BloscCodec(BytesBytesCodec):
     """Blosc; ``typesize`` is taken from the chunk's dtype when not given."""
 
     name = "blosc"
+    fresh_output = True
 
     def __init__(self, cname: str = "lz4", clevel: int = 5, shuffle: str | int = "shuffle",
                  typesize: int | None = None, blocksize: int = 0) -> None:
@@ -100,6 +101,7 @@ def blosc_copy_ok(dtype: np.dtype, nbytes: int) -> bool:
 
 class GzipCodec(BytesBytesCodec):
     name = "gzip"
+    fresh_output = True
 
     def __init__(self, level: int = 5) -> None:
         if not isinstance(level, int) or not 0 <= level <= 9:
@@ -123,6 +125,7 @@ class GzipCodec(BytesBytesCodec):
 
 class ZstdCodec(BytesBytesCodec):
     name = "zstd"
+    fresh_output = True
 
     def __init__(self, level: int = 0, checksum: bool = False) -> None:
         if not isinstance(level, int):

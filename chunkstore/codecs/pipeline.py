@@ -16,6 +16,7 @@ from .compressors import BloscCodec, blosc_copy_ok, blosc_decode_into
 from .limits import over_cap, variable_cap
 from .numcodecs_adapter import numcodecs_from_config
 from .registry import codec_from_json
+from .scratch import scratch_buffer
 from .v2_pipeline import V2Pipeline
 
 
@@ -58,6 +59,11 @@ class CodecPipeline:
                 self.bytes_bytes.append(codec)
         if self.array_bytes is None:
             raise CodecError(f"{where}: field 'codecs' has no array->bytes codec (e.g. 'bytes')")
+        #: a chunk is serialized into a reused buffer (the compressor after the bytes
+        #: codec returns new bytes), not into a new array per chunk
+        self._stage = bool(isinstance(self.array_bytes, BytesCodec) and self.bytes_bytes
+                           and self.bytes_bytes[0].fresh_output
+                           and self._bytes_spec.dtype.kind != "O")
         # raw native bytes after the bytes->bytes codecs: the last one decodes into `out`
         self._into_out = (
             not self.array_array
@@ -94,6 +100,13 @@ class CodecPipeline:
     def encode(self, chunk: np.ndarray) -> bytes | memoryview:
         for codec, _spec in self.array_array:
             chunk = codec.encode(chunk)
+        if self._stage:
+            stored = self.array_bytes._stored_dtype(chunk.dtype)
+            if not (chunk.flags.c_contiguous and chunk.dtype == stored):
+                # the compressor's input is read once and not kept: a reused buffer
+                staged = scratch_buffer(chunk.shape, stored, "encode")
+                np.copyto(staged, chunk)  # a byte-order change at most, never a cast
+                chunk = staged
         data = self.array_bytes.encode(chunk)
         for codec in self.bytes_bytes:
             data = codec.encode(data)

@@ -14,11 +14,16 @@ from .bounded import bounded_decode
 from .compressors import blosc_copy_ok, blosc_decode_into
 from .filter_specs import filter_output_spec
 from .limits import over_cap, variable_cap
+from .scratch import scratch_buffer
 from .vlen import VLEN_IDS, check_item_count
 
 
 def _flat_bytes(arr: np.ndarray) -> memoryview:
     return memoryview(arr.reshape(-1).view(np.uint8))
+
+
+_FRESH_OUTPUT = (numcodecs.Blosc, numcodecs.Zstd, numcodecs.GZip, numcodecs.Zlib,
+                 numcodecs.LZ4, numcodecs.BZ2, numcodecs.LZMA)
 
 
 class V2Pipeline:
@@ -39,6 +44,9 @@ class V2Pipeline:
         self._blosc = (compressor if self._direct and type(compressor) is numcodecs.Blosc
                        and not spec.dtype.hasobject else None)
         self._blosc_copy = blosc_copy_ok(spec.dtype, spec.nbytes)
+        # compressors whose output is always new bytes may read from a reused buffer
+        self._stage = (self._direct and order == "C" and not spec.dtype.hasobject
+                       and type(compressor) in _FRESH_OUTPUT)
         self._n = math.prod(spec.shape)
         self._filtered_nbytes = self._filtered_size()
 
@@ -54,6 +62,11 @@ class V2Pipeline:
         return current.nbytes
 
     def encode(self, chunk: np.ndarray) -> bytes | memoryview:
+        if self._stage and not chunk.flags.c_contiguous and chunk.dtype == self.spec.dtype:
+            # the compressor's input is read once and not kept: a reused buffer
+            staged = scratch_buffer(chunk.shape, chunk.dtype, "encode")
+            np.copyto(staged, chunk)
+            return self.compressor.encode(staged)
         need = ["F" if self.order == "F" else "C"] + (["W"] if chunk.dtype.kind == "O" else [])
         data: Any = np.require(chunk, requirements=need)  # VLenBytes wants a writable buffer
         if self.order == "F":

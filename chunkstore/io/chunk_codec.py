@@ -4,31 +4,18 @@ is all fill_value, so it need not be stored)."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
 from ..codecs import Pipeline
 from ..codecs.fill import is_all_fill
+from ..codecs.scratch import scratch_buffer
 from ..errors import ChunkDecodeError, ChunkstoreError, CodecError
 from ..indexing import ChunkProjection
 
 OBJECT_HINT = (". Arbitrary Python objects need zarr_format=2, an object codec filter "
                "(e.g. numcodecs.Pickle()) and allow_unsafe_codecs=True")
-_scratch = threading.local()
-SEGMENT_MIN_BYTES = 1024  # pieces of a chunk written without copying: at least this ...
-SEGMENT_MAX_COUNT = 8192  # ... and at most this many per chunk
-
-
-def scratch_buffer(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A per-thread reusable buffer for decoding (avoids page-faulting a new one per chunk)."""
-    key = (shape, dtype)  # not dtype.str: every 8-byte record dtype is '|V8'
-    buf = getattr(_scratch, "buf", None)
-    if buf is None or getattr(_scratch, "key", None) != key:
-        buf = np.empty(shape, dtype=dtype)
-        _scratch.buf, _scratch.key = buf, key
-    return buf
 
 
 def is_basic(selection: tuple[Any, ...]) -> bool:
@@ -47,12 +34,6 @@ class ChunkCodec:
         self.write_empty_chunks = write_empty_chunks
         self.nbytes = max(1, int(np.prod(chunk_shape, dtype=np.int64)) * self.dtype.itemsize)
         self._fill_encoded: bytes | None = None
-        # chunks stored as their native bytes in C order (uncompressed, no byte swap):
-        # a strided view may be written as its contiguous pieces (``encode_segments``)
-        self.raw_segments = bool(
-            getattr(pipeline, "fixed_size", False) and pipeline.zarr_format == 3
-            and self.dtype.kind in "biufc" and self.dtype.isnative
-            and pipeline.array_bytes._stored_dtype(self.dtype) == self.dtype)
 
     def decode(self, label: str, blob: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Decode one stored chunk; errors name the array and key."""
@@ -119,44 +100,6 @@ class ChunkCodec:
         if not self.write_empty_chunks and is_all_fill(chunk, self.fill_value):
             return None
         return self.encode_always(chunk)
-
-    def encode_segments(self, chunk: np.ndarray) -> Any:
-        """``encode``, except that an uncompressed chunk which is a strided view of a
-        larger array (e.g. a block of the value being written) comes back as
-        ``Segments``: its contiguous pieces, for a store that writes them with
-        ``writev`` (``accepts_segments``), saving the copy into one buffer."""
-        if not self.write_empty_chunks and is_all_fill(chunk, self.fill_value):
-            return None
-        parts = self._segments(chunk) if self.raw_segments else None
-        return self.encode_always(chunk) if parts is None else parts
-
-    def _segments(self, chunk: np.ndarray) -> Any:
-        from ..storage.local_temp import Segments
-        if (chunk.dtype != self.dtype or chunk.ndim < 2 or chunk.flags.c_contiguous
-                or chunk.strides[-1] != chunk.itemsize):
-            return None
-        for split in range(1, chunk.ndim):  # the fewest leading axes to iterate over
-            if chunk[(0,) * split].flags.c_contiguous:
-                break
-        piece = chunk[(0,) * split].nbytes
-        count = int(np.prod(chunk.shape[:split]))
-        if piece < SEGMENT_MIN_BYTES or count > SEGMENT_MAX_COUNT:
-            return None  # many small pieces: one copy is cheaper
-        # slices of one byte view of the contiguous array ``chunk`` is a view of: no
-        # per-piece array objects (creating them costs more than the copy saved)
-        root = chunk
-        while isinstance(root.base, np.ndarray):
-            root = root.base
-        start = chunk.ctypes.data - root.ctypes.data
-        if root.flags.c_contiguous and start >= 0:
-            lead = np.indices(chunk.shape[:split]).reshape(split, -1)
-            offsets = start + np.asarray(chunk.strides[:split], np.int64) @ lead
-            if offsets.min() >= 0 and offsets.max() + piece <= root.nbytes:
-                whole = memoryview(root.reshape(-1)).cast("B")
-                return Segments([whole[o:o + piece] for o in offsets.tolist()], cast=False)
-        if split == 1:
-            return Segments(list(chunk))
-        return Segments([chunk[idx] for idx in np.ndindex(*chunk.shape[:split])])
 
     def encode_always(self, chunk: np.ndarray) -> bytes:
         try:

@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 
 from ..codecs import Pipeline
+from ..codecs.scratch import scratch_buffer
 from ..concurrency import INLINE_ITEM_BYTES, default_workers, run_batched
 from ..errors import ChunkDecodeError
 from ..indexing import ChunkProjection, OrthogonalIndexer
 from ..storage.base import Store
 from . import chunk_cache
-from .chunk_codec import ChunkCodec, scratch_buffer
+from .chunk_codec import ChunkCodec
 from .layout import ChunkLayout
 from .ranges import RangePlanner
 from .rmw import WriteUnit, commit_units
@@ -156,7 +157,9 @@ class PlainEngine:
         ones are fetched a group at a time, with one store call."""
         store, key_of = self.store, self.key_of
         if self.raw_dtype is not None:  # a copy per chunk: a few elements, or whole chunks
-            read, size = self._read_view, 0
+            # whole chunks are worth a pool thread each; a few elements are copied inline
+            read = self._read_view
+            size = self.chunk_nbytes if any(p.is_complete for p in batch) else 0
         else:
             read, size = self.codec.read_into, self.chunk_nbytes
         if self.raw_dtype is not None or self.chunk_nbytes < INLINE_ITEM_BYTES:
@@ -257,9 +260,6 @@ class PlainEngine:
                 if edge not in scalar_cache:
                     scalar_cache[edge] = codec.encode(codec.assemble(proj, key, None, value))
                 return scalar_cache[edge]
-        elif proj.is_complete and getattr(self.store, "accepts_segments", False):
-            def build(old: Any) -> Any:  # a block of ``value`` written without a copy
-                return codec.encode_segments(codec.assemble(proj, key, old, value))
         else:
             def build(old: Any) -> Any:
                 return codec.encode(codec.assemble(proj, key, old, value))

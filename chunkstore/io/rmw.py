@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..concurrency import pool_threads, run_batched
+from ..config import config
 from ..errors import ConcurrentWriteError
 from ..storage.base import ABSENT, ANY, BytesLike, Store
 
@@ -102,10 +103,14 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     fan_cpu = cpu_bound and not wide
     n_threads = max(1, min(len(pending), pool_threads(fan_cpu)))
     size = max(1, len(pending) // (n_threads * RUNS_PER_THREAD))
+    if item_bytes:  # a run's built values are held until its commit: bound them all
+        budget = int(config.get("threading.write_bytes"))
+        n_threads = max(1, min(n_threads, budget // item_bytes))
+        size = max(1, min(size, budget // (n_threads * item_bytes)))
     runs = [pending[i:i + size] for i in range(0, len(pending), size)]
     run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
                                                item_bytes),
-                runs, cpu_bound=fan_cpu,
+                runs, cpu_bound=fan_cpu, max_threads=n_threads,
                 item_bytes=None if item_bytes is None else item_bytes * size)
 
 

@@ -25,17 +25,13 @@ removed by :meth:`LocalStore.sweep_temp` and, below the prefix, by ``delete_pref
 from __future__ import annotations
 
 import errno
-import mmap
 import os
-import resource
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..concurrency import run_batched
 from .base import (
-    ABSENT,
     ANY,
     ByteRange,
     BytesLike,
@@ -46,54 +42,26 @@ from .base import (
     validate_prefix,
 )
 from .local_commit import commit
-from .local_locks import versioned
 from .local_maps import _maps, signature
-from .local_paths import FILE_FLAGS, Root, Walk, read_exact, read_range
+from .local_paths import DIRS_PER_SLICE, FILE_FLAGS, Root, Walk, dir_slices
+from .local_reads import LocalReads
 from .local_temp import discard, is_stale, is_temp
 
-_INLINE_READ_BYTES = 64 * 1024  # get_many reads files up to this size without threads
-_MAP_MIN_BYTES = 64 * 1024  # smaller files are read, not mapped
 #: ``delete_prefix`` also removes temporary files below the prefix this old (seconds)
 SWEEP_AGE = 3600.0
-
-
-def _dirs_per_slice() -> int:
-    """Directories one step of a batch holds open at most (each is a file descriptor):
-    256, or an eighth of the process's descriptor limit if that is less."""
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return 256 if soft == resource.RLIM_INFINITY else max(16, min(256, soft // 8))
-
-
-_DIRS_PER_SLICE = _dirs_per_slice()
-
-
-def _slices(located: Sequence[tuple[str, str]]) -> list[range]:
-    """Consecutive index ranges of ``located`` that each touch at most
-    ``_DIRS_PER_SLICE`` directories (a batch is done slice by slice)."""
-    slices, start, seen = [], 0, set()
-    for i, (head, _) in enumerate(located):
-        if head not in seen:
-            if len(seen) >= _DIRS_PER_SLICE:
-                slices.append(range(start, i))
-                start, seen = i, set()
-            seen.add(head)
-    slices.append(range(start, len(located)))
-    return slices
 
 
 def _bad_name(name: str) -> bool:
     return not name or name in (".", "..") or "\\" in name or "\x00" in name
 
 
-class LocalStore(Store):
+class LocalStore(LocalReads, Store):
     """Keys as files below ``root`` (a directory, created on first write)."""
 
     supports_partial_reads = True
     zero_copy_views = True
     #: commits block the calling thread on file IO: writers fan out on every pool thread
     blocking_commits = True
-    #: values may be ``local_temp.Segments`` (written with ``writev``, no joining copy)
-    accepts_segments = True
     request_cost_bytes = 16 * 1024  # a pread more costs about as much as copying 16 KB
     supports_conditional_writes = True
     supports_conditional_delete = True
@@ -172,7 +140,7 @@ class LocalStore(Store):
         found: list[os.stat_result | None] = []
         with self._walk() as w:
             for key, (head, name) in zip(keys, located, strict=True):
-                if w.open_dirs > _DIRS_PER_SLICE:
+                if w.open_dirs > DIRS_PER_SLICE:
                     w.release()
                 found.append(self._stat_in(w, head, name, key))
         return found
@@ -213,128 +181,6 @@ class LocalStore(Store):
         st = self._stat(key)
         return None if st is None else st.st_size
 
-    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """Files are read inline while they are small (the per-file work is syscalls
-        and Python; threads would only contend for the GIL); from the first large one
-        on, the rest are read in the pool."""
-        located = self._locate(keys)
-        results: list[bytes | None] = []
-        with self._walk() as w:
-            def one(i: int) -> bytes | None:
-                head, name = located[i]
-                dir_fd = w.dir(head, keys[i])
-                fd = None if dir_fd is None else self._open(w, dir_fd, head, name, keys[i])
-                if fd is None:
-                    return None
-                try:
-                    st = os.fstat(fd)  # a directory or a FIFO at a key reads as missing
-                    return read_exact(fd, 0, st.st_size) if stat.S_ISREG(st.st_mode) else None
-                finally:
-                    os.close(fd)
-
-            for part in _slices(located):
-                for n, i in enumerate(part):
-                    data = one(i)
-                    results.append(data)
-                    if data is not None and len(data) > _INLINE_READ_BYTES and len(part) - n > 8:
-                        results += run_batched(one, part[n + 1:])
-                        break
-                w.release()
-        return results
-
-    def get_views(self, keys: Sequence[str]) -> list[BytesLike | None]:
-        """Memory maps of the files (cached, see the module docstring), the bytes of small
-        files; a directory or a missing file gives None."""
-        located = self._locate(keys)
-        prefix, cached = self._prefix, _maps.get
-        views: list[BytesLike | None] = []
-        with self._walk() as w:
-            for key, (head, name) in zip(keys, located, strict=True):
-                if w.open_dirs > _DIRS_PER_SLICE:
-                    w.release()
-                dir_fd = w.dir(head, key)
-                if dir_fd is None:
-                    views.append(None)
-                    continue
-                entry = cached(prefix + key)
-                if entry is not None and entry[2] == prefix:
-                    try:
-                        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-                    except (FileNotFoundError, NotADirectoryError):
-                        _maps.discard(prefix + key)
-                        views.append(None)
-                        continue
-                    if signature(st) == entry[0]:
-                        views.append(entry[1])
-                        continue
-                views.append(self._view(w, dir_fd, head, name, key))
-        return views
-
-    def _view(self, w: Walk, dir_fd: int, head: str, name: str, key: str) -> BytesLike | None:
-        fd = self._open(w, dir_fd, head, name, key)
-        if fd is None:
-            return None
-        try:
-            st = os.fstat(fd)  # what is mapped, which the next stat is compared with
-            if not stat.S_ISREG(st.st_mode):
-                return None
-            if st.st_size < _MAP_MIN_BYTES:  # a map costs more than a copy
-                return read_exact(fd, 0, st.st_size)
-            mapped = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
-        finally:
-            os.close(fd)
-        _maps.put(self._prefix + key, signature(st), mapped, self._prefix)
-        return mapped
-
-    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        """Each file is opened once for all of its ranges; files are read in parallel."""
-        by_key: dict[str, list[int]] = {}
-        for i, (key, _) in enumerate(requests):
-            by_key.setdefault(key, []).append(i)
-        keys = list(by_key)
-        located = self._locate(keys)
-        results: list[bytes | None] = [None] * len(requests)
-        with self._walk() as w:
-            def read_key(j: int) -> None:
-                head, name = located[j]
-                dir_fd = w.dir(head, keys[j])
-                fd = None if dir_fd is None else self._open(w, dir_fd, head, name, keys[j])
-                if fd is None:
-                    return
-                try:
-                    st = os.fstat(fd)
-                    if stat.S_ISREG(st.st_mode):
-                        for i in by_key[keys[j]]:
-                            results[i] = read_range(fd, st.st_size, requests[i][1])
-                finally:
-                    os.close(fd)
-
-            for part in _slices(located):
-                run_batched(read_key, part, min_parallel=4)
-                w.release()
-        return results
-
-    def get_versioned_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, Any]]:
-        """Values with their generation (signature and bytes, see ``local_locks``)."""
-        located = self._locate(keys)
-        with self._walk() as w:
-            def one(i: int) -> tuple[bytes | None, Any]:
-                head, name = located[i]
-                dir_fd = w.dir(head, keys[i])
-                fd = None if dir_fd is None else self._open(w, dir_fd, head, name, keys[i])
-                if fd is None:
-                    return None, ABSENT
-                try:
-                    return versioned(fd)
-                finally:
-                    os.close(fd)
-
-            found: list[tuple[bytes | None, Any]] = []
-            for part in _slices(located):
-                found += run_batched(one, part, min_parallel=8)
-                w.release()
-            return found
-
     # -- writes ----------------------------------------------------------------------
     def commit_many(self, items: Sequence[Commit]) -> list[bool]:
         """Compare-and-swap per item under each directory's commit lock (see
@@ -348,7 +194,7 @@ class LocalStore(Store):
         located = self._locate([key for key, _, _ in items])
         done: list[bool] = []
         with self._walk(create=any(v is not None for _, v, _ in items)) as w:
-            for part in _slices(located):
+            for part in dir_slices(located):
                 done += commit(w, [items[i] for i in part], [located[i] for i in part],
                                self._prefix)
                 w.release()
@@ -404,7 +250,7 @@ class LocalStore(Store):
                     continue
                 found.append(key)
             for head in sorted(swept, key=lambda h: h.count("/"), reverse=True):
-                if w.open_dirs > _DIRS_PER_SLICE:
+                if w.open_dirs > DIRS_PER_SLICE:
                     w.release()
                 w.prune(head)
         return sorted(found), removed

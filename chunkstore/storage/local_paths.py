@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import stat
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import InvalidKeyError
@@ -354,3 +355,27 @@ class Walk:
                 raise
             self.forget(head, self._dirs.get(head))
             head = parent_head
+
+
+def _dirs_per_slice() -> int:
+    """Directories one step of a batch holds open at most (each is a file descriptor):
+    256, or an eighth of the process's descriptor limit if that is less."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return 256 if soft == resource.RLIM_INFINITY else max(16, min(256, soft // 8))
+
+
+DIRS_PER_SLICE = _dirs_per_slice()
+
+
+def dir_slices(located: Sequence[tuple[str, str]]) -> list[range]:
+    """Consecutive index ranges of ``located`` that each touch at most
+    ``DIRS_PER_SLICE`` directories (a batch is done slice by slice)."""
+    slices, start, seen = [], 0, set()
+    for i, (head, _) in enumerate(located):
+        if head not in seen:
+            if len(seen) >= DIRS_PER_SLICE:
+                slices.append(range(start, i))
+                start, seen = i, set()
+            seen.add(head)
+    slices.append(range(start, len(located)))
+    return slices

@@ -20,10 +20,6 @@ import time
 from .base import BytesLike
 
 TEMP_PREFIX = ".chunkstore-tmp-"
-try:
-    _IOV_MAX = max(16, os.sysconf("SC_IOV_MAX"))
-except (ValueError, OSError, AttributeError):
-    _IOV_MAX = 16
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _counter = itertools.count()
 
@@ -50,54 +46,16 @@ def is_temp(name: str) -> bool:
     return name.startswith(TEMP_PREFIX)
 
 
-class Segments(tuple):
-    """A value given as consecutive pieces (byte memoryviews), written with ``writev``
-    as one file: e.g. the rows of an uncompressed chunk that is a view of a larger
-    array, stored without first copying them into one buffer. Only ``LocalStore``
-    (``accepts_segments``) is handed these."""
-
-    __slots__ = ()
-
-    def __new__(cls, parts, cast: bool = True):
-        """``parts``: buffers (cast to bytes); ``cast=False`` when they already are 1-d
-        byte memoryviews."""
-        return super().__new__(cls, (memoryview(p).cast("B") for p in parts) if cast
-                               else parts)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(len(p) for p in self)
-
-    def tobytes(self) -> bytes:
-        return b"".join(self)
-
-
-def _write_segments(fd: int, parts: Segments) -> None:
-    views = [p for p in parts if len(p)]
-    i = 0
-    while i < len(views):
-        n = os.writev(fd, views[i:i + _IOV_MAX])
-        while n and i < len(views):
-            if n >= len(views[i]):
-                n -= len(views[i])
-                i += 1
-            else:
-                views[i] = views[i][n:]
-                n = 0
-
-
-def write_temp(dir_fd: int, value: BytesLike | Segments) -> str:
+def write_temp(dir_fd: int, value: BytesLike) -> str:
     """Write ``value`` to a new temporary file in the directory ``dir_fd``; its name.
 
     Raises before creating anything when ``value`` is not a buffer; removes the file if
     writing fails."""
-    view = None if isinstance(value, Segments) else memoryview(value).cast("B")
+    view = memoryview(value).cast("B")
     name = temp_name()
     fd = os.open(name, _WRITE_FLAGS, 0o644, dir_fd=dir_fd)
     try:
         try:
-            if view is None:
-                _write_segments(fd, value)  # type: ignore[arg-type]
             while view:
                 view = view[os.write(fd, view):]
         finally:

@@ -7,7 +7,8 @@ import os
 import pytest
 
 from chunkstore.errors import InvalidKeyError
-from chunkstore.storage.local import _INLINE_READ_BYTES, LocalStore
+from chunkstore.storage.local import LocalStore
+from chunkstore.storage.local_reads import _INLINE_READ_BYTES
 
 
 @pytest.fixture

@@ -1,0 +1,52 @@
+"""Per-thread scratch buffers: one reusable array per thread and purpose, so that a
+chunk decoded or staged for compression does not page-fault a fresh buffer each time.
+
+A buffer larger than :data:`KEEP_MAX_BYTES` is not kept (it is as cheap to fault as it is
+costly to hold); :func:`release` drops the calling thread's buffers (a Dask task calls
+it when it ends, so that an idle worker thread holds nothing).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+KEEP_MAX_BYTES = 64 * 2**20
+_local = threading.local()
+
+
+def scratch_buffer(shape: tuple[int, ...], dtype: np.dtype, purpose: str = "decode"
+                   ) -> np.ndarray:
+    """An uninitialised array of ``shape`` and ``dtype``, reused by this thread for
+    ``purpose`` until it asks for another shape or dtype. The caller must be done with
+    it before asking again for the same purpose."""
+    dtype = np.dtype(dtype)
+    key = (tuple(shape), dtype)  # not dtype.str: every 8-byte record dtype is '|V8'
+    held = _held()
+    entry = held.get(purpose)
+    if entry is not None and entry[0] == key:
+        return entry[1]
+    buf = np.empty(shape, dtype=dtype)
+    if buf.nbytes <= KEEP_MAX_BYTES:
+        held[purpose] = (key, buf)
+    else:
+        held.pop(purpose, None)
+    return buf
+
+
+def held_bytes() -> int:
+    """Bytes of scratch the calling thread holds."""
+    return sum(buf.nbytes for _, buf in _held().values())
+
+
+def release() -> None:
+    """Drop the calling thread's scratch buffers."""
+    _held().clear()
+
+
+def _held() -> dict[str, tuple[tuple, np.ndarray]]:
+    held = getattr(_local, "held", None)
+    if held is None:
+        held = _local.held = {}
+    return held

@@ -1,0 +1,149 @@
+"""The batched reads of LocalStore: whole files, memory-mapped views, byte ranges,
+and values with their generation.
+
+A mixin of :class:`~chunkstore.storage.local.LocalStore`, which provides the confined
+walk (``_walk``, ``_locate``, ``_open``) and the map-cache prefix (``_prefix``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+from collections.abc import Sequence
+from typing import Any
+
+from ..concurrency import run_batched
+from .base import ABSENT, ByteRange, BytesLike
+from .local_locks import versioned
+from .local_maps import _maps, signature
+from .local_paths import DIRS_PER_SLICE, Walk, dir_slices, read_exact, read_range
+
+_INLINE_READ_BYTES = 64 * 1024  # get_many reads files up to this size without threads
+_MAP_MIN_BYTES = 64 * 1024  # smaller files are read, not mapped
+
+
+class LocalReads:
+    """Read methods of LocalStore (see the module docstring)."""
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """Files are read inline while they are small (the per-file work is syscalls
+        and Python; threads would only contend for the GIL); from the first large one
+        on, the rest are read in the pool."""
+        located = self._locate(keys)
+        results: list[bytes | None] = []
+        with self._walk() as w:
+            def one(i: int) -> bytes | None:
+                head, name = located[i]
+                dir_fd = w.dir(head, keys[i])
+                fd = None if dir_fd is None else self._open(w, dir_fd, head, name, keys[i])
+                if fd is None:
+                    return None
+                try:
+                    st = os.fstat(fd)  # a directory or a FIFO at a key reads as missing
+                    return read_exact(fd, 0, st.st_size) if stat.S_ISREG(st.st_mode) else None
+                finally:
+                    os.close(fd)
+
+            for part in dir_slices(located):
+                for n, i in enumerate(part):
+                    data = one(i)
+                    results.append(data)
+                    if data is not None and len(data) > _INLINE_READ_BYTES and len(part) - n > 8:
+                        results += run_batched(one, part[n + 1:])
+                        break
+                w.release()
+        return results
+
+    def get_views(self, keys: Sequence[str]) -> list[BytesLike | None]:
+        """Memory maps of the files (cached, see the module docstring), the bytes of small
+        files; a directory or a missing file gives None."""
+        located = self._locate(keys)
+        prefix, cached = self._prefix, _maps.get
+        views: list[BytesLike | None] = []
+        with self._walk() as w:
+            for key, (head, name) in zip(keys, located, strict=True):
+                if w.open_dirs > DIRS_PER_SLICE:
+                    w.release()
+                dir_fd = w.dir(head, key)
+                if dir_fd is None:
+                    views.append(None)
+                    continue
+                entry = cached(prefix + key)
+                if entry is not None and entry[2] == prefix:
+                    try:
+                        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    except (FileNotFoundError, NotADirectoryError):
+                        _maps.discard(prefix + key)
+                        views.append(None)
+                        continue
+                    if signature(st) == entry[0]:
+                        views.append(entry[1])
+                        continue
+                views.append(self._view(w, dir_fd, head, name, key))
+        return views
+
+    def _view(self, w: Walk, dir_fd: int, head: str, name: str, key: str) -> BytesLike | None:
+        fd = self._open(w, dir_fd, head, name, key)
+        if fd is None:
+            return None
+        try:
+            st = os.fstat(fd)  # what is mapped, which the next stat is compared with
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            if st.st_size < _MAP_MIN_BYTES:  # a map costs more than a copy
+                return read_exact(fd, 0, st.st_size)
+            mapped = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        _maps.put(self._prefix + key, signature(st), mapped, self._prefix)
+        return mapped
+
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        """Each file is opened once for all of its ranges; files are read in parallel."""
+        by_key: dict[str, list[int]] = {}
+        for i, (key, _) in enumerate(requests):
+            by_key.setdefault(key, []).append(i)
+        keys = list(by_key)
+        located = self._locate(keys)
+        results: list[bytes | None] = [None] * len(requests)
+        with self._walk() as w:
+            def read_key(j: int) -> None:
+                head, name = located[j]
+                dir_fd = w.dir(head, keys[j])
+                fd = None if dir_fd is None else self._open(w, dir_fd, head, name, keys[j])
+                if fd is None:
+                    return
+                try:
+                    st = os.fstat(fd)
+                    if stat.S_ISREG(st.st_mode):
+                        for i in by_key[keys[j]]:
+                            results[i] = read_range(fd, st.st_size, requests[i][1])
+                finally:
+                    os.close(fd)
+
+            for part in dir_slices(located):
+                run_batched(read_key, part, min_parallel=4)
+                w.release()
+        return results
+
+    def get_versioned_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, Any]]:
+        """Values with their generation (signature and bytes, see ``local_locks``)."""
+        located = self._locate(keys)
+        with self._walk() as w:
+            def one(i: int) -> tuple[bytes | None, Any]:
+                head, name = located[i]
+                dir_fd = w.dir(head, keys[i])
+                fd = None if dir_fd is None else self._open(w, dir_fd, head, name, keys[i])
+                if fd is None:
+                    return None, ABSENT
+                try:
+                    return versioned(fd)
+                finally:
+                    os.close(fd)
+
+            found: list[tuple[bytes | None, Any]] = []
+            for part in dir_slices(located):
+                found += run_batched(one, part, min_parallel=8)
+                w.release()
+            return found

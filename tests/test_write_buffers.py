@@ -1,0 +1,97 @@
+"""What a write holds between encoding and storing: compressor input staged in a reused
+per-thread buffer (exact bytes whatever the value's layout or byte order), scratch that is
+released or never kept when large, and ``threading.write_bytes`` bounding the encoded
+chunks in flight."""
+
+import threading
+
+import numcodecs
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.codecs import scratch
+from chunkstore.io import chunk_codec
+
+
+@pytest.mark.parametrize("endian", ["little", "big"])
+@pytest.mark.parametrize("layout", ["block", "reversed", "fortran"])
+def test_staged_compressor_input_gives_the_chunk_bytes(tmp_path, endian, layout):
+    rng = np.random.default_rng(1)
+    x = rng.integers(-2**31, 2**31 - 1, size=(64, 96), dtype="i4")
+    value = {"block": x, "reversed": np.ascontiguousarray(x[::-1])[::-1],
+             "fortran": np.asfortranarray(x)}[layout]
+    a = cs.create_array(str(tmp_path / "a.zarr"), shape=x.shape, chunks=(16, 32), dtype="i4",
+                        codecs=[{"name": "bytes", "configuration": {"endian": endian}},
+                                {"name": "zstd", "configuration": {"level": 1}}])
+    a[...] = value
+    np.testing.assert_array_equal(a[...], x)
+    stored = (tmp_path / "a.zarr" / a.chunk_key((1, 2))).read_bytes()
+    raw = numcodecs.Zstd().decode(stored)
+    want = np.ascontiguousarray(x[16:32, 64:96]).astype(">i4" if endian == "big" else "<i4")
+    assert bytes(raw) == want.tobytes()
+
+
+def test_staged_v2_compressor_input(tmp_path):
+    x = np.arange(64 * 96, dtype=">f8").reshape(64, 96)
+    a = cs.create_array(str(tmp_path / "v2.zarr"), shape=x.shape, chunks=(16, 32), dtype=">f8",
+                        zarr_format=2, compressors=numcodecs.Blosc("lz4"))
+    a[...] = x  # every chunk a strided block of the value
+    np.testing.assert_array_equal(a[...], x)
+    stored = (tmp_path / "v2.zarr" / "1.2").read_bytes()
+    assert bytes(numcodecs.Blosc().decode(stored)) == x[16:32, 64:96].tobytes()
+
+
+def test_scratch_reused_released_and_large_not_kept(monkeypatch):
+    got = {}
+
+    def worker():
+        first = scratch.scratch_buffer((8, 8), np.float32, "encode")
+        got["same"] = scratch.scratch_buffer((8, 8), np.float32, "encode") is first
+        got["other_purpose"] = scratch.scratch_buffer((8, 8), np.float32) is not first
+        got["held"] = scratch.held_bytes()
+        scratch.release()
+        got["after"] = scratch.held_bytes()
+        monkeypatch.setattr(scratch, "KEEP_MAX_BYTES", 1024)
+        big = scratch.scratch_buffer((64, 64), np.float64, "decode")
+        got["big_kept"] = scratch.scratch_buffer((64, 64), np.float64, "decode") is big
+        got["big_held"] = scratch.held_bytes()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert got == {"same": True, "other_purpose": True, "held": 2 * 256, "after": 0,
+                   "big_kept": False, "big_held": 0}
+
+
+@pytest.mark.parametrize("budget_chunks", [1, 3])
+def test_write_bytes_bounds_encoded_chunks_in_flight(monkeypatch, budget_chunks):
+    chunk = (64, 64)
+    nbytes = 64 * 64 * 8
+    store = cs.MemoryStore()
+    a = cs.create_array(store, shape=(64 * 8, 64 * 8), chunks=chunk, dtype="f8")
+    lock, state = threading.Lock(), {"now": 0, "peak": 0}
+    encode = chunk_codec.ChunkCodec.encode
+
+    def counting_encode(self, c):
+        out = encode(self, c)
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        return out
+
+    commit = type(store).commit_many
+
+    def counting_commit(self, items):
+        done = commit(self, items)
+        with lock:
+            state["now"] -= len(items)
+        return done
+
+    monkeypatch.setattr(chunk_codec.ChunkCodec, "encode", counting_encode)
+    monkeypatch.setattr(type(store), "commit_many", counting_commit)
+    x = np.random.default_rng(0).random((512, 512))
+    with cs.config.set({"threading.write_bytes": budget_chunks * nbytes}):
+        a[...] = x
+    assert 1 <= state["peak"] <= budget_chunks
+    np.testing.assert_array_equal(a[...], x)
