@@ -10,6 +10,7 @@ chunk) — and check that the next read sees exactly the new state.
 
 from __future__ import annotations
 
+import mmap
 import os
 import subprocess
 import sys
@@ -64,7 +65,7 @@ def test_reads_are_served_from_cached_maps(tmp_path, compressors):
     np.testing.assert_array_equal(a[5, :], data[5, :])
     key = os.path.join(str(a.store.root), a.chunk_key((0, 0)))
     entry = local._maps.get(key)
-    assert entry is not None and isinstance(entry[1], local.mmap.mmap)
+    assert entry is not None and isinstance(entry[1], mmap.mmap)
     np.testing.assert_array_equal(a[7, 3:9], data[7, 3:9])
     assert local._maps.get(key)[1] is entry[1]  # the same map, not a new one
 
