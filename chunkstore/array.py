@@ -23,6 +23,9 @@ from .array_selection import (
     SelectionView,
     UnstorableValueError,
     as_mask,
+    as_numpy,
+    block_slices,
+    iter_rows,
     read_chunk,
     read_selection,
     write_chunk,
@@ -36,6 +39,7 @@ from .hierarchy.documents import read_node, try_read_node, update_node
 from .hierarchy.paths import normalize_path
 from .indexing import BASIC, COORDINATE, ORTHOGONAL
 from .info import InfoTable
+from .io import chunk_cache
 from .io.engine import Engine, layout_of, open_engine
 from .io.layout import ChunkLayout
 from .metadata import ArrayMetadata, is_array
@@ -55,11 +59,18 @@ class Array:
     >>> a[0, :] = 7
     >>> int(a[0, 3])
     7
+
+    ``cache``: the decoded chunks kept between reads (``io.chunk_cache``): None follows
+    ``config["cache.chunk_bytes"]`` (off by default); 0 or False, off; a byte budget
+    (``"256MiB"``), a private LRU; a ``ChunkCache``, shared with the arrays given it.
+    Writes invalidate the chunks they touch. ValueError for anything else.
     """
 
     def __init__(self, store: Store, path: str = "", metadata: ArrayMetadata | None = None, *,
                  read_only: bool = False, synchronizer: Any = None,
-                 write_empty_chunks: bool = False, allow_unsafe_codecs: bool = False) -> None:
+                 write_empty_chunks: bool = False, allow_unsafe_codecs: bool = False,
+                 cache: Any = None) -> None:
+        self._cache = chunk_cache.from_argument(cache)
         self._store, self._path = store, path
         self._read_only = bool(read_only or store.read_only)
         self._synchronizer = synchronizer
@@ -95,7 +106,7 @@ class Array:
             pipeline = build_pipeline(meta, self._where(), self._allow_unsafe)
             self._engine_cache = open_engine(self._store, layout_of(meta, self._path), pipeline,
                                              meta, self.name, self._synchronizer,
-                                             self._write_empty_chunks)
+                                             self._write_empty_chunks, self._cache)
         return self._engine_cache
 
     @property
@@ -110,7 +121,12 @@ class Array:
 
     def __reduce__(self):
         return (_reopen, (self._store, self._path, self._read_only, self._synchronizer,
-                          self._write_empty_chunks, self._allow_unsafe))
+                          self._write_empty_chunks, self._allow_unsafe, self._cache))
+
+    def _use_cache(self, cache: Any) -> None:
+        """Use ``cache`` (a ``cache=`` argument) from now on."""
+        self._cache = chunk_cache.from_argument(cache)
+        self._engine_cache = None
 
     def __eq__(self, other: object) -> bool:
         """The same array: same path in the same store location (an unpickled or reopened
@@ -124,11 +140,13 @@ class Array:
     @classmethod
     def open(cls, store: Any, *, path: str = "", mode: str = "r+",
              zarr_format: int | None = None, storage_options: dict | None = None,
-             synchronizer: Any = None) -> Array:
+             synchronizer: Any = None, cache: Any = None) -> Array:
         """Open the existing array at ``path`` of ``store`` (zarr-python's ``Array.open``):
-        mode "r" is read-only; NodeNotFoundError when nothing is there."""
+        mode "r" is read-only; NodeNotFoundError when nothing is there. ``cache``: the
+        decoded-chunk cache (see the class docstring)."""
         if mode not in ("r", "r+", "a"):
             raise ValueError(f"Array.open: mode must be 'r', 'r+' or 'a', got {mode!r}")
+        cache = chunk_cache.from_argument(cache)  # checked before anything is opened
         st = resolve_store(store, mode=mode, storage_options=storage_options)
         path = normalize_path(path)
         node = try_read_node(st, path, zarr_format, kind="array")
@@ -137,7 +155,7 @@ class Array:
         if not is_array(node):
             raise NodeTypeError(f"path {path or '/'!r} in {st!r} is a group, not an array")
         return cls(st, path, node, read_only=mode == "r",  # type: ignore[arg-type]
-                   synchronizer=synchronizer)
+                   synchronizer=synchronizer, cache=cache)
 
     def update_attributes(self, new_attributes: dict[str, Any]) -> Array:
         """Merge ``new_attributes`` into the attributes (one atomic update); returns self."""
@@ -316,36 +334,21 @@ class Array:
 
     def get_block_selection(self, selection: Any, out: np.ndarray | None = None) -> Any:
         """Select whole chunks: ``a.blocks[1, :2]`` is chunk row 1, chunk columns 0-1."""
-        return self._get(self._blocks_to_slices(selection), BASIC, out)
+        return self._get(block_slices(self, selection), BASIC, out)
 
     def set_block_selection(self, selection: Any, value: Any) -> None:
-        self._set(self._blocks_to_slices(selection), value, BASIC)
-
-    def _blocks_to_slices(self, selection: Any) -> tuple[slice, ...]:
-        try:
-            return ix.block_selection_to_basic(selection, self.shape, self.chunks)
-        except IndexError as e:
-            raise IndexError(f"array {self.name!r}: {e}") from None
+        self._set(block_slices(self, selection), value, BASIC)
 
     oindex = property(lambda self: SelectionView(self, "orthogonal"))
     vindex = property(lambda self: SelectionView(self, "coordinate"))
     blocks = property(lambda self: SelectionView(self, "block"))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        if copy is False:  # NumPy 2's protocol, as zarr-python: the data is always a copy
-            raise ValueError(f"array {self.name!r}: cannot give a NumPy view without a copy "
-                             "(the data lives in a store); use np.asarray(a) or a[...]")
-        data = np.asarray(self[...])
-        return data if dtype is None else data.astype(dtype, copy=False)
+        return as_numpy(self, dtype, copy)
 
     def __iter__(self) -> Iterator[Any]:
         """Iterate over the first axis, decoding each chunk row once."""
-        if not self.shape:
-            raise TypeError("iteration over a 0-d array")
-        step = self.chunks[0]
-        for start in range(0, self.shape[0], step):
-            block = self[start:start + step]
-            yield from block
+        return iter_rows(self)
 
     # -- chunk primitives (the seam the Dask layer uses) ---------------------------------------
     def chunk_key(self, coords: tuple[int, ...]) -> str:
@@ -394,7 +397,8 @@ class Array:
 
 
 def _reopen(store: Store, path: str, read_only: bool, synchronizer: Any,
-            write_empty_chunks: bool, allow_unsafe: bool) -> Array:
+            write_empty_chunks: bool, allow_unsafe: bool, cache: Any = None) -> Array:
     """Unpickling: a lazy Array that loads its metadata on first use."""
     return Array(store, path, None, read_only=read_only, synchronizer=synchronizer,
-                 write_empty_chunks=write_empty_chunks, allow_unsafe_codecs=allow_unsafe)
+                 write_empty_chunks=write_empty_chunks, allow_unsafe_codecs=allow_unsafe,
+                 cache=cache)

@@ -4,6 +4,7 @@ views; values written block by block (another array, an h5py dataset)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -123,6 +124,32 @@ def write_selection(array: Array, selection: Any, value: Any, kind: str) -> None
     if kind == COORDINATE:
         arr = arr.reshape(-1)
     array._engine.write(indexer, arr, scalar=scalar)
+
+
+def block_slices(array: Array, selection: Any) -> tuple[slice, ...]:
+    """A block selection (in units of chunks) of ``array`` as element slices."""
+    try:
+        return ix.block_selection_to_basic(selection, array.shape, array.chunks)
+    except IndexError as e:
+        raise IndexError(f"array {array.name!r}: {e}") from None
+
+
+def as_numpy(array: Array, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    """``np.asarray(array)``: all of it, always a copy."""
+    if copy is False:  # NumPy 2's protocol, as zarr-python: the data is always a copy
+        raise ValueError(f"array {array.name!r}: cannot give a NumPy view without a copy "
+                         "(the data lives in a store); use np.asarray(a) or a[...]")
+    data = np.asarray(array[...])
+    return data if dtype is None else data.astype(dtype, copy=False)
+
+
+def iter_rows(array: Array) -> Iterator[Any]:
+    """The items along the first axis, decoding each chunk row once."""
+    if not array.shape:
+        raise TypeError("iteration over a 0-d array")
+    step = array.chunks[0]
+    for start in range(0, array.shape[0], step):
+        yield from array[start:start + step]
 
 
 def _check_coords(array: Array, coords: Any) -> tuple[int, ...]:
