@@ -379,15 +379,6 @@ class Array:
         data."""
         resize(self, shape)
 
-    def _change_metadata(self, change: Any) -> ArrayMetadata:
-        """Read-modify-write the stored document (``change(current) -> new``, applied to
-        what is stored at that moment, so concurrent changes are never lost)."""
-        self._check_writable()
-        meta = update_node(self._store, self._path, change, synchronizer=self._synchronizer,
-                           zarr_format=self.zarr_format, kind="array")
-        self._adopt_metadata(meta)  # type: ignore[arg-type]
-        return meta  # type: ignore[return-value]
-
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Grow along ``axis`` and write ``data`` there; returns the new shape.
 

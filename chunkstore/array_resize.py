@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import ConcurrentWriteError
-from .hierarchy.documents import read_node
+from .hierarchy.documents import read_node, update_node
 from .metadata import ArrayMetadata
 
 if TYPE_CHECKING:
@@ -20,6 +20,16 @@ RESIZE_ATTEMPTS = 64
 
 class _ShapeMoved(Exception):
     """Another writer changed the stored shape between a resize's clear and its commit."""
+
+
+def change_metadata(array: Array, change: Any) -> ArrayMetadata:
+    """Read-modify-write the stored document (``change(current) -> new``, applied to what
+    is stored at that moment, so concurrent changes are never lost)."""
+    array._check_writable()
+    meta = update_node(array.store, array.path, change, synchronizer=array.synchronizer,
+                       zarr_format=array.zarr_format, kind="array")
+    array._adopt_metadata(meta)  # type: ignore[arg-type]
+    return meta  # type: ignore[return-value]
 
 
 def resize(array: Array, shape: tuple[Any, ...]) -> None:
@@ -46,7 +56,7 @@ def resize(array: Array, shape: tuple[Any, ...]) -> None:
             return m.replace(shape=new_shape)
 
         try:
-            array._change_metadata(change)
+            change_metadata(array, change)
             return
         except _ShapeMoved:
             continue
@@ -74,7 +84,7 @@ def append(array: Array, data: Any, axis: int = 0) -> tuple[int, ...]:
         return meta.replace(shape=tuple(s + data.shape[axis] if i == axis else s
                                         for i, s in enumerate(old)))
 
-    new_shape = tuple(array._change_metadata(grow).shape)
+    new_shape = tuple(change_metadata(array, grow).shape)
     region = tuple(slice(start[0], start[0] + data.shape[axis]) if i == axis
                    else slice(None) for i in range(array.ndim))
     array[region] = data
