@@ -1,8 +1,10 @@
-"""S3 round trips on a local endpoint: chunkstore vs zarr-python vs tensorstore.
+"""S3 round trips on a local endpoint: chunkstore (fsspec and obstore backends) vs
+zarr-python, zarr-python with the zarrs codec pipeline, and tensorstore.
 
     python -m benchmarks.bench_s3            # issue size: 256 MiB float32, 1 MiB chunks
     python -m benchmarks.bench_s3 --tiny     # seconds, for CI
-    python -m benchmarks.bench_s3 --latency-ms 20   # every request answered 20 ms later
+    python -m benchmarks.bench_s3 --latency-ms 20     # every request answered 20 ms later
+    python -m benchmarks.bench_s3 --latency-ms 0,20   # both, one endpoint after the other
 
 The endpoint is moto's S3 server running in a subprocess (so that its copy of the data
 does not count in this process's memory) behind a WSGI middleware that counts every
@@ -36,7 +38,9 @@ from typing import Any
 
 OUT = Path("bench-out")
 MB = 1e6
-METHODS = ("chunkstore", "zarr-python", "tensorstore")
+METHODS = ("chunkstore", "chunkstore-obstore", "zarr-python", "zarrs", "tensorstore")
+#: chunkstore's rows (one per storage backend); the others are peers
+OURS = ("chunkstore", "chunkstore-obstore")
 
 
 # -- the counting S3 endpoint (runs in the subprocess) ------------------------------------
@@ -231,6 +235,19 @@ class Chunkstore(Peer):
         return len(g.members())
 
 
+class ChunkstoreObstore(Chunkstore):
+    """chunkstore with ``storage_options={"backend": "obstore"}`` (obstore's S3 client)."""
+
+    name = "chunkstore-obstore"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        from chunkstore.storage import obstore_store
+        if not obstore_store.available():
+            raise ImportError("obstore is not installed")
+        self.options = {**self.options, "backend": "obstore"}
+
+
 class ZarrPython(Peer):
     name = "zarr-python"
 
@@ -267,6 +284,47 @@ class ZarrPython(Peer):
         store = self._store(f"s3://{self.bucket}/zarr-group-{kind}.zarr", True)
         g = zarr.open_group(store, mode="r", use_consolidated=consolidated)
         return len(list(g.members()))
+
+
+class Zarrs(ZarrPython):
+    """zarr-python with the zarrs codec pipeline (Rust). zarrs reads and writes through
+    its own store adapters; for a store it has none for (fsspec's S3 here), zarr-python
+    silently builds its own pipeline instead, which would only measure zarr-python
+    again: the peer is then skipped, saying so."""
+
+    name = "zarrs"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        import zarrs  # noqa: F401
+
+    @staticmethod
+    def _pipeline():
+        import zarr
+        return zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"})
+
+    def _check(self, z) -> Any:
+        pipeline = type(z._async_array.codec_pipeline).__name__
+        if pipeline != "ZarrsCodecPipeline":
+            raise ImportError(f"zarrs has no adapter for this store ({type(z.store).__name__}"
+                              f" on s3://): zarr-python used its own {pipeline}")
+        return z
+
+    def warm(self, data, chunks) -> None:
+        super().warm(data, chunks)
+        key, self.key = self.key, f"{self.name}-warm.zarr"
+        try:
+            self._check(self.open())
+        finally:
+            self.key = key
+
+    def create_and_write(self, data, chunks) -> None:
+        with self._pipeline():
+            super().create_and_write(data, chunks)
+
+    def open(self):
+        with self._pipeline():
+            return super().open()
 
 
 class TensorStore(Peer):
@@ -307,7 +365,9 @@ class TensorStore(Peer):
         return a[1, 1].read().result()
 
 
-PEERS: dict[str, type[Peer]] = {"chunkstore": Chunkstore, "zarr-python": ZarrPython,
+PEERS: dict[str, type[Peer]] = {"chunkstore": Chunkstore,
+                                 "chunkstore-obstore": ChunkstoreObstore,
+                                 "zarr-python": ZarrPython, "zarrs": Zarrs,
                                  "tensorstore": TensorStore}
 
 
@@ -365,13 +425,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--tiny", action="store_true", help="small array (CI)")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every method this many times, interleaved; medians kept")
     parser.add_argument("--group-size", type=int, default=None, help="arrays per group (31)")
-    parser.add_argument("--latency-ms", type=float, default=0.0,
-                        help="delay every S3 request by this much (the endpoint's middleware)")
+    parser.add_argument("--latency-ms", default="0",
+                        help="delay every S3 request by this much (the endpoint's middleware); "
+                             "a comma-separated list runs each in turn")
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
-        serve(args.serve, args.latency_ms)
+        serve(args.serve, float(args.latency_ms))
         return []
     import numpy as np
     import s3fs
@@ -383,26 +446,53 @@ def main(argv: list[str] | None = None) -> list[dict]:
     data = np.random.default_rng(0).standard_normal(shape, dtype="f4")
     OUT.mkdir(exist_ok=True)
     results: list[dict] = []
-    with Endpoint(args.latency_ms) as ep:
-        options = {"key": "testing", "secret": "testing",
-                   "client_kwargs": {"endpoint_url": ep.url}}
-        s3fs.S3FileSystem(**options).mkdir("bench")
-        for method in args.methods.split(","):
-            s3fs.S3FileSystem.clear_instance_cache()
-            peer = PEERS[method](ep.url, "bench", options, group_size)
-            try:
-                results.extend(run_peer(peer, ep, data, chunks, repeats))
-            except ImportError as e:
-                print(f"{method} skipped: {e}")
-            s3fs.S3FileSystem(**options).rm("s3://bench/*", recursive=True)
+    methods = args.methods.split(",")
+    for latency in (float(x) for x in str(args.latency_ms).split(",")):
+        runs: dict[tuple[str, str], list[dict]] = {}
+        skipped: set[str] = set()
+        with Endpoint(latency) as ep:
+            options = {"key": "testing", "secret": "testing",
+                       "client_kwargs": {"endpoint_url": ep.url}}
+            s3fs.S3FileSystem(**options).mkdir("bench")
+            for _ in range(max(1, args.rounds)):
+                for method in methods:
+                    if method in skipped:
+                        continue
+                    s3fs.S3FileSystem.clear_instance_cache()
+                    try:
+                        peer = PEERS[method](ep.url, "bench", options, group_size)
+                        rows = run_peer(peer, ep, data, chunks, repeats)
+                    except ImportError as e:
+                        print(f"{method} skipped: {e}")
+                        skipped.add(method)
+                        rows = []
+                    for r in rows:
+                        if latency:
+                            r["case"] = f"{r['case']} ({latency:g} ms latency)"
+                        r["latency_ms"] = latency
+                        runs.setdefault((r["case"], r["method"]), []).append(r)
+                    s3fs.S3FileSystem(**options).rm("s3://bench/*", recursive=True)
+        results.extend(_median_row(rows, data.nbytes) for rows in runs.values())
     (OUT / "bench_s3.json").write_text(json.dumps(results, indent=2))
     print_table(results)
     return results
 
 
+def _median_row(rows: list[dict], nbytes: int) -> dict:
+    """One row from the rounds of a case: median time, largest peak RSS, all correct."""
+    row = dict(rows[0])
+    row["wall_s"] = statistics.median(r["wall_s"] for r in rows)
+    row["rounds"] = len(rows)
+    row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in rows)
+    row["correct"] = all(r["correct"] for r in rows)
+    if "mb_per_s" in row:
+        row["mb_per_s"] = nbytes / MB / row["wall_s"]
+    return row
+
+
 def format_row(r: dict) -> str:
     rate = f"{r['mb_per_s']:7.1f} MB/s" if "mb_per_s" in r else " " * 12
-    return (f"{r['case']:<36} {r['method']:<12} {r['wall_s'] * 1e3:9.1f} ms {rate} "
+    return (f"{r['case']:<36} {r['method']:<18} {r['wall_s'] * 1e3:9.1f} ms {rate} "
             f"{r['requests']:5d} req {json.dumps(r['by_kind'])}  correct={r['correct']}")
 
 
@@ -415,16 +505,34 @@ def print_table(results: list[dict]) -> None:
         print(f"| {r['case']} | {r['method']} | {r['wall_s'] * 1e3:.1f} | {rate} | "
               f"{r['requests']} | {r['lists']} | {r['mb_in']:.1f} / {r['mb_out']:.1f} | "
               f"{r['peak_rss_mb']:.0f} | {r['correct']} |")
-    print()
+    methods = list(dict.fromkeys(r["method"] for r in results))
+    ours = [m for m in methods if m in OURS]
+    peers = [m for m in methods if m not in OURS]
+    # one line per case: every method side by side (MB/s for throughput, else ms; peak
+    # RSS +MB after the slash), then each chunkstore backend's ratio to every peer
+    print("\n| case | " + " | ".join(methods) + " | "
+          + " | ".join(f"{o} vs {p}" for o in ours for p in peers) + " |")
+    print("|---|" + "---|" * (len(methods) + len(ours) * len(peers)))
     for case in dict.fromkeys(r["case"] for r in results):
         rows = {r["method"]: r for r in results if r["case"] == case}
-        mine = rows.get("chunkstore")
-        if mine is None:
-            continue
-        for m, r in rows.items():
-            if m != "chunkstore":
-                print(f"{case}: chunkstore is {r['wall_s'] / mine['wall_s']:.2f}x the speed of "
-                      f"{m}, with {mine['requests']} vs {r['requests']} requests")
+        cells = []
+        for m in methods:
+            r = rows.get(m)
+            if r is None:
+                cells.append("–")
+            elif "mb_per_s" in r:
+                cells.append(f"{r['mb_per_s']:.0f} MB/s / {r['peak_rss_mb']:.0f}")
+            else:
+                cells.append(f"{r['wall_s'] * 1e3:.1f} ms / {r['peak_rss_mb']:.0f}")
+        ratios = []
+        for o in ours:
+            for p in peers:
+                mine, theirs = rows.get(o), rows.get(p)
+                ratios.append(f"{theirs['wall_s'] / mine['wall_s']:.2f}x"
+                              if mine and theirs else "–")
+        print(f"| {case} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+    print("\n(ratio = peer time / chunkstore time: > 1 means chunkstore is faster; "
+          "cells: MB/s or ms / peak RSS +MB)")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from .errors import (
     NodeNotFoundError,
     NodeTypeError,
     ReadOnlyError,
+    StaleConsolidatedMetadataWarning,
     UnsupportedError,
 )
 from .hierarchy.group import Group
@@ -54,7 +55,8 @@ __all__ = [
     "Array", "ChunkDecodeError", "ChunkstoreError", "CodecError", "ConcurrentWriteError",
     "ContainsArrayError", "ContainsGroupError", "FsspecStore", "Group", "InvalidKeyError",
     "LocalStore", "MemoryStore", "MetadataError", "NodeNotFoundError", "NodeTypeError",
-    "ProcessSynchronizer", "ReadOnlyError", "Store", "ThreadSynchronizer", "UnsupportedError",
+    "ProcessSynchronizer", "ReadOnlyError", "StaleConsolidatedMetadataWarning", "Store",
+    "ThreadSynchronizer", "UnsupportedError",
     "ZipStore", "array", "config", "consolidate_metadata", "copy", "create", "create_array",
     "create_group", "empty", "empty_like", "from_array", "full", "full_like", "group", "load",
     "ones", "ones_like", "open", "open_array", "open_consolidated", "open_group", "open_like",

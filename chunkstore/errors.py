@@ -1,7 +1,8 @@
 """Exceptions raised by chunkstore.
 
 Every exception carries a message that names the array/group path and the key or
-metadata field concerned, so a failure in a large hierarchy can be traced.
+metadata field concerned, so a failure in a large hierarchy can be traced. The warnings
+chunkstore issues are here too.
 """
 
 from __future__ import annotations
@@ -61,3 +62,9 @@ class ConcurrentWriteError(ChunkstoreError, RuntimeError):
 
 class SameLocationError(ChunkstoreError, ValueError):
     """A copy, rechunk or transpose would write onto (or over) its own source."""
+
+
+class StaleConsolidatedMetadataWarning(UserWarning):
+    """A node changed, but a consolidated copy that lists it could not be updated: a
+    consolidated open of that group shows the node's previous metadata until
+    ``chunkstore.consolidate_metadata(<group>)`` is run again."""

@@ -12,6 +12,7 @@ from ..array import Array
 from ..creation import DEFAULT_FILL
 from ..hierarchy.members import UNSET, new_array, shape_and_dtype
 from ..hierarchy.paths import normalize_path
+from ..io import chunk_cache
 from ..io.copy import copy_into
 from ..metadata.json_io import check_json_value
 from ..storage.resolve import resolve_store
@@ -39,7 +40,8 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any = Non
                  allow_unsafe_codecs: bool = False, storage_options: dict | None = None,
                  path: str | None = None, compressor: Any = UNSET,
                  config: dict[str, Any] | None = None, write_data: bool = True,
-                 compression: Any = None, compression_opts: Any = None) -> Array:
+                 compression: Any = None, compression_opts: Any = None,
+                 cache: Any = None) -> Array:
     """Create a new array and return it.
 
     ``store``: None (memory), a path, ``*.zip``, an fsspec URL, a Store or a dict.
@@ -52,7 +54,9 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any = Non
     accepted too). ``fill_value``: omitted = the dtype's default; None in v2 is stored as
     ``null``. ``config``: ``{"write_empty_chunks": ..., "order": ...}`` (zarr-python's
     ArrayConfig). ``data``: an array-like to store (its shape and dtype unless given),
-    copied block by block unless ``write_data=False``.
+    copied block by block unless ``write_data=False``. ``cache``: the array's
+    decoded-chunk cache, as ``open_array`` (None: ``config["cache.chunk_bytes"]``; 0: off;
+    a byte budget such as ``"256MiB"``; a shared ``ChunkCache``).
 
     >>> a = create_array(None, shape=(100, 100), dtype="i4", chunks=(10, 10))
     >>> a.nchunks
@@ -62,6 +66,7 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any = Non
         if compressor is not UNSET or not (isinstance(compressors, str) and compressors == "auto"):
             raise TypeError("give one of compression=, compressor= or compressors=")
         compressor = _seed_compression(compression, compression_opts)
+    cache = chunk_cache.from_argument(cache)  # checked before anything is created
     data, shape, dtype = shape_and_dtype(data, shape, dtype, "create_array")
     st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
     a = new_array(
@@ -73,6 +78,7 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any = Non
         synchronizer=synchronizer, chunk_key_encoding=chunk_key_encoding,
         dimension_separator=dimension_separator, write_empty_chunks=write_empty_chunks,
         allow_unsafe_codecs=allow_unsafe_codecs, compressor=compressor, config=config)
+    a._use_cache(cache)
     if data is not None and write_data:
         copy_into(data, a)
     return a

@@ -16,6 +16,7 @@ from ..hierarchy.group_open import check_mode
 from ..hierarchy.members import array_options, new_array
 from ..hierarchy.paths import normalize_path
 from ..hierarchy.reading import read_documents, try_read_node
+from ..io import chunk_cache
 from ..metadata import consolidated as cons
 from ..metadata.nodes import NodeMetadata, is_array, parse_node, where_prefix
 from ..storage.base import Store
@@ -26,22 +27,38 @@ from .creation import regular_chunks
 def open_array(store: Any = None, mode: str = "a", path: str | None = None, *,
                zarr_format: int | None = None, storage_options: dict | None = None,
                synchronizer: Any = None, write_empty_chunks: bool | None = None,
-               allow_unsafe_codecs: bool = False, **create_kwargs: Any) -> Array:
+               allow_unsafe_codecs: bool = False, cache: Any = None,
+               **create_kwargs: Any) -> Array:
     """Open (or, by mode, create) an array: "a" creates it when missing if ``shape`` is
-    given; "w"/"w-" need ``shape`` (and the other ``create_array`` arguments)."""
+    given; "w"/"w-" need ``shape`` (and the other ``create_array`` arguments).
+
+    ``cache``: the decoded chunks kept between reads of this array: None follows
+    ``chunkstore.config["cache.chunk_bytes"]`` (off by default); 0 or False, off; a byte
+    budget (an int or a size such as ``"256MiB"``), a private LRU of that size; a
+    ``chunkstore.io.chunk_cache.ChunkCache``, shared (one budget) with every array given
+    it. Writes through chunkstore invalidate the chunks they touch. Anything else is a
+    ValueError naming ``cache``.
+
+    >>> a = open_array(None, mode="w", shape=(8,), chunks=(4,), dtype="i4", cache="16MiB")
+    >>> a[:] = 1
+    >>> int(a[:].sum())
+    8
+    """
     check_mode(mode)
+    cache = chunk_cache.from_argument(cache)  # checked before anything is opened
     st = resolve_store(store, mode=mode, storage_options=storage_options)
     path = normalize_path(path)
     node = None if mode in ("w", "w-") else try_read_node(st, path, zarr_format, kind="array")
     return _open_or_create(st, mode, path, node, zarr_format=zarr_format,
                            synchronizer=synchronizer, write_empty_chunks=write_empty_chunks,
-                           allow_unsafe_codecs=allow_unsafe_codecs, **create_kwargs)
+                           allow_unsafe_codecs=allow_unsafe_codecs, cache=cache,
+                           **create_kwargs)
 
 
 def _open_or_create(st: Store, mode: str, path: str, node: NodeMetadata | None, *,
                     zarr_format: int | None = None, synchronizer: Any = None,
                     write_empty_chunks: bool | None = None, allow_unsafe_codecs: bool = False,
-                    **create_kwargs: Any) -> Array:
+                    cache: Any = None, **create_kwargs: Any) -> Array:
     """open_array once the node at ``path`` has been read (in ``zarr_format``, or in both
     formats when it is None)."""
     opts = {"synchronizer": synchronizer, "allow_unsafe_codecs": allow_unsafe_codecs}
@@ -51,15 +68,17 @@ def _open_or_create(st: Store, mode: str, path: str, node: NodeMetadata | None, 
         if zarr_format is not None:
             create_kwargs["zarr_format"] = zarr_format
         checked = mode == "a" and zarr_format is None  # both formats were read: nothing there
-        return new_array(st, path, overwrite=mode == "w", checked=checked,
-                         write_empty_chunks=write_empty_chunks, **opts, **create_kwargs)
+        created = new_array(st, path, overwrite=mode == "w", checked=checked,
+                            write_empty_chunks=write_empty_chunks, **opts, **create_kwargs)
+        created._use_cache(cache)
+        return created
     if node is None:
         raise NodeNotFoundError(f"no array at path {path or '/'!r} in {st!r}")
     if not is_array(node):
         raise NodeTypeError(f"path {path or '/'!r} in {st!r} is a group, not an array")
     write_empty, _ = array_options(create_kwargs.get("config"), write_empty_chunks, None)
     return Array(st, path, node, read_only=mode == "r",  # type: ignore[arg-type]
-                 write_empty_chunks=write_empty, **opts)
+                 write_empty_chunks=write_empty, cache=cache, **opts)
 
 
 def open(store: Any = None, mode: str = "a", path: str | None = None, **kwargs: Any
@@ -69,8 +88,12 @@ def open(store: Any = None, mode: str = "a", path: str | None = None, **kwargs: 
     any node there (ContainsArrayError / ContainsGroupError).
 
     Its documents are read once (``zarr.json`` first; the v2 ones only if it is missing).
+    ``cache``: an array's decoded-chunk cache (as ``open_array``; checked, and unused,
+    when a group is opened).
     """
     check_mode(mode)
+    if "cache" in kwargs:
+        kwargs["cache"] = chunk_cache.from_argument(kwargs["cache"])
     st = resolve_store(store, mode=mode, storage_options=kwargs.pop("storage_options", None))
     path = normalize_path(path)
     if "shape" in kwargs:

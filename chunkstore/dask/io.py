@@ -26,7 +26,7 @@ from ..hierarchy.paths import normalize_path
 from ..io.overlap import refuse_onto_itself
 from ..metadata import join_path
 from ..storage.resolve import resolve_store
-from .memory import configure_workers
+from .memory import active_client, configure_workers
 from .planner import CODEC_THREADS, PIECES, PlanError, Stage, _piece, parse_bytes, pieces_of
 
 
@@ -206,19 +206,11 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
                                                             dependencies=[parts[0]]))
     if not compute:
         return result
-    client = _active_client()
+    client = active_client()
     if client is not None:
         configure_workers(client)
     dask.compute(result)
     return target
-
-
-def _active_client() -> Any:
-    try:
-        from distributed import default_client
-        return default_client()
-    except (ImportError, ValueError):
-        return None
 
 
 def _nothing(*_: Any) -> None:

@@ -124,6 +124,15 @@ def _worker_facts() -> dict[str, int]:
             "pid": os.getpid()}
 
 
+def active_client() -> Any:
+    """The current ``distributed`` client, or None (none active, or no distributed)."""
+    try:
+        from distributed import default_client
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
 # -- settings applied in each worker ---------------------------------------------------------
 def limit_map_cache(nbytes: int = WORKER_MAP_BYTES) -> int | None:
     """Bound this process's LocalStore map cache to ``nbytes`` and drop the maps beyond

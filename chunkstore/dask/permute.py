@@ -5,7 +5,11 @@ side is read or written with a huge stride: a (1024, 1024, 16) float32 chunk cop
 its (16, 1024, 1024) transposed place took 2.2 s (4.4 s for 128 MiB), 10x its decode
 time. Copying tile by tile, each tile holding the innermost axis of both sides and at
 most ``TILE`` bytes, keeps both sides in cache: every cache line read or written is used
-whole.
+whole. NumPy's copy loops over the destination's innermost axis; when the source's
+stride along it is a page or more, a long run there touches as many source lines as it
+has elements, all mapping to the same few cache sets: such runs are cut to ``RUN``
+elements (measured, (1024, 1024, 16) float32 -> (16, 1024, 1024): 121 -> 40-55 ms per
+64 MiB; other shapes the same or faster, ``benchmarks`` in the commit message).
 
 >>> import numpy as np
 >>> a = np.arange(24).reshape(2, 3, 4)
@@ -23,12 +27,18 @@ import math
 import numpy as np
 
 TILE = 256 * 1024  # bytes per tile: both sides of a tile stay in L2
+#: elements of the destination's innermost axis per tile when the source's stride along
+#: it is at least ``FAR`` bytes (at least one cache line of it)
+RUN = 16
+FAR = 4096
 
 
 def tiles_for(shape: tuple[int, ...], dst_strides: tuple[int, ...],
               src_strides: tuple[int, ...], itemsize: int, tile: int = TILE) -> tuple[int, ...]:
     """Tile lengths per axis: the innermost axis of each side (by stride) first, then the
-    next ones, while a tile stays within ``tile`` bytes (the last axis taken partly)."""
+    next ones, while a tile stays within ``tile`` bytes (the last axis taken partly); the
+    destination's innermost axis at most ``RUN`` long when the source is far apart along
+    it (see the module doc)."""
     nd = len(shape)
     by_dst = sorted(range(nd), key=lambda d: abs(dst_strides[d]))
     by_src = sorted(range(nd), key=lambda d: abs(src_strides[d]))
@@ -36,21 +46,26 @@ def tiles_for(shape: tuple[int, ...], dst_strides: tuple[int, ...],
     for d in itertools.chain.from_iterable(zip(by_dst, by_src, strict=True)):
         if d not in order:
             order.append(d)
+    # the longest run along each axis a tile may take
+    limit = list(shape)
+    inner = by_dst[0] if nd else 0
+    if nd and by_src[0] != inner and abs(src_strides[inner]) >= FAR:
+        limit[inner] = min(shape[inner], max(RUN, 64 // max(1, itemsize)))
     lengths = [1] * nd
     size = itemsize
     first_two = order[:2]
-    if len(first_two) == 2 and size * shape[first_two[0]] * shape[first_two[1]] > tile:
+    if len(first_two) == 2 and size * limit[first_two[0]] * limit[first_two[1]] > tile:
         # the two innermost axes alone exceed a tile: square-ish tiles of both
         side = max(1, math.isqrt(max(1, tile // itemsize)))
         for d in first_two:
-            lengths[d] = min(shape[d], side)
+            lengths[d] = min(limit[d], side)
         return tuple(lengths)
     for d in order:
-        if size * shape[d] <= tile:
-            lengths[d] = shape[d]
-            size *= shape[d]
+        if size * limit[d] <= tile:
+            lengths[d] = limit[d]
+            size *= limit[d]
         else:
-            lengths[d] = max(1, min(shape[d], tile // size))
+            lengths[d] = max(1, min(limit[d], tile // size))
             break
     return tuple(lengths)
 

@@ -48,6 +48,12 @@ from functools import cached_property
 PIECES = 4
 #: codec threads of one task unless told (chunkstore's pool on 2 cores: 4 per core)
 CODEC_THREADS = 8
+#: blocks grow beyond their aligned size (whole source and target chunks) only up to
+#: this: a larger block reads and writes the same chunks, but holds more memory and makes
+#: fewer tasks to balance over the workers (the 4 GiB transpose on 2 workers: 13 tasks of
+#: 320 MiB, one worker idle for the last one, vs 64 of 64 MiB); a task copies a run of
+#: blocks when a stage would have too many (``rechunk.MAX_TASKS_PER_STAGE``)
+BLOCK_BYTES = 64 * 2**20
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
           "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -264,11 +270,13 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
                  target_chunks: Sequence[int], itemsize: int,
                  max_mem: int | str, *, transposed: bool = False,
                  write_chunks: Sequence[int] | None = None,
-                 codec_threads: int = CODEC_THREADS, min_tasks: int = 1) -> list[Stage]:
+                 codec_threads: int = CODEC_THREADS, min_tasks: int = 1,
+                 block_bytes: int = BLOCK_BYTES) -> list[Stage]:
     """One or two stages that copy ``source_chunks`` into ``target_chunks`` with every
     task's modelled memory (``Stage.task_memory``) within ``max_mem``.
 
-    Blocks grow while they fit and while a stage keeps at least ``min_tasks`` blocks
+    Aligned blocks grow (by whole aligned steps) up to ``block_bytes`` while they fit and
+    while a stage keeps at least ``min_tasks`` blocks
     (e.g. twice the cluster's threads, so that every thread has work).
 
     >>> [s.block for s in plan_rechunk((100, 100), (10, 100), (100, 10), 8, "1MiB")]
@@ -290,7 +298,8 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
              ) -> Callable[[tuple[int, ...]], bool]:
         def check(block: tuple[int, ...]) -> bool:
             s = stage(a, b, block, first, last)
-            return s.task_memory <= budget and s.ntasks >= min_tasks
+            return s.task_memory <= budget and s.ntasks >= min_tasks \
+                and s.block_bytes <= block_bytes
         return check
 
     for name, chunks in (("source", cx), ("target", cy)):

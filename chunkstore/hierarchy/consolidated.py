@@ -43,7 +43,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import ChunkstoreError
+from ..errors import ChunkstoreError, StaleConsolidatedMetadataWarning
 from ..io.rmw import UNCHANGED, WriteUnit, commit_units
 from ..metadata import consolidated as cons
 from ..metadata.nodes import GroupMetadataV2, join_path, where_prefix
@@ -52,7 +52,6 @@ from .consolidated_build import consolidate
 from .consolidated_copies import Copy, find_copies, holds_consolidated
 from .consolidated_entries import Consolidated, read_consolidated, restore_entries, without_below
 from .copy_docs import CopyDoc
-from .enclosing import StaleConsolidatedMetadataWarning
 from .pending import Pending, drops_subtree, new_token, purge, token_value
 from .reading import read_node
 

@@ -10,8 +10,8 @@ copy. The hierarchy layer keeps each such copy current through a LocalStore root
 *that group's* directory (its keys confined to it): the same read-modify-write with
 pending marks as for copies inside the store, never a key that leaves a store's root. A
 copy that cannot be written (permissions, a read-only file system) is reported by a
-:class:`StaleConsolidatedMetadataWarning`. Nothing outside the store is written when its
-root is not inside a group (one ``open`` of a missing file per change).
+:class:`chunkstore.errors.StaleConsolidatedMetadataWarning`. Nothing outside the store is
+written when its root is not inside a group (one ``open`` of a missing file per change).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..errors import StaleConsolidatedMetadataWarning  # noqa: F401  (its old home)
 from ..metadata.consolidated import V2_KEY
 from ..storage.base import Store
 from ..storage.local import LocalStore
@@ -29,12 +30,6 @@ from ..storage.local import LocalStore
 MAX_LEVELS = 16
 #: a larger document in an enclosing directory is not looked at (not taken for a group)
 _MAX_DOC_BYTES = 256 * 1024 * 1024
-
-
-class StaleConsolidatedMetadataWarning(UserWarning):
-    """A node changed, but a consolidated copy that lists it could not be updated: a
-    consolidated open of that group shows the node's previous metadata until
-    ``chunkstore.consolidate_metadata(<group>)`` is run again."""
 
 
 @lru_cache(maxsize=64)

@@ -5,6 +5,12 @@ It is the one place chunkstore keeps array data between calls (the map cache of
 ``LocalStore`` is off by default). Entries are keyed by the store's location and the
 chunk key, so every array object on one store shares them.
 
+Per array, ``cache=`` (``open_array``, ``open``, ``Array.open``, ``create_array``,
+``create``; checked by :func:`from_argument`) picks the cache: None, the process-wide
+one above; 0 / False, none; a byte budget (``268435456`` or ``"256MiB"``), a private
+cache of that size; a :class:`ChunkCache`, that cache, so arrays given the same one share
+one budget. Sharded arrays do not use it yet (their shard indexes are cached).
+
 >>> import numpy as np, chunkstore as cs
 >>> with cs.config.set({"cache.chunk_bytes": 64 * 2**20}):
 ...     a = cs.array(np.arange(10), chunks=(5,))
@@ -14,8 +20,9 @@ chunk key, so every array object on one store shares them.
 
 What can make an entry stale, by store:
 
-* a write through chunkstore in this process (any array object on the same store)
-  invalidates the chunks it touches, before any later read;
+* a write through chunkstore in this process (any array object on the same store,
+  whatever its ``cache=``) invalidates the chunks it touches in every cache, before any
+  later read;
 * ``LocalStore``: each hit is checked against a ``stat`` of the file (device, inode,
   size, mtime): a foreign writer that renames a new file over the key (every Zarr
   implementation does) or changes its size or mtime is seen. Not seen: an in-place
@@ -30,6 +37,7 @@ What can make an entry stale, by store:
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
@@ -38,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..config import config
+from ..sizes import parse_bytes
 from .cache import LRUCache
 
 FILL = object()  # a chunk that is not stored (reads as fill_value)
@@ -50,18 +59,60 @@ def _size_of(entry: tuple[Any, Any]) -> int:
     return n + (len(token) if isinstance(token, bytes | bytearray | memoryview) else 0)
 
 
+def byte_budget(value: Any, name: str = "cache") -> int:
+    """A byte budget given as a number of bytes or a size (``"256MiB"``), checked: a
+    ValueError naming ``name`` for a negative, non-integral or unreadable value."""
+    what = (f"{name} must be a number of bytes (>= 0) or a size such as '256MiB', got "
+            f"{value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float | str | np.integer
+                                                 | np.floating):
+        raise ValueError(what)
+    if isinstance(value, float | np.floating) and not (math.isfinite(value)
+                                                       and float(value).is_integer()):
+        raise ValueError(what)
+    try:
+        n = parse_bytes(value if isinstance(value, str) else int(value))
+    except ValueError:
+        raise ValueError(what) from None
+    if n < 0:
+        raise ValueError(what)
+    return n
+
+
 class ChunkCache:
     """Decoded chunks by ``(store id, key)``, at most ``nbytes`` in all (least recently
-    used dropped first). ``nbytes=None`` follows ``config["cache.chunk_bytes"]``.
+    used dropped first): a number of bytes or a size such as ``"256MiB"``; None follows
+    ``config["cache.chunk_bytes"]``. Give one to several arrays (``cache=``) to share
+    its budget between them:
+
+    >>> import chunkstore as cs
+    >>> shared = ChunkCache("64MiB")
+    >>> a = cs.open_array(cs.MemoryStore(), mode="w", shape=(8,), chunks=(4,), cache=shared)
 
     Race safety: a read notes :meth:`epoch` before fetching; :meth:`put` refuses the
-    entry if any key was invalidated since (a write committed meanwhile)."""
+    entry if any key was invalidated since (a write committed meanwhile). A write
+    invalidates its keys in every cache of the process (:meth:`invalidate`).
 
-    def __init__(self, nbytes: int | None = None) -> None:
-        self._fixed = nbytes
+    A pickled cache arrives empty, with the same budget (the process-wide and the "off"
+    caches arrive as the receiving process's own)."""
+
+    def __init__(self, nbytes: int | str | None = None) -> None:
+        self._fixed = None if nbytes is None else byte_budget(nbytes, "nbytes")
         self._lru = LRUCache(max_entries=2**31, max_bytes=self.budget, size_of=_size_of)
         self._epoch = 0
         self._lock = threading.Lock()
+        with _live_lock:
+            _live.add(self)
+
+    def __reduce__(self) -> Any:
+        if self is _shared:
+            return (shared, ())
+        if self is _off:
+            return (off, ())
+        return (ChunkCache, (self._fixed,))
+
+    def __repr__(self) -> str:
+        return f"<ChunkCache {len(self)} chunks, {self.nbytes} of {self.budget} bytes>"
 
     @property
     def budget(self) -> int:
@@ -119,7 +170,15 @@ class ChunkCache:
             self._lru.put((sid, key), (token, chunk))
 
     def invalidate(self, sid: int, keys: Iterable[str]) -> None:
-        """Forget ``keys`` of store ``sid`` (called after a write committed them)."""
+        """Forget ``keys`` of store ``sid`` (called after a write committed them) in every
+        cache of the process: another array on the same store may cache them elsewhere."""
+        keys = list(keys)
+        with _live_lock:
+            caches = list(_live)
+        for cache in caches:
+            cache._forget(sid, keys)
+
+    def _forget(self, sid: int, keys: list[str]) -> None:
         with self._lock:
             self._epoch += 1
             if len(self._lru):
@@ -140,7 +199,10 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
+_live: weakref.WeakSet[ChunkCache] = weakref.WeakSet()  # every cache, for invalidate
+_live_lock = threading.Lock()
 _shared = ChunkCache()
+_off = ChunkCache(0)  # ``cache=0``: reads skip it, writes still invalidate the others
 _ids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _next_id = itertools.count(1)
 _ids_lock = threading.Lock()
@@ -151,9 +213,35 @@ def shared() -> ChunkCache:
     return _shared
 
 
+def off() -> ChunkCache:
+    """The cache of arrays opened with ``cache=0``: always empty (budget 0)."""
+    return _off
+
+
 def clear() -> None:
-    """Empty the process-wide cache (e.g. after another process rewrote remote data)."""
-    _shared.clear()
+    """Empty every cache of the process, the process-wide one and those given as
+    ``cache=`` (e.g. after another process rewrote remote data)."""
+    with _live_lock:
+        caches = list(_live)
+    for cache in caches:
+        cache.clear()
+
+
+def from_argument(cache: Any, name: str = "cache") -> ChunkCache | None:
+    """A user's ``cache=`` as what the engine takes (checked before anything is opened):
+    None -> None (the process-wide cache, budget ``config["cache.chunk_bytes"]``);
+    0 / False / ``"0"`` -> :func:`off`; a byte budget (``268435456``, ``"256MiB"``) -> a
+    new private cache of that size; a :class:`ChunkCache` as is. Anything else, and
+    True (which budget?), is a ValueError naming ``name``."""
+    if cache is None or isinstance(cache, ChunkCache):
+        return cache
+    if cache is False:
+        return _off
+    if cache is True:
+        raise ValueError(f"{name}=True: give a byte budget (e.g. '256MiB'), a ChunkCache, 0 "
+                         "(off) or None (config['cache.chunk_bytes'])")
+    n = byte_budget(cache, name)
+    return ChunkCache(n) if n else _off
 
 
 def store_id(store: Any) -> int | None:

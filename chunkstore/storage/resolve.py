@@ -15,6 +15,10 @@ from .local import LocalStore
 from .memory import MemoryStore
 from .zip import ZipStore
 
+#: the environment variable choosing the default backend of s3:// URLs
+BACKEND_VARIABLE = "CHUNKSTORE_S3_BACKEND"
+BACKENDS = ("fsspec", "obstore")
+
 _ZIP_MODES = {"r": "r", "w": "w"}  # every other mode appends
 #: "64MB", "1 GiB", "200kb", "1.5G": what a memory size looks like
 _BYTE_SIZE = re.compile(r"\s*\d+(\.\d*)?\s*([kmgtpe]i?b?|b)\s*", re.IGNORECASE)
@@ -46,6 +50,29 @@ def _local_path(url: str, storage_options: dict | None) -> str | None:
     return LocalFileSystem._strip_protocol(url.rsplit("::", 1)[-1])
 
 
+def _remote_store(url: str, storage_options: dict | None, read_only: bool) -> Store:
+    """The store of a remote URL: FsspecStore, or ObstoreStore for an ``s3://`` URL whose
+    ``storage_options`` say ``backend="obstore"`` (default: ``CHUNKSTORE_S3_BACKEND``,
+    else fsspec). Every other scheme is fsspec's."""
+    options = dict(storage_options or {})
+    backend = options.pop("backend", None)
+    chain = protocols(url)
+    s3 = len(chain) == 1 and chain[0] in ("s3", "s3a")
+    if backend is None:
+        backend = (os.environ.get(BACKEND_VARIABLE) or "fsspec") if s3 else "fsspec"
+    backend = str(backend).lower()
+    if backend not in BACKENDS:
+        raise InvalidStoreError(f"{url}: unknown storage backend {backend!r} (known: "
+                                f"{', '.join(BACKENDS)})")
+    if backend == "obstore":
+        if not s3:
+            raise InvalidStoreError(f"{url}: the obstore backend takes plain s3:// URLs only; "
+                                    "other URLs use fsspec")
+        from .obstore_store import ObstoreStore
+        return ObstoreStore(url, options, read_only=read_only)
+    return FsspecStore(url, options, read_only=read_only)
+
+
 def _path_store(path: str, mode: str, read_only: bool) -> Store:
     if path.lower().endswith(".zip"):
         return ZipStore(path, mode=_ZIP_MODES.get(mode, "a"))
@@ -60,7 +87,8 @@ def resolve_store(store: Any, *, mode: str = "a", storage_options: dict | None =
     * a ``file://`` URL (also behind caching wrappers such as ``simplecache::``) -> the
       store of its path (below), confined like any LocalStore
     * another URL (``s3://``, ``gs://``, ``memory://``, ``zip::...``) -> FsspecStore, with
-      ``storage_options``
+      ``storage_options``; an ``s3://`` URL with ``storage_options={"backend": "obstore"}``
+      (or ``CHUNKSTORE_S3_BACKEND=obstore`` in the environment) -> ObstoreStore
     * a path ending in ``.zip`` -> ZipStore (mode ``"r"`` -> ``"r"``, ``"w"`` -> ``"w"``,
       anything else -> ``"a"``)
     * any other path -> LocalStore; but a string that reads as a memory size
@@ -86,7 +114,7 @@ def resolve_store(store: Any, *, mode: str = "a", storage_options: dict | None =
         if local is not None:
             return _path_store(local, mode, read_only)
         if _is_url(store):
-            return FsspecStore(store, storage_options, read_only=read_only)
+            return _remote_store(store, storage_options, read_only)
         if not named_path and looks_like_byte_size(store):
             raise InvalidStoreError(
                 f"store {store!r} looks like a memory size, not a store path (arguments in "

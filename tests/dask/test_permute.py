@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from chunkstore.dask.permute import copy_permuted, tiles_for
+from chunkstore.dask.permute import RUN, copy_permuted, tiles_for
 
 
 @pytest.mark.parametrize("shape", [(3, 5, 7), (40, 1, 33), (64, 64), (5, 6, 7, 8), (9,),
@@ -30,12 +30,23 @@ def test_copy_into_a_strided_destination():
 
 def test_tiles_take_the_innermost_axis_of_both_sides():
     # (1024, 1024, 32) float32 transposed to (32, 1024, 1024): a tile holds every element of
-    # the source's inner axis (32) and a run of the destination's inner axis
+    # the source's inner axis (32) and a run of the destination's inner axis, cut to RUN
+    # elements because the source is 128 KiB apart along it (cache-set conflicts)
     dst = np.empty((32, 1024, 1024), "f4")
     src = np.empty((1024, 1024, 32), "f4").transpose(2, 1, 0)
     lengths = tiles_for(dst.shape, dst.strides, src.strides, 4, 256 * 1024)
-    assert lengths[0] == 32 and lengths[2] == 1024
+    assert lengths[0] == 32 and lengths[2] == RUN
     assert np.prod(lengths) * 4 <= 256 * 1024
+    assert np.prod(lengths) * 4 >= 64 * 1024  # still large tiles: few Python-level copies
+
+
+def test_long_runs_when_the_source_is_near():
+    # a 2-D transpose of a (64, 512) block: the source is 2 KiB apart along the
+    # destination's inner axis, so runs stay whole
+    dst = np.empty((512, 64), "f4")
+    src = np.empty((64, 512), "f4").transpose()
+    lengths = tiles_for(dst.shape, dst.strides, src.strides, 4, 256 * 1024)
+    assert lengths[1] == 64
 
 
 def test_shape_mismatch_refused():

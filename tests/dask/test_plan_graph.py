@@ -51,7 +51,8 @@ def test_seed_plan_describe_and_simulate():
     slow_store = plan.simulate(workers=50, threads_per_worker=4, worker_memory="24GiB",
                                throughput="100MB", store_bandwidth="1GB")
     assert slow_store["stages"][0]["bound_by"] == "store"
-    tight = plan.simulate(workers=50, threads_per_worker=4, worker_memory="8GiB",
+    # blocks of one 126 MiB chunk (BLOCK_BYTES stops growth): ~1.2 GB per worker
+    tight = plan.simulate(workers=50, threads_per_worker=4, worker_memory="1GiB",
                           throughput="100MB")
     assert not tight["fits"] and "memory_limit" in tight["notes"][0]
 

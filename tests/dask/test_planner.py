@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chunkstore.dask.planner import PlanError, Stage, contiguous_in, parse_bytes, plan_rechunk
+from chunkstore.dask.planner import (
+    BLOCK_BYTES,
+    PlanError,
+    Stage,
+    contiguous_in,
+    parse_bytes,
+    plan_rechunk,
+)
 
 
 def test_parse_bytes():
@@ -99,9 +106,10 @@ def test_issue_plans_model_terms():
                         transposed=True, codec_threads=8)
     # the transposed source decodes a piece (one chunk) in its own order, then permutes it;
     # a one-chunk piece is encoded by the task's thread: its output is the piece in flight
-    assert t.block == (80, 1024, 1024)
-    assert t.memory == {"block": 320 * MiB, "compressed": 64 * MiB, "decode_scratch": 64 * MiB,
-                        "encode_copy": 0, "total": 448 * MiB}
+    # blocks stop at BLOCK_BYTES (64 MiB): 64 tasks to balance, not 13 of 320 MiB
+    assert t.block == (16, 1024, 1024)
+    assert t.memory == {"block": 64 * MiB, "compressed": 64 * MiB, "decode_scratch": 64 * MiB,
+                        "encode_copy": 0, "total": 192 * MiB}
 
 
 def test_contiguous_in():
@@ -139,6 +147,18 @@ def test_blocks_grow_until_the_model_says_stop():
     bigger = Stage(s.shape, s.source_chunks, s.target_chunks,
                    (s.block[0], s.block[1] + 64), 4)
     assert bigger.task_memory > budget  # one more column of chunks would not fit
+
+
+def test_blocks_grow_up_to_block_bytes_only():
+    # aligned blocks of 1 MiB grow to BLOCK_BYTES, not to what max_mem would allow
+    (s,) = plan_rechunk((8192, 8192), (256, 1024), (256, 1024), 4, 2 * 2**30)
+    assert s.block_bytes == BLOCK_BYTES and s.ntasks == 4
+    (small,) = plan_rechunk((8192, 8192), (256, 1024), (256, 1024), 4, 2 * 2**30,
+                            block_bytes=2**20)
+    assert small.block == (256, 1024)
+    # an aligned block larger than BLOCK_BYTES is kept whole (it cannot be cut)
+    first, _ = plan_rechunk((32768, 32768), (32768, 32), (32, 32768), 4, 512_000_000)
+    assert first.block_bytes > BLOCK_BYTES
 
 
 def test_block_region_matches_blocks():

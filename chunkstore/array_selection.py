@@ -1,0 +1,186 @@
+"""How ``Array`` reads and writes: a selection (checked, converted, broadcast) or a whole
+chunk (edge-clipped) to the engine and back; the ``oindex`` / ``vindex`` / ``blocks``
+views; values written block by block (another array, an h5py dataset)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import indexing as ix
+from .indexing import BASIC, COORDINATE
+from .io.copy import copy_blocks
+
+if TYPE_CHECKING:
+    from .array import Array
+
+
+class UnstorableValueError(ValueError, TypeError):
+    """A value that cannot be converted to the array's dtype: a ValueError, as NumPy and
+    zarr-python raise for ``"abc"`` into ints, and a TypeError, as chunkstore raised."""
+
+
+class SelectionView:
+    """``a.oindex``, ``a.vindex`` and ``a.blocks``: ``view[sel]`` / ``view[sel] = v``."""
+
+    def __init__(self, array: Array, kind: str) -> None:
+        self._array, self._kind = array, kind
+
+    def __getitem__(self, selection: Any) -> Any:
+        a = self._array
+        if self._kind == "orthogonal":
+            return a.get_orthogonal_selection(selection)
+        if self._kind == "block":
+            return a.get_block_selection(selection)
+        return a.get_coordinate_selection(selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        a = self._array
+        if self._kind == "orthogonal":
+            a.set_orthogonal_selection(selection, value)
+        elif self._kind == "block":
+            a.set_block_selection(selection, value)
+        else:
+            a.set_coordinate_selection(selection, value)
+
+
+def as_mask(mask: Any, array: Array) -> np.ndarray:
+    """``mask`` as a bool array of the array's shape, or an IndexError naming the array."""
+    mask = np.asarray(mask)
+    if mask.dtype != bool or mask.shape != array.shape:
+        raise IndexError(f"array {array.name!r}: a mask selection needs a bool array of shape "
+                         f"{array.shape}, got {mask.dtype} {mask.shape}")
+    return mask
+
+
+def is_lazy_array(value: Any) -> bool:
+    """An array-like that reads on slicing (not an ndarray): copied block by block."""
+    return (not isinstance(value, np.ndarray) and hasattr(value, "shape")
+            and hasattr(value, "dtype") and hasattr(value, "__getitem__") and len(value.shape) > 0)
+
+
+def as_region(selection: Any, shape: tuple[int, ...]) -> tuple[slice, ...] | None:
+    """``selection`` as unit-step slices per axis, or None when it is anything else."""
+    items = selection if isinstance(selection, tuple) else (selection,)
+    if sum(1 for s in items if s is Ellipsis) > 1 or not all(
+            s is Ellipsis or isinstance(s, slice) for s in items):
+        return None
+    if Ellipsis in items:
+        i = items.index(Ellipsis)
+        items = items[:i] + (slice(None),) * (len(shape) - len(items) + 1) + items[i + 1:]
+    items = items + (slice(None),) * (len(shape) - len(items))
+    region = []
+    for s, n in zip(items, shape, strict=True):
+        start, stop, step = s.indices(n)
+        if step != 1:
+            return None
+        region.append(slice(start, max(start, stop)))
+    return tuple(region)
+
+
+def read_selection(array: Array, selection: Any, kind: str, out: np.ndarray | None = None
+                   ) -> Any:
+    """``array``'s elements at ``selection`` (run as ``kind``), into ``out`` if given."""
+    indexer = array._indexer(selection, kind)
+    shape = indexer.shape
+    if out is None:
+        # as zarr-python: an order-"F" v2 array gives F-ordered results (not points)
+        f_order = kind != COORDINATE and array.zarr_format == 2 and array.order == "F"
+        result = np.empty(shape, dtype=array._layout[2], order="F" if f_order else "C")
+    else:
+        if out.shape != shape:
+            raise ValueError(f"array {array.name!r}: out has shape {out.shape}, the selection "
+                             f"has {shape}")
+        result = out
+    target = result.reshape(-1) if kind == COORDINATE else result
+    array._engine.read(indexer, target)
+    if kind == COORDINATE:
+        return result
+    return result[()] if result.ndim == 0 and out is None else result
+
+
+def write_selection(array: Array, selection: Any, value: Any, kind: str) -> None:
+    """Store ``value`` (broadcast to the selection) at ``selection`` of ``array``."""
+    array._check_writable()
+    indexer = array._indexer(selection, kind)
+    if kind == BASIC and is_lazy_array(value) and tuple(value.shape) == indexer.shape:
+        region = as_region(selection, array.shape)
+        if region is not None:  # another Array, an h5py dataset...: block by block
+            copy_blocks(value, array.write_region, array.layout, region, array.dtype.itemsize)
+            return
+    scalar = np.ndim(value) == 0
+    try:
+        arr = np.asarray(value, dtype=array.dtype)
+    except (ValueError, TypeError) as e:
+        raise UnstorableValueError(f"array {array.name!r}: cannot store "
+                                   f"{type(value).__name__} as {array.dtype}: {e}") from None
+    try:
+        arr = np.broadcast_to(arr, indexer.shape)
+    except ValueError:
+        raise ValueError(f"array {array.name!r}: value of shape {arr.shape} cannot be "
+                         f"assigned to a selection of shape {indexer.shape}") from None
+    if kind == COORDINATE:
+        arr = arr.reshape(-1)
+    array._engine.write(indexer, arr, scalar=scalar)
+
+
+def block_slices(array: Array, selection: Any) -> tuple[slice, ...]:
+    """A block selection (in units of chunks) of ``array`` as element slices."""
+    try:
+        return ix.block_selection_to_basic(selection, array.shape, array.chunks)
+    except IndexError as e:
+        raise IndexError(f"array {array.name!r}: {e}") from None
+
+
+def as_numpy(array: Array, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    """``np.asarray(array)``: all of it, always a copy."""
+    if copy is False:  # NumPy 2's protocol, as zarr-python: the data is always a copy
+        raise ValueError(f"array {array.name!r}: cannot give a NumPy view without a copy "
+                         "(the data lives in a store); use np.asarray(a) or a[...]")
+    data = np.asarray(array[...])
+    return data if dtype is None else data.astype(dtype, copy=False)
+
+
+def iter_rows(array: Array) -> Iterator[Any]:
+    """The items along the first axis, decoding each chunk row once."""
+    if not array.shape:
+        raise TypeError("iteration over a 0-d array")
+    step = array.chunks[0]
+    for start in range(0, array.shape[0], step):
+        yield from array[start:start + step]
+
+
+def _check_coords(array: Array, coords: Any) -> tuple[int, ...]:
+    coords = tuple(int(c) for c in coords)
+    grid = array.cdata_shape
+    if len(coords) != len(grid) or any(not 0 <= c < g for c, g in zip(coords, grid, strict=True)):
+        raise IndexError(f"array {array.name!r}: chunk coordinates {coords} outside the "
+                         f"chunk grid {grid}")
+    return coords
+
+
+def read_chunk(array: Array, coords: tuple[int, ...]) -> np.ndarray:
+    """The data of one chunk of ``array``, clipped to the array's bounds."""
+    coords = _check_coords(array, coords)
+    chunk = array._engine.read_chunk(coords)
+    region = ix.chunk_region(coords, array.shape, array.chunks)
+    return chunk[tuple(slice(0, s.stop - s.start) for s in region)]
+
+
+def write_chunk(array: Array, coords: tuple[int, ...], data: Any) -> None:
+    """Replace one whole chunk of ``array``; ``data`` has the chunk's (edge-clipped) shape."""
+    array._check_writable()
+    coords = _check_coords(array, coords)
+    region = ix.chunk_region(coords, array.shape, array.chunks)
+    expected = tuple(s.stop - s.start for s in region)
+    data = np.asarray(data, dtype=array.dtype)
+    if data.shape != expected:
+        raise ValueError(f"array {array.name!r}: chunk {coords} needs data of shape "
+                         f"{expected}, got {data.shape}")
+    if expected != array.chunks:
+        full = np.full(array.chunks, array._engine.read_fill, dtype=array.dtype)
+        full[tuple(slice(0, n) for n in expected)] = data
+        data = full
+    array._engine.write_chunk(coords, data)

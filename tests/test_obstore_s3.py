@@ -1,0 +1,265 @@
+"""ObstoreStore (the optional obstore backend of s3:// URLs) against a real moto S3 server
+on 127.0.0.1 (nothing mocked).
+
+The store contract suites of ``tests/storage/test_stores.py`` and
+``tests/storage/test_conditional.py`` run here again on ObstoreStore (their tests that
+take a ``store`` or ``make_store`` fixture, with this module's fixtures), then what is
+specific to the backend: selecting it, round trips through arrays in both directions
+with the fsspec backend, conditional-write conflicts and deletes, listings, missing keys,
+errors naming the key, pickling, and writer processes racing on one object.
+"""
+
+from __future__ import annotations
+
+import inspect
+import multiprocessing as mp
+import pickle
+import uuid
+
+import numpy as np
+import pytest
+
+pytest.importorskip("obstore")
+pytest.importorskip("moto.server")
+
+import chunkstore as cs  # noqa: E402
+from chunkstore.errors import ReadOnlyError  # noqa: E402
+from chunkstore.io.rmw import update_object  # noqa: E402
+from chunkstore.storage import FsspecStore, InvalidStoreError, StoreError  # noqa: E402
+from chunkstore.storage.base import ABSENT, ANY  # noqa: E402
+from chunkstore.storage.local_temp import temp_name  # noqa: E402
+from chunkstore.storage.obstore_store import ObstoreStore  # noqa: E402
+from chunkstore.storage.resolve import BACKEND_VARIABLE, resolve_store  # noqa: E402
+from chunkstore.storage.s3_conditional import ETag  # noqa: E402
+from tests.storage import test_conditional as _conditional  # noqa: E402
+from tests.storage import test_stores as _contract  # noqa: E402
+
+
+def _store_tests(module) -> dict:
+    """The tests of ``module`` that only need a ``store`` / ``make_store`` fixture (and
+    pytest's own parametrization)."""
+    found = {}
+    for name in dir(module):
+        fn = getattr(module, name)
+        if not name.startswith("test_") or not callable(fn):
+            continue
+        params = set(inspect.signature(fn).parameters)
+        marks = {m.name for m in getattr(fn, "pytestmark", [])}
+        if params & {"store", "make_store"} and params <= {"store", "make_store", "bad"} and (
+                "bad" not in params or "parametrize" in marks):
+            found[name] = fn
+    return found
+
+
+# the contract suites, collected in this module (so with this module's fixtures)
+for _name, _fn in {**{f"{n}_contract": f for n, f in _store_tests(_contract).items()},
+                   **{f"{n}_cas": f for n, f in _store_tests(_conditional).items()}}.items():
+    globals()[_name.replace("test_", "test_obstore_", 1)] = _fn
+del _name, _fn
+
+
+@pytest.fixture
+def make_store(s3_bucket):
+    """Fresh ObstoreStores on one location (the contract suite's factory)."""
+    url, options = s3_bucket
+    made = []
+
+    def factory():
+        st = ObstoreStore(url + "/root.zarr", options)
+        st.kind = "s3"  # the conditional suite's capability table: full compare-and-swap
+        made.append(st)
+        return st
+
+    yield factory
+    for st in made:
+        st.close()
+
+
+@pytest.fixture
+def store(make_store):
+    return make_store()
+
+
+@pytest.fixture
+def obs(s3_bucket):
+    url, options = s3_bucket
+    return ObstoreStore(url + "/o.zarr", options), url, options
+
+
+# -- selecting the backend -----------------------------------------------------------------
+def test_backend_option_selects_obstore(s3_bucket, monkeypatch):
+    url, options = s3_bucket
+    monkeypatch.delenv(BACKEND_VARIABLE, raising=False)
+    assert type(resolve_store(url + "/x", storage_options=options)) is FsspecStore
+    st = resolve_store(url + "/x", storage_options={**options, "backend": "obstore"})
+    assert type(st) is ObstoreStore and "backend" not in st.storage_options
+    ro = resolve_store(url + "/x", mode="r", storage_options={**options, "backend": "obstore"})
+    assert type(ro) is ObstoreStore and ro.read_only
+    explicit = resolve_store(url + "/x", storage_options={**options, "backend": "fsspec"})
+    assert type(explicit) is FsspecStore
+    monkeypatch.setenv(BACKEND_VARIABLE, "obstore")
+    assert type(resolve_store(url + "/x", storage_options=options)) is ObstoreStore
+    # fsspec stays the backend of every other scheme, whatever the environment says
+    assert type(resolve_store("memory://obstore-env")) is FsspecStore
+    with pytest.raises(InvalidStoreError, match="s3:// URLs only"):
+        resolve_store("memory://x", storage_options={"backend": "obstore"})
+    with pytest.raises(InvalidStoreError, match="unknown storage backend 'nope'"):
+        resolve_store(url + "/x", storage_options={**options, "backend": "nope"})
+
+
+def test_unknown_option_is_named(s3_bucket):
+    url, options = s3_bucket
+    with pytest.raises(TypeError, match="requester_pays"):
+        ObstoreStore(url, {**options, "requester_pays": True})
+
+
+# -- round trips ----------------------------------------------------------------------------
+def test_array_round_trip_both_ways_with_fsspec(s3_bucket):
+    url, options = s3_bucket
+    data = np.arange(120 * 70, dtype="f8").reshape(120, 70)
+    ob = {**options, "backend": "obstore"}
+    a = cs.create_array(url + "/a.zarr", shape=data.shape, chunks=(50, 30), dtype="f8",
+                        storage_options=ob)
+    assert type(a.store) is ObstoreStore
+    a[...] = data
+    np.testing.assert_array_equal(cs.open_array(url + "/a.zarr", mode="r",
+                                                storage_options=options)[...], data)
+    b = cs.create_array(url + "/b.zarr", shape=data.shape, chunks=(50, 30), dtype="f8",
+                        storage_options=options)
+    b[...] = data
+    back = cs.open_array(url + "/b.zarr", mode="r", storage_options=ob)
+    np.testing.assert_array_equal(back[...], data)
+    np.testing.assert_array_equal(back[3:77, 5:61], data[3:77, 5:61])
+    # partial writes (read-modify-write with ETags) and a chunk made all fill
+    a[10:20, 10:20] = -1
+    a[0:50, 0:30] = 0
+    expected = data.copy()
+    expected[10:20, 10:20] = -1
+    expected[0:50, 0:30] = 0
+    np.testing.assert_array_equal(a[...], expected)
+    assert not a.store.exists("c/0/0")  # deleted conditionally, as fsspec does
+
+
+def test_group_and_consolidated_metadata(s3_bucket):
+    url, options = s3_bucket
+    ob = {**options, "backend": "obstore"}
+    g = cs.group(url + "/g.zarr", storage_options=ob)
+    for i in range(3):
+        g.create_array(f"a{i}", shape=(10,), chunks=(5,), dtype="i4")[:] = i
+    cs.consolidate_metadata(url + "/g.zarr", storage_options=ob)
+    back = cs.open_group(url + "/g.zarr", mode="r", storage_options=ob, use_consolidated=True)
+    assert sorted(name for name, _ in back.members()) == ["a0", "a1", "a2"]
+    assert back["a2"][3] == 2
+
+
+# -- conditional writes ----------------------------------------------------------------------
+def test_conditional_put_conflicts(obs):
+    st, _, _ = obs
+    assert st.supports_conditional_writes and st.supports_conditional_delete
+    assert st.get_versioned("k") == (None, ABSENT)
+    assert st.commit_many([("k", b"1", ABSENT)]) == [True]
+    assert st.commit_many([("k", b"2", ABSENT)]) == [False]  # If-None-Match: * refused
+    value, generation = st.get_versioned("k")
+    assert value == b"1" and isinstance(generation, ETag)
+    assert st.commit_many([("k", b"3", generation), ("k", b"4", generation)]) == [True, False]
+    assert st.get("k") == b"3"
+    stale = generation
+    fresh = st.get_versioned("k")[1]
+    assert st.set_if("k", None, stale) is False  # If-Match DELETE of a changed object
+    assert st.get("k") == b"3"
+    assert st.set_if("k", None, fresh) is True
+    assert st.get("k") is None
+    assert st.set_if("k", b"5", fresh) is False  # If-Match on a deleted object: 404
+    assert st.set_if("k", None, ABSENT) is True
+    assert st.commit_many([("k", b"6", ANY), ("gone", None, ANY)]) == [True, True]
+
+
+def test_generations_are_the_same_etags_as_fsspec(obs):
+    st, url, options = obs
+    fs_store = FsspecStore(url + "/o.zarr", options)
+    st.set("k", b"v")
+    ours, theirs = st.get_versioned("k")[1], fs_store.get_versioned("k")[1]
+    assert ours.value.strip('"') == theirs.value.strip('"')
+    # a generation read by one backend is honoured by the other
+    assert fs_store.set_if("k", b"w", ours) is True
+    assert st.set_if("k", b"x", theirs) is False
+
+
+def _bump(url: str, options: dict, rounds: int) -> None:
+    st = ObstoreStore(url, options)
+    for _ in range(rounds):
+        update_object(st, "counter", lambda old: str(int(old or b"0") + 1).encode())
+
+
+def test_processes_racing_on_one_object_lose_nothing(s3_bucket):
+    url, options = s3_bucket
+    where = url + "/race.zarr"
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_bump, args=(where, options, 10)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(240)
+        assert p.exitcode == 0
+    assert ObstoreStore(where, options).get("counter") == b"30"
+
+
+# -- listing, missing keys, errors ----------------------------------------------------------
+def test_listing(obs):
+    st, _, _ = obs
+    st.set_many({"a/b/c": b"1", "a/d": b"2", "ab": b"3", "z": b"4",
+                 f"a/{temp_name()}": b"temp"})
+    assert list(st.list_prefix("")) == ["a/b/c", "a/d", "ab", "z"]
+    assert list(st.list_prefix("a")) == ["a/b/c", "a/d", "ab"]
+    assert list(st.list_prefix("a/")) == ["a/b/c", "a/d"]
+    assert list(st.list_dir("")) == ["a", "ab", "z"]
+    assert list(st.list_dir("a")) == ["b", "d"]
+    assert list(st.list_dir("nothing")) == []
+    st.delete_prefix("a")
+    assert list(st.list()) == ["ab", "z"]
+
+
+def test_missing_keys_read_as_none(obs):
+    st, _, _ = obs
+    assert st.get("nope") is None
+    assert st.get("nope", (0, 4)) is None
+    assert st.get_many(["nope", "nada"]) == [None, None]
+    assert st.get_ranges([("nope", (0, 1)), ("nope", (-2, None))]) == [None, None]
+    assert st.get_versioned_many(["nope"]) == [(None, ABSENT)]
+    assert not st.exists("nope") and st.getsize("nope") is None
+    st.delete("nope")
+    st.delete_many(["nope", "nada"])
+
+
+def test_errors_name_the_key_and_endpoint(s3_bucket):
+    url, options = s3_bucket
+    dead = {**options, "client_kwargs": {"endpoint_url": "http://127.0.0.1:9"},
+            "retry_config": {"max_retries": 0}}
+    st = ObstoreStore(url + "/e.zarr", dead)
+    for call in (lambda: st.get("c/0"), lambda: st.get_many(["c/0", "c/1"]),
+                 lambda: st.set("c/0", b"x"), lambda: st.get_versioned_many(["c/0"]),
+                 lambda: st.commit_many([("c/0", b"x", ABSENT)]),
+                 lambda: list(st.list_prefix(""))):
+        with pytest.raises(StoreError) as info:
+            call()
+        message = str(info.value)
+        assert "127.0.0.1:9" in message and ("'c/0'" in message or "''" in message)
+    with pytest.raises(StoreError, match=r"'zarr.json' of s3://.*/e.zarr/x \(endpoint"):
+        cs.open_array(url + "/e.zarr/x", mode="r",
+                      storage_options={**dead, "backend": "obstore"})
+    missing_bucket = ObstoreStore(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/p", options)
+    with pytest.raises(StoreError, match="'k'"):
+        missing_bucket.set("k", b"v")
+
+
+def test_read_only_and_pickling(obs):
+    st, _, _ = obs
+    st.set("k", b"v")
+    ro = st.with_read_only()
+    with pytest.raises(ReadOnlyError, match="'k'"):
+        ro.set("k", b"w")
+    with pytest.raises(ReadOnlyError):
+        ro.commit_many([("k", b"w", ANY)])
+    back = pickle.loads(pickle.dumps(st))
+    assert type(back) is ObstoreStore and back == st and back.get("k") == b"v"
+    assert back.location() == FsspecStore(st.url, st.storage_options).location()
