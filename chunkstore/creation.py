@@ -159,7 +159,7 @@ def build_array_metadata(
     compressors: Any = "auto", filters: Any = None, codecs: Any = None, zarr_format: int = 3,
     dimension_names: Sequence[str | None] | None = None, attributes: dict | None = None,
     chunk_key_encoding: Any = None, dimension_separator: str | None = None, where: str = "array",
-    allow_unsafe_codecs: bool = False,
+    allow_unsafe_codecs: bool = False, serializer: Any = "auto",
 ) -> ArrayMetadata:
     """Validated metadata for a new array. ``fill_value``: omitted -> the dtype's default;
     None -> the default too in v3, ``null`` in v2 (read as None, as zarr-python)."""
@@ -194,7 +194,8 @@ def build_array_metadata(
             np_dtype = np_dtype.newbyteorder("=")
         chain = v3_codec_chain(dtype=np_dtype, chunk_shape=chunk_shape,
                                compressors=compressors, filters=filters, codecs=codecs,
-                               order=order, where=where, allow_unsafe=allow_unsafe_codecs)
+                               order=order, where=where, allow_unsafe=allow_unsafe_codecs,
+                               serializer=serializer)
         if shard_shape is not None:
             chain = [ShardingCodec(chunk_shape, chain, index_location=index_location).to_json()]
             chunk_shape = shard_shape
@@ -206,6 +207,9 @@ def build_array_metadata(
     if zarr_format == 2:
         if codecs is not None:
             raise ValueError(f"{where}: 'codecs' is for Zarr v3; use compressors/filters for v2")
+        if not (isinstance(serializer, str) and serializer == "auto"):
+            raise ValueError(f"{where}: serializer= is for Zarr v3 (a v2 array stores its "
+                             "chunks' bytes as they are); use filters/compressors for v2")
         if np_dtype.kind not in "OT":
             np_dtype = dtype_from_v2(v2_str_of(np_dtype), where)
         compressor, v2_filters = v2_codecs(compressors=compressors, filters=filters, where=where,

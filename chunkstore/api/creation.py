@@ -33,8 +33,9 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any = Non
                  dtype: Any = None, data: Any = None, chunks: Any = None, shards: Any = None,
                  fill_value: Any = DEFAULT_FILL, order: str | None = None,
                  compressors: Any = "auto", filters: Any = None, codecs: Any = None,
-                 zarr_format: int | None = 3, dimension_names: Any = None,
-                 attributes: dict | None = None, overwrite: bool = False,
+                 serializer: Any = "auto", zarr_format: int | None = 3,
+                 dimension_names: Any = None, attributes: dict | None = None,
+                 overwrite: bool = False,
                  synchronizer: Any = None, chunk_key_encoding: Any = None,
                  dimension_separator: str | None = None, write_empty_chunks: bool | None = None,
                  allow_unsafe_codecs: bool = False, storage_options: dict | None = None,
@@ -51,7 +52,9 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any = Non
     are then the inner chunks. ``compressors``: "auto" (``chunkstore.config``
     "array.default_compressor": Blosc lz4 with shuffle unless set), None, or numcodecs
     codecs (``compressor=`` and the seeds' ``compression=``/``compression_opts=`` are
-    accepted too). ``fill_value``: omitted = the dtype's default; None in v2 is stored as
+    accepted too). ``serializer``: the v3 array->bytes codec, e.g.
+    ``{"name": "bytes", "configuration": {"endian": "big"}}`` ("auto": ``bytes``, or
+    ``vlen-utf8``/``vlen-bytes`` for strings and bytes). ``fill_value``: omitted = the dtype's default; None in v2 is stored as
     ``null``. ``config``: ``{"write_empty_chunks": ..., "order": ...}`` (zarr-python's
     ArrayConfig). ``data``: an array-like to store (its shape and dtype unless given),
     copied block by block unless ``write_data=False``. ``cache``: the array's
@@ -72,7 +75,7 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any = Non
     a = new_array(
         st, normalize_path(name if name is not None else path), shape=shape, dtype=dtype,
         chunks=chunks, shards=shards, fill_value=fill_value, order=order,
-        compressors=compressors, filters=filters, codecs=codecs,
+        compressors=compressors, filters=filters, codecs=codecs, serializer=serializer,
         zarr_format=3 if zarr_format is None else zarr_format,
         dimension_names=dimension_names, attributes=attributes, overwrite=overwrite,
         synchronizer=synchronizer, chunk_key_encoding=chunk_key_encoding,

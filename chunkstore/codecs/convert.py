@@ -101,8 +101,13 @@ def to_numcodecs(item: Any, where: str, allow_unsafe: bool = False) -> Any:
 
 def v3_codec_chain(*, dtype: np.dtype, chunk_shape: tuple[int, ...], compressors: Any,
                    filters: Any, codecs: Any, order: str, where: str,
-                   allow_unsafe: bool = False) -> list[dict[str, Any]]:
-    """The resolved ``codecs`` list of a new v3 array."""
+                   allow_unsafe: bool = False, serializer: Any = "auto"
+                   ) -> list[dict[str, Any]]:
+    """The resolved ``codecs`` list of a new v3 array. ``serializer``: the array->bytes
+    codec ("auto": ``bytes``, or ``vlen-utf8``/``vlen-bytes`` for variable-length types)."""
+    auto = isinstance(serializer, str) and serializer == "auto"
+    if codecs is not None and not auto:
+        raise ValueError(f"{where}: give either codecs= or serializer=, not both")
     if codecs is not None:
         chain = [to_v3_codec(c, where, allow_unsafe) for c in _as_list(codecs)]
     else:
@@ -124,7 +129,13 @@ def v3_codec_chain(*, dtype: np.dtype, chunk_shape: tuple[int, ...], compressors
             if not isinstance(c, BytesBytesCodec):
                 raise CodecError(f"{where}: compressor {c!r} is not a bytes->bytes codec")
         serialized = _filtered_dtype(pre, ChunkSpec(chunk_shape, dtype))
-        chain = [*pre, vlen_codec_for(serialized) or BytesCodec(), *mid, *post]
+        if auto:
+            ser: Codec = vlen_codec_for(serialized) or BytesCodec()
+        else:
+            ser = to_v3_codec(serializer, where, allow_unsafe)
+            if not isinstance(ser, ArrayBytesCodec):
+                raise CodecError(f"{where}: serializer {ser!r} is not an array->bytes codec")
+        chain = [*pre, ser, *mid, *post]
     if not any(isinstance(c, ArrayBytesCodec) for c in chain):
         i = next((k for k, c in enumerate(chain) if isinstance(c, BytesBytesCodec)), len(chain))
         chain.insert(i, vlen_codec_for(dtype) or BytesCodec())
