@@ -16,9 +16,10 @@ Keys (dotted, as ``zarr.config``):
 * ``threading.max_workers`` (None): threads of the chunk IO pool (None: 4 per core, at
   most 32, or the ``CHUNKSTORE_THREADS`` environment variable). Read when the pool is
   created: set it before the first read or write.
-* ``threading.write_bytes`` (256 MiB): chunk bytes one write holds between encoding
+* ``threading.write_bytes`` (32 MiB): chunk bytes one write holds between encoding
   and storing, over all its threads (fewer threads encode at once when chunks are
-  large): the bound on a writer's encode buffers.
+  large, but never fewer than one per core): a writer's encode buffers hold at most
+  ``max(write_bytes, cores x chunk bytes)``.
 * ``cache.shard_index_bytes`` (16 MiB): bytes of shard indexes kept per array.
 * ``cache.chunk_bytes`` (0: off): budget of the process-wide LRU of decoded chunks
   (``chunkstore.io.chunk_cache``: what it validates and what a foreign writer can make
@@ -42,7 +43,7 @@ _DEFAULTS: dict[str, Any] = {
     "array.order": "C",
     "array.default_compressor": "auto",
     "threading.max_workers": None,
-    "threading.write_bytes": 256 * 2**20,
+    "threading.write_bytes": 32 * 2**20,
     "cache.shard_index_bytes": 16 * 2**20,
     "cache.chunk_bytes": 0,
     "cache.map_bytes": 0,

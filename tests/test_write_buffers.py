@@ -3,6 +3,7 @@ per-thread buffer (exact bytes whatever the value's layout or byte order), scrat
 released or never kept when large, and ``threading.write_bytes`` bounding the encoded
 chunks in flight."""
 
+import os
 import threading
 
 import numcodecs
@@ -64,7 +65,7 @@ def test_scratch_reused_released_and_large_not_kept(monkeypatch):
                    "big_kept": False, "big_held": 0}
 
 
-@pytest.mark.parametrize("budget_chunks", [1, 3])
+@pytest.mark.parametrize("budget_chunks", [1, 3, 4])
 def test_write_bytes_bounds_encoded_chunks_in_flight(monkeypatch, budget_chunks):
     chunk = (64, 64)
     nbytes = 64 * 64 * 8
@@ -93,5 +94,26 @@ def test_write_bytes_bounds_encoded_chunks_in_flight(monkeypatch, budget_chunks)
     x = np.random.default_rng(0).random((512, 512))
     with cs.config.set({"threading.write_bytes": budget_chunks * nbytes}):
         a[...] = x
-    assert 1 <= state["peak"] <= budget_chunks
+    # at most the budget, or one chunk per encoding thread (one per core at least)
+    cores = max(2, os.cpu_count() or 1)
+    assert 1 <= state["peak"] <= max(budget_chunks, cores)
+    np.testing.assert_array_equal(a[...], x)
+
+
+def test_a_large_write_holds_only_its_runs_in_flight(tmp_path):
+    """64 MiB written as 64 uncompressed chunks of 1 MiB with an 8 MiB write budget: the
+    write's own allocations (encoded chunks) stay near the budget, not the 64 MiB."""
+    import tracemalloc
+    x = np.random.default_rng(0).random((1024, 8192))  # 64 MiB, C-ordered blocks differ
+    a = cs.create_array(str(tmp_path / "big.zarr"), shape=x.shape, chunks=(128, 1024),
+                        dtype="f8", compressors=None)
+    with cs.config.set({"threading.write_bytes": 8 * 2**20}):
+        tracemalloc.start()
+        try:
+            a[...] = x
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    cores = max(2, os.cpu_count() or 1)
+    assert peak <= max(8, cores) * 2**20 + 4 * 2**20, peak / 2**20
     np.testing.assert_array_equal(a[...], x)

@@ -238,7 +238,7 @@ class PlainEngine:
             units = [self._unit(self.layout.for_write(p), value, scalar_cache) for p in batch]
             try:
                 commit_units(self.store, units, synchronizer=self.synchronizer,
-                             item_bytes=self.chunk_nbytes)
+                             item_bytes=self.chunk_nbytes, keep_values=False)
             finally:
                 self._invalidate([u.key for u in units])
 

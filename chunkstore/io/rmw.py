@@ -31,6 +31,8 @@ from ..storage.base import ABSENT, ANY, BytesLike, Store
 
 #: what ``build`` returns to leave the object as it is (nothing to commit)
 UNCHANGED = object()
+#: what ``commit_units(keep_values=False)`` reports for a unit whose new value was written
+WRITTEN = object()
 MAX_ATTEMPTS = 200
 RUNS_PER_THREAD = 4  # commits per thread and batch: fewer overlap less, more cost calls
 _BACKOFF_START, _BACKOFF_MAX = 0.0005, 0.05
@@ -51,14 +53,27 @@ class WriteUnit:
     label: str = ""
 
 
+class _Outcomes(list):
+    """Results that keep no value: a written one becomes ``WRITTEN``."""
+
+    def __setitem__(self, i: Any, value: Any) -> None:
+        super().__setitem__(i, value if value is None or value is UNCHANGED else WRITTEN)
+
+    def __mul__(self, n: Any) -> _Outcomes:
+        return _Outcomes(list.__mul__(self, n))
+
+
 def _lock(synchronizer: Any, key: str):
     return contextlib.nullcontext() if synchronizer is None else synchronizer[key]
 
 
 def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any = None,
-                 cpu_bound: bool = True, item_bytes: int | None = None) -> list[Any]:
+                 cpu_bound: bool = True, item_bytes: int | None = None,
+                 keep_values: bool = True) -> list[Any]:
     """Apply every unit (see the module docstring); returns what each ``build`` returned
-    last (the committed value, None for a delete, or ``UNCHANGED``).
+    last (the committed value, None for a delete, or ``UNCHANGED``). With
+    ``keep_values=False`` a written value is reported as ``WRITTEN`` instead, and is
+    dropped once committed: a large batch then holds only the runs in flight.
 
     Without a synchronizer: one batched versioned read of the units that need their old
     value, every unit built in parallel, one batched commit, then the units that lost a
@@ -68,7 +83,7 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
     """
     if not units:
         return []
-    results: list[Any] = [None] * len(units)
+    results: list[Any] = ([None] if keep_values else _Outcomes([None])) * len(units)
     everything = list(range(len(units)))
     if synchronizer is None:
         _in_runs(store, units, everything, results, cpu_bound, item_bytes)
@@ -104,8 +119,9 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     n_threads = max(1, min(len(pending), pool_threads(fan_cpu)))
     size = max(1, len(pending) // (n_threads * RUNS_PER_THREAD))
     if item_bytes:  # a run's built values are held until its commit: bound them all
+        # (at least one thread per core, whatever the budget: chunks that large need it)
         budget = int(config.get("threading.write_bytes"))
-        n_threads = max(1, min(n_threads, budget // item_bytes))
+        n_threads = max(min(n_threads, pool_threads(True)), min(n_threads, budget // item_bytes))
         size = max(1, min(size, budget // (n_threads * item_bytes)))
     runs = [pending[i:i + size] for i in range(0, len(pending), size)]
     run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
