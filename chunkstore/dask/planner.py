@@ -112,7 +112,9 @@ class Stage:
     ``target_chunks`` are the target's write units (its shards when sharded; then
     ``write_chunks`` are its inner chunks). ``transposed``: the source is a transposed
     view (its chunks never land contiguously in the block). ``codec_threads``: pool
-    threads decoding/encoding for one task.
+    threads decoding/encoding for one task. ``raw_source``/``raw_target``: the stage
+    reads/writes uncompressed chunks of a local directory (an intermediate array):
+    read straight from the mapped file, written from the block without a copy.
     """
 
     shape: tuple[int, ...]
@@ -124,6 +126,8 @@ class Stage:
     write_chunks: tuple[int, ...] | None = None
     codec_threads: int = CODEC_THREADS
     pieces: int = field(default=PIECES, compare=False)
+    raw_source: bool = False
+    raw_target: bool = False
 
     @property
     def ntasks(self) -> int:
@@ -181,7 +185,7 @@ class Stage:
             decode = math.prod(read_piece) * size
             if per_read > 1:
                 decode += min(self.codec_threads, per_read) * math.prod(src) * size
-        elif not contiguous_in(src, block):
+        elif not contiguous_in(src, block) and not self.raw_source:
             decode = min(self.codec_threads, per_read) * math.prod(src) * size
         # each encoding thread holds the codec's output buffer and its trimmed copy (two
         # chunks), and a contiguous copy of the chunk when its place in the block is strided
@@ -190,8 +194,14 @@ class Stage:
         copies = 2 + (0 if contiguous_in(inner, block) else 1) if per_write > 1 else \
             (0 if contiguous_in(inner, block) else 1)
         encode = min(self.codec_threads, per_write) * math.prod(inner) * size * copies
-        read_c = math.prod(read_piece) * size
+        read_c = math.prod(read_piece) * size  # for raw chunks: the mapped pages
         write_c = math.prod(write_piece) * size * (2 if self.sharded else 1)
+        if self.raw_target and not self.sharded:
+            # written from the block as it is (writev of its contiguous runs): nothing
+            # held but a contiguous copy per thread of a chunk with many short runs
+            write_c = 0
+            encode = 0 if contiguous_in(inner, block) else \
+                min(self.codec_threads, per_write) * math.prod(inner) * size
         terms = {"block": self.block_bytes, "compressed": max(read_c, write_c),
                  "decode_scratch": decode, "encode_copy": encode}
         terms["total"] = self.block_bytes + decode + max(read_c, write_c + encode)
@@ -271,13 +281,16 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
                  max_mem: int | str, *, transposed: bool = False,
                  write_chunks: Sequence[int] | None = None,
                  codec_threads: int = CODEC_THREADS, min_tasks: int = 1,
-                 block_bytes: int = BLOCK_BYTES) -> list[Stage]:
+                 block_bytes: int = BLOCK_BYTES, raw_intermediate: bool = False
+                 ) -> list[Stage]:
     """One or two stages that copy ``source_chunks`` into ``target_chunks`` with every
     task's modelled memory (``Stage.task_memory``) within ``max_mem``.
 
     Aligned blocks grow (by whole aligned steps) up to ``block_bytes`` while they fit and
     while a stage keeps at least ``min_tasks`` blocks
     (e.g. twice the cluster's threads, so that every thread has work).
+    ``raw_intermediate``: an intermediate array, if one is needed, is stored
+    uncompressed in a local directory (``Stage.raw_source``/``raw_target``).
 
     >>> [s.block for s in plan_rechunk((100, 100), (10, 100), (100, 10), 8, "1MiB")]
     [(100, 100)]
@@ -292,6 +305,8 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
     def stage(a: tuple[int, ...], b: tuple[int, ...], block: Sequence[int], first: bool,
               last: bool) -> Stage:
         return Stage(shape, a, b, tuple(block), itemsize, transposed=transposed and first,
+                     raw_source=raw_intermediate and not first,
+                     raw_target=raw_intermediate and not last,
                      write_chunks=inner if last else None, codec_threads=codec_threads)
 
     def fits(a: tuple[int, ...], b: tuple[int, ...], first: bool, last: bool

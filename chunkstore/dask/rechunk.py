@@ -105,12 +105,14 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     base = source.array if isinstance(source, TransposedSource) else source
     refuse_onto_itself(base, store, path, "rechunk")
     workers = workers or _workers_here()
+    raw = _local_intermediate(store, temp_store)
     # refuse an impossible plan before creating anything
     plan_rechunk(source.shape, source.chunks, chunks, source.dtype.itemsize, budget,
                  transposed=isinstance(source, TransposedSource),
-                 codec_threads=workers.codec_threads, min_tasks=workers.min_tasks)
+                 codec_threads=workers.codec_threads, min_tasks=workers.min_tasks,
+                 raw_intermediate=raw)
     target = _create_target(source, store, path, chunks, create_kwargs)
-    stages, notes = _plan_for(source, target, budget, workers)
+    stages, notes = _plan_for(source, target, budget, workers, raw)
     plan = RechunkPlan(source, target, stages, budget, temp_store, progress, workers)
     plan.notes.extend(notes)
     return plan
@@ -127,8 +129,19 @@ def _workers_here() -> Workers:
     return Workers.local()
 
 
+def _local_intermediate(target_store: Any, temp_store: Any) -> bool:
+    """Whether an intermediate array would live in a local directory (the temp store, or
+    beside the target): then it is stored uncompressed (``Stage.raw_target``)."""
+    try:
+        store = resolve_store(temp_store) if temp_store is not None else target_store
+    except Exception:  # noqa: BLE001  (the plan reports a bad temp store when it is used)
+        return False
+    return bool(getattr(store, "zero_copy_views", False))
+
+
 def _plan_for(source: Array | TransposedSource, target: Array, budget: int,
-              workers: Workers | None = None) -> tuple[list[Stage], list[str]]:
+              workers: Workers | None = None, raw_intermediate: bool = False
+              ) -> tuple[list[Stage], list[str]]:
     """Stages whose blocks cover whole write units of the target (its shards, if sharded),
     so no two tasks write into one object. When one shard does not fit in ``max_mem``,
     blocks follow the inner chunks and each shard is assembled by conditional
@@ -137,7 +150,8 @@ def _plan_for(source: Array | TransposedSource, target: Array, budget: int,
     itemsize = source.dtype.itemsize
     workers = workers or Workers()
     model = {"transposed": isinstance(source, TransposedSource),
-             "codec_threads": workers.codec_threads, "min_tasks": workers.min_tasks}
+             "codec_threads": workers.codec_threads, "min_tasks": workers.min_tasks,
+             "raw_intermediate": raw_intermediate}
     try:
         return plan_rechunk(source.shape, source.chunks, unit, itemsize, budget,
                             write_chunks=tuple(target.chunks), **model), []

@@ -132,3 +132,23 @@ def test_to_store_max_mem_refuses_large_blocks(tmp_path):
         csd.to_store(x, str(tmp_path / "r.zarr"), chunks=(1024, 1024), max_mem="4MB")
     csd.to_store(x + 1, str(tmp_path / "ok.zarr"), chunks=(128, 1024), max_mem="64MB")
     assert cs.open_array(str(tmp_path / "ok.zarr"))[5, 5] == 1
+
+
+def test_local_intermediate_is_stored_uncompressed(tmp_path):
+    data = np.arange(256 * 256, dtype="f4").reshape(256, 256)
+    a = cs.array(data, store=str(tmp_path / "a.zarr"), chunks=(256, 1))
+    plan = csd.rechunk(a, (1, 256), str(tmp_path / "b.zarr"), max_mem="100KB",
+                       workers=Workers(threads=1, codec_threads=2))
+    assert len(plan.stages) == 2 and plan.stages[0].raw_target
+    temp = plan._intermediate(plan.stages[0])
+    try:
+        assert temp.metadata.to_json()["codecs"] == [
+            {"name": "bytes", "configuration": {"endian": "little"}}]
+    finally:
+        temp.store.delete_prefix(temp.path)
+    plan._temp_arrays.clear()
+    np.testing.assert_array_equal(plan.execute()[:], data)
+    # in memory (or any store without local files) the intermediate stays compressed
+    mem = csd.rechunk(a, (1, 256), cs.MemoryStore(), max_mem="100KB",
+                      workers=Workers(threads=1, codec_threads=2))
+    assert not mem.stages[0].raw_target

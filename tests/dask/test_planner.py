@@ -172,3 +172,18 @@ def test_more_codec_threads_smaller_blocks():
     assert all(s.task_memory <= 96 * MiB for s in few + many)
     # stage 1 decodes many strided source chunks per piece: one scratch per codec thread
     assert many[0].memory["decode_scratch"] == 8 * few[0].memory["decode_scratch"]
+
+
+def test_raw_intermediate_needs_no_codec_buffers():
+    """A local intermediate is stored uncompressed: stage 1 writes it from the block
+    without encoding, stage 2 reads it from the mapped file without a decode scratch."""
+    packed = plan_rechunk((32768, 32768), (32768, 32), (32, 32768), 4, 512_000_000)
+    raw = plan_rechunk((32768, 32768), (32768, 32), (32, 32768), 4, 512_000_000,
+                       raw_intermediate=True)
+    assert [(s.raw_source, s.raw_target) for s in raw] == [(False, True), (True, False)]
+    assert raw[0].memory["encode_copy"] == 0 and raw[1].memory["decode_scratch"] == 0
+    assert all(r.task_memory < p.task_memory for r, p in zip(raw, packed, strict=True))
+    # a one-stage plan has no intermediate: nothing changes
+    (one,) = plan_rechunk((1024,) * 3, (16, 1024, 1024), (16, 1024, 1024), 4, 512_000_000,
+                          transposed=True, raw_intermediate=True)
+    assert not one.raw_source and not one.raw_target
