@@ -95,23 +95,48 @@ class CountingApp:
                 body.close()
 
 
-def serve(port: int, latency_ms: float = 0.0) -> None:
-    """Run moto's S3 server with request counting on 127.0.0.1:``port`` (blocks)."""
+def serve(port: int, latency_ms: float = 0.0, server: str = "werkzeug") -> None:
+    """Run moto's S3 server with request counting on 127.0.0.1:``port`` (blocks).
+
+    ``server="keepalive"``: tornado's HTTP/1.1 server, which keeps connections open
+    between requests as S3 does (the WSGI app runs on a pool of 128 threads);
+    ``"werkzeug"``: werkzeug's development server, which closes the connection after
+    every response, so each request also pays for a new TCP connection (a cost that
+    falls mostly on clients that connect in Python)."""
     import logging
 
     from moto.server import DomainDispatcherApplication, create_backend_app
-    from werkzeug.serving import make_server
 
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     app = CountingApp(DomainDispatcherApplication(create_backend_app), latency_ms / 1e3)
-    make_server("127.0.0.1", port, app, threaded=True).serve_forever()
+    if server == "werkzeug":
+        from werkzeug.serving import make_server
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        make_server("127.0.0.1", port, app, threaded=True).serve_forever()
+        return
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tornado.httpserver import HTTPServer
+    from tornado.wsgi import WSGIContainer
+
+    for name in ("tornado.access", "tornado.application", "tornado.general"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+    async def run() -> None:
+        container = WSGIContainer(app, executor=ThreadPoolExecutor(128))
+        HTTPServer(container, max_body_size=2**31, idle_connection_timeout=120).listen(
+            port, "127.0.0.1")
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
 
 
 class Endpoint:
     """The counting moto server in a subprocess, for the length of a ``with`` block."""
 
-    def __init__(self, latency_ms: float = 0.0) -> None:
-        self.latency_ms = latency_ms
+    def __init__(self, latency_ms: float = 0.0, server: str = "werkzeug") -> None:
+        self.latency_ms, self.server = latency_ms, server
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -119,7 +144,8 @@ class Endpoint:
 
     def __enter__(self) -> Endpoint:
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve",
-                                      str(self.port), "--latency-ms", str(self.latency_ms)])
+                                      str(self.port), "--latency-ms", str(self.latency_ms),
+                                      "--server", self.server])
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -431,10 +457,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--latency-ms", default="0",
                         help="delay every S3 request by this much (the endpoint's middleware); "
                              "a comma-separated list runs each in turn")
+    parser.add_argument("--server", choices=("keepalive", "werkzeug"), default="keepalive",
+                        help="the endpoint's HTTP server: keepalive (tornado, connections kept "
+                             "open as S3 does) or werkzeug (a new connection per request)")
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
-        serve(args.serve, float(args.latency_ms))
+        serve(args.serve, float(args.latency_ms), args.server)
         return []
     import numpy as np
     import s3fs
@@ -450,7 +479,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for latency in (float(x) for x in str(args.latency_ms).split(",")):
         runs: dict[tuple[str, str], list[dict]] = {}
         skipped: set[str] = set()
-        with Endpoint(latency) as ep:
+        with Endpoint(latency, args.server) as ep:
             options = {"key": "testing", "secret": "testing",
                        "client_kwargs": {"endpoint_url": ep.url}}
             s3fs.S3FileSystem(**options).mkdir("bench")
@@ -469,11 +498,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     for r in rows:
                         if latency:
                             r["case"] = f"{r['case']} ({latency:g} ms latency)"
-                        r["latency_ms"] = latency
+                        r["latency_ms"], r["server"] = latency, args.server
                         runs.setdefault((r["case"], r["method"]), []).append(r)
                     s3fs.S3FileSystem(**options).rm("s3://bench/*", recursive=True)
         results.extend(_median_row(rows, data.nbytes) for rows in runs.values())
     (OUT / "bench_s3.json").write_text(json.dumps(results, indent=2))
+    print(f"\nendpoint: moto behind the {args.server} server; load average "
+          f"{os.getloadavg()[0]:.1f}")
     print_table(results)
     return results
 

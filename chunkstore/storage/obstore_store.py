@@ -4,9 +4,12 @@ Selected with ``storage_options={"backend": "obstore", ...}`` on an ``s3://`` UR
 the ``CHUNKSTORE_S3_BACKEND=obstore`` environment variable, see ``resolve``); needs
 ``pip install obstore`` (the ``obstore`` extra). It implements the contract of
 FsspecStore on S3 with a fraction of the client CPU: requests are signed, sent and
-parsed in Rust threads that do not hold the GIL, so fetching overlaps decoding in
-Python threads, and one request costs about a third of what s3fs + aiobotocore spend
-in Python (signing, hooks, response parsing, a CRC32 check of every body).
+parsed in Rust threads that do not hold the GIL, where s3fs + aiobotocore do all of it
+in Python on one event-loop thread (signing, event hooks, botocore's response parsing
+with dateutil timestamps, a CRC32 check of every body, new connections): reading 256
+MiB of 1 MiB objects from the moto endpoint costs ~0.5 s of client CPU here against
+~1.2 s with s3fs (tensorstore: ~0.6 s). Clients are shared per configuration within a
+process, so opening an array again reuses open connections.
 
 * Batched calls (``get_many``, ``get_ranges``, ``get_versioned_many``, ``set_many``,
   ``commit_many``) run concurrently, at most ``MAX_CONCURRENCY`` requests in flight, on
