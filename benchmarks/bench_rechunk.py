@@ -18,7 +18,9 @@ every worker process's RSS is sampled separately every 0.1 s from outside (psuti
 figure dask's nanny acts on) and the worker/nanny logs are searched for pause, spill and
 restart events. For chunkstore the table shows the plan's own per-worker prediction
 (``describe()["peak_worker_memory"]``: baseline + threads x modelled task memory) beside
-the measured peak.
+the measured peak. The machine's 1-minute load average before and after each run is
+recorded beside its wall and worker CPU times (on a shared machine, wall time follows
+the share of CPU a method gets; CPU seconds much less).
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ def run_on_cluster(fn, max_mem: int) -> dict:
         client.run(lambda: __import__("chunkstore.dask"))  # the same baseline for all methods
         pids = list(client.run(os.getpid).values())
         cpu0 = _cpu_seconds(pids)
+        load0 = os.getloadavg()[0]
         with WorkerMemory(client, interval=INTERVAL) as mem:
             try:
                 extra = fn() or {}
@@ -129,7 +132,8 @@ def run_on_cluster(fn, max_mem: int) -> dict:
         return {"wall_s": mem.wall, "cpu_s": _cpu_seconds(pids) - cpu0,
                 "peak_rss_mb": [p / MB for p in mem.peaks.values()],
                 "baseline_mb": [b / MB for b in mem.baselines.values()],
-                "memory_events": mem.events, **extra}
+                "memory_events": mem.events, "load_avg": [load0, os.getloadavg()[0]],
+                **extra}
 
 
 def _cpu_seconds(pids: list[int]) -> float:
@@ -290,6 +294,7 @@ def run_cubed(src: Path, dst: Path, work: Path, target: tuple, max_mem: int, axe
                              json.dumps(list(target)), json.dumps(list(axes or [])),
                              str(max_mem)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
+    load0 = os.getloadavg()[0]
     with RssSampler([], children_of=proc.pid) as sampler:
         out, err = proc.communicate()
     if proc.returncode:
@@ -301,6 +306,7 @@ def run_cubed(src: Path, dst: Path, work: Path, target: tuple, max_mem: int, axe
     row["peak_rss_mb"] = [p / MB for p in peaks]
     row["cpu_s"] = sum(sampler.cpu.values())  # the driver and its pool processes
     row["memory_events"] = []
+    row["load_avg"] = [load0, os.getloadavg()[0]]
     return row
 
 
@@ -435,17 +441,19 @@ def format_row(r: dict) -> str:
             if "predicted_worker_mb" in r else "")
     events = f", {len(r.get('memory_events', []))} memory events"
     cpu = f" (cpu {r['cpu_s']:.0f} s)" if "cpu_s" in r else ""
-    return (f"{r['case']:<9} {r['method']:<11} {r['wall_s']:7.1f} s{cpu}  peak RSS per worker "
+    load = f", load {r['load_avg'][0]:.1f}-{r['load_avg'][1]:.1f}" if "load_avg" in r else ""
+    return (f"{r['case']:<9} {r['method']:<11} {r['wall_s']:7.1f} s{cpu}{load}  peak RSS per "
+            "worker "
             f"{peaks} MiB{pred} (bound {r['bound_mb'] / MiB * MB:.0f} MiB){events}  "
             f"correct={r['correct']}")
 
 
 def print_table(results: list[dict]) -> None:
-    print("\n| case | method | wall s | worker CPU s | peak RSS per worker MiB | plan's "
-          "prediction MiB | measured / predicted | <= max_mem + 200 MB | memory events | "
-          "correct |")
+    print("\n| case | method | wall s | worker CPU s | load avg | peak RSS per worker MiB | "
+          "plan's prediction MiB | measured / predicted | <= max_mem + 200 MB | memory events "
+          "| correct |")
     # correct=False with an error: the method failed (e.g. dask killed its workers)
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         peaks = " / ".join(f"{p * MB / MiB:.0f}" for p in r["peak_rss_mb"])
         ok = all(p <= r["bound_mb"] for p in r["peak_rss_mb"])
@@ -453,7 +461,9 @@ def print_table(results: list[dict]) -> None:
         ratio = f"{max(r['peak_rss_mb']) / pred:.2f}" if pred else "-"
         pred_s = f"{pred * MB / MiB:.0f}" if pred else "-"
         cpu = f"{r['cpu_s']:.0f}" if "cpu_s" in r else "-"
-        print(f"| {r['case']} | {r['method']} | {r['wall_s']:.1f} | {cpu} | {peaks} | {pred_s} | "
+        load = "-".join(f"{v:.1f}" for v in r.get("load_avg", [])) or "-"
+        print(f"| {r['case']} | {r['method']} | {r['wall_s']:.1f} | {cpu} | {load} | {peaks} | "
+              f"{pred_s} | "
               f"{ratio} | {ok} | {len(r.get('memory_events', []))} | {r['correct']} |")
     for case in sorted({r["case"] for r in results}):
         rows = {r["method"]: r for r in results if r["case"] == case}

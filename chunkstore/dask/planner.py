@@ -26,13 +26,19 @@ and writes it piece by piece (``write_piece``: whole target write units), so it 
 ``task_memory = block + decode_scratch + max(read piece, written piece + encode_copy)``.
 A worker holds its baseline (the idle process) plus ``threads`` tasks at once: that is
 the per-worker figure ``RechunkPlan.describe()`` shows beside the per-task one.
-``max_mem`` bounds ``task_memory``: blocks are grown only while it fits.
+``max_mem`` bounds ``task_memory``: blocks are grown only while it fits, and beyond
+their aligned size only up to ``BLOCK_BYTES`` (a larger block reads and writes the same
+chunks, but holds more and leaves fewer tasks to balance over the workers).
 
 When the one-stage block would not fit, the copy goes through an intermediate array
 with chunks ``I`` chosen so that both X -> I and I -> Y have aligned blocks that fit
-(the idea of rechunker's intermediate array, with our own search). A plan that cannot
-fit at all (a single source or target chunk above the budget) is refused before
-anything runs.
+(the idea of rechunker's intermediate array, with our own search). An intermediate in
+a local directory is stored uncompressed (``raw_target``/``raw_source``): its chunks
+are written from the block without encoding (no ``encode_copy``, nothing in flight for
+contiguous chunks) and read straight from the mapped file (no ``decode_scratch``; the
+mapped pages of the piece count as its ``compressed`` bytes). A plan that cannot fit
+at all (a single source or target chunk above the budget) is refused before anything
+runs.
 """
 
 from __future__ import annotations
