@@ -34,9 +34,12 @@ values on exit. Thread-safe for readers; meant to be set at start-up.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 from typing import Any
+
+from .sizes import parse_bytes
 
 _DEFAULTS: dict[str, Any] = {
     "array.write_empty_chunks": False,
@@ -62,6 +65,27 @@ class _Restore:
 
     def __exit__(self, *exc: object) -> None:
         self._config._values.update(self._previous)
+
+
+def _checked(key: str, value: Any) -> Any:
+    """``value`` as the setting ``key`` takes it: the ``*_bytes`` keys are byte sizes
+    (a number or a size such as ``"256MiB"``), anything else is a ValueError naming the
+    key (rather than a failure in the next read or write)."""
+    if not key.endswith("_bytes"):
+        return value
+    what = (f"chunkstore config {key!r} must be a number of bytes (>= 0) or a size such "
+            f"as '256MiB', got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(what)
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise ValueError(what)
+    try:
+        n = parse_bytes(value)
+    except ValueError:
+        raise ValueError(what) from None
+    if n < 0:
+        raise ValueError(what)
+    return n
 
 
 class Config:
@@ -94,6 +118,7 @@ class Config:
         """Set values (a mapping of dotted keys, or keyword arguments with ``__`` for the
         dots); usable as a context manager that restores the old values on exit."""
         changes = {**(values or {}), **{k.replace("__", "."): v for k, v in kwargs.items()}}
+        changes = {k: _checked(self._check(k), v) for k, v in changes.items()}
         with self._lock:
             previous = {self._check(k): self._values[k] for k in changes}
             self._values.update(changes)

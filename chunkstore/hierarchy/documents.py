@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import MetadataError, NodeNotFoundError
+from ..io import chunk_cache
 from ..io.rmw import UNCHANGED, update_object
 from ..metadata.json_io import dump_json, load_json
 from ..metadata.nodes import (
@@ -82,9 +83,12 @@ def delete_node(store: Store, path: str, *, zarr_format: int | None = None,
                 synchronizer: Any = None, consolidating: Sequence[str] | None = None) -> None:
     """Remove the node at ``path`` and everything below it, and its entries in the
     consolidated copies above it (``consolidating``: as for :func:`write_nodes`)."""
-    guarded_change(store, [(path, "subtree")], zarr_format,
-                   lambda: store.delete_prefix(path), synchronizer=synchronizer,
-                   groups=consolidating)
+    try:
+        guarded_change(store, [(path, "subtree")], zarr_format,
+                       lambda: store.delete_prefix(path), synchronizer=synchronizer,
+                       groups=consolidating)
+    finally:  # decoded chunks of what was there must not outlive it
+        chunk_cache.forget_prefix(store, path)
 
 
 def _locate(store: Store, path: str, zarr_format: int | None, kind: str | None

@@ -3,7 +3,10 @@ off by default (``chunkstore.config`` ``cache.chunk_bytes`` = 0).
 
 It is the one place chunkstore keeps array data between calls (the map cache of
 ``LocalStore`` is off by default). Entries are keyed by the store's location and the
-chunk key, so every array object on one store shares them.
+chunk key (the same object reached through another root is the same entry), with
+what they were decoded for (dtype and codecs: an array recreated with other metadata at
+the same path never gets the old decoding), so every array object on the data shares
+them. Deleting or replacing a node forgets its chunks.
 
 Per array, ``cache=`` (``open_array``, ``open``, ``Array.open``, ``create_array``,
 ``create``; checked by :func:`from_argument`) picks the cache: None, the process-wide
@@ -36,12 +39,12 @@ What can make an entry stale, by store:
 
 from __future__ import annotations
 
-import itertools
+import json
 import math
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -53,8 +56,8 @@ FILL = object()  # a chunk that is not stored (reads as fill_value)
 _ENTRY_OVERHEAD = 200  # bytes counted per entry besides its data
 
 
-def _size_of(entry: tuple[Any, Any]) -> int:
-    token, chunk = entry
+def _size_of(entry: tuple[Any, Any, Any]) -> int:
+    token, chunk, _ = entry
     n = _ENTRY_OVERHEAD + (chunk.nbytes if isinstance(chunk, np.ndarray) else 0)
     return n + (len(token) if isinstance(token, bytes | bytearray | memoryview) else 0)
 
@@ -148,18 +151,21 @@ class ChunkCache:
     def epoch(self) -> int:
         return self._epoch
 
-    def get(self, sid: int, key: str, token: Any = None, check: bool = False) -> Any:
-        """The decoded chunk (or :data:`FILL`) cached for ``key``, None on a miss. With
-        ``check``, an entry whose token differs from ``token`` is dropped and missed."""
-        entry = self._lru.get((sid, key))
+    def get(self, sid: Place, key: str, token: Any = None, check: bool = False) -> Any:
+        """The decoded chunk (or :data:`FILL`) cached for ``key`` of the array at ``sid``,
+        None on a miss. An entry decoded for other metadata (another dtype or codec
+        chain at the same key) is a miss; with ``check``, so is one whose token differs
+        from ``token``. Such entries are dropped."""
+        lru_key = sid.key(key)
+        entry = self._lru.get(lru_key)
         if entry is None:
             return None
-        if check and not _same(entry[0], token):
-            self._lru.discard([(sid, key)])
+        if entry[2] != sid.fingerprint or (check and not _same(entry[0], token)):
+            self._lru.discard([lru_key])
             return None
         return entry[1]
 
-    def put(self, sid: int, key: str, token: Any, chunk: Any, since: int) -> None:
+    def put(self, sid: Place, key: str, token: Any, chunk: Any, since: int) -> None:
         """Keep ``chunk`` (read-only from now on), unless a write invalidated anything
         after ``since`` (then the chunk may predate it)."""
         if isinstance(chunk, np.ndarray):
@@ -167,22 +173,25 @@ class ChunkCache:
         with self._lock:
             if self._epoch != since:
                 return
-            self._lru.put((sid, key), (token, chunk))
+            self._lru.put(sid.key(key), (token, chunk, sid.fingerprint))
 
-    def invalidate(self, sid: int, keys: Iterable[str]) -> None:
-        """Forget ``keys`` of store ``sid`` (called after a write committed them) in every
-        cache of the process: another array on the same store may cache them elsewhere."""
-        keys = list(keys)
-        with _live_lock:
-            caches = list(_live)
-        for cache in caches:
-            cache._forget(sid, keys)
+    def invalidate(self, sid: Place, keys: Iterable[str]) -> None:
+        """Forget ``keys`` of the array at ``sid`` (called after a write committed them)
+        in every cache of the process: another array object on the same data, through
+        any store or root, may cache them elsewhere."""
+        lru_keys = [sid.key(k) for k in keys]
+        for cache in _caches():
+            cache._forget(lambda k, wanted=set(lru_keys): k in wanted, lru_keys)
 
-    def _forget(self, sid: int, keys: list[str]) -> None:
+    def _forget(self, match: Any, keys: list[Any] | None = None) -> None:
         with self._lock:
             self._epoch += 1
-            if len(self._lru):
-                self._lru.discard([(sid, k) for k in keys])
+            if not len(self._lru):
+                return
+            if keys is None:
+                with self._lru._lock:
+                    keys = [k for k in self._lru._data if match(k)]
+            self._lru.discard(keys)
 
     def clear(self) -> None:
         with self._lock:
@@ -203,9 +212,6 @@ _live: weakref.WeakSet[ChunkCache] = weakref.WeakSet()  # every cache, for inval
 _live_lock = threading.Lock()
 _shared = ChunkCache()
 _off = ChunkCache(0)  # ``cache=0``: reads skip it, writes still invalidate the others
-_ids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-_next_id = itertools.count(1)
-_ids_lock = threading.Lock()
 
 
 def shared() -> ChunkCache:
@@ -221,9 +227,7 @@ def off() -> ChunkCache:
 def clear() -> None:
     """Empty every cache of the process, the process-wide one and those given as
     ``cache=`` (e.g. after another process rewrote remote data)."""
-    with _live_lock:
-        caches = list(_live)
-    for cache in caches:
+    for cache in _caches():
         cache.clear()
 
 
@@ -244,18 +248,67 @@ def from_argument(cache: Any, name: str = "cache") -> ChunkCache | None:
     return ChunkCache(n) if n else _off
 
 
-def store_id(store: Any) -> int | None:
-    """A number naming the data ``store`` shows: equal stores (same directory, same
-    memory dict, same URL) share one; never reused for another store. None for a store
-    that cannot be weakly referenced (it is then not cached)."""
+class Place(NamedTuple):
+    """Where an array's chunks live, for the cache: a namespace (the kind of store and
+    its endpoint, or a memory store's dict), the root within it, and what the chunks
+    are decoded with. A chunk is cached under (namespace, root + key), so the same
+    object reached through another root (``memory://g`` + ``x/c/0`` or ``memory://g/x``
+    + ``c/0``) is one entry."""
+
+    namespace: Any
+    root: str
+    fingerprint: Any
+
+    def key(self, key: str) -> tuple[Any, str]:
+        return (self.namespace, self.root + key)
+
+
+def store_id(store: Any, fingerprint: Any = None) -> Place | None:
+    """The :class:`Place` of ``store``'s keys (None for a store without a hashable
+    location: it is then not cached)."""
     try:
-        with _ids_lock:
-            sid = _ids.get(store)
-            if sid is None:
-                sid = _ids[store] = next(_next_id)
-            return sid
-    except TypeError:  # not hashable or not weak-referenceable
+        loc = store.location()
+        hash(loc)
+    except Exception:
         return None
+    if isinstance(loc, tuple) and len(loc) >= 2 and isinstance(loc[1], str):
+        root = loc[1].rstrip("/")
+        return Place((loc[0], *loc[2:]), root + "/" if root else "", fingerprint)
+    return Place(loc, "", fingerprint)
+
+
+def fingerprint(pipeline: Any, dtype: Any, chunks: Sequence[int]) -> Any:
+    """What chunks are decoded with: data type, chunk shape and codec chain (an entry
+    decoded with another is never served)."""
+    to_json = getattr(pipeline, "to_json", None)
+    if to_json is not None:
+        codecs = json.dumps(to_json(), sort_keys=True, default=repr)
+    else:  # a v2 chain: filters, compressor and memory order
+        codecs = repr((getattr(pipeline, "filters", None), getattr(pipeline, "compressor", None),
+                       getattr(pipeline, "order", None)))
+    dt = np.dtype(dtype)
+    return (dt.str, repr(dt), tuple(int(c) for c in chunks), codecs)
+
+
+def forget_prefix(store: Any, prefix: str) -> None:
+    """Forget every cached chunk below ``prefix`` of ``store`` in every cache (its node
+    was deleted or replaced)."""
+    place = store_id(store)
+    if place is None:
+        return
+    start = place.root + prefix.strip("/")
+    start = start + "/" if prefix.strip("/") else start
+
+    def below(k: Any) -> bool:
+        return k[0] == place.namespace and k[1].startswith(start)
+
+    for cache in _caches():
+        cache._forget(below)
+
+
+def _caches() -> list[ChunkCache]:
+    with _live_lock:
+        return list(_live)
 
 
 def resolve(cache: Any) -> ChunkCache | None:

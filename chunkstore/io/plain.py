@@ -61,7 +61,9 @@ class PlainEngine:
         self.store, self.layout, self.pipeline, self.name = store, layout, pipeline, name
         # decoded chunks kept between calls (``chunk_cache``; off unless a budget is set)
         self.cache = chunk_cache.resolve(cache)
-        self._sid = chunk_cache.store_id(store) if self.cache is not None else None
+        self._sid = (chunk_cache.store_id(
+            store, chunk_cache.fingerprint(pipeline, dtype, layout.chunks))
+            if self.cache is not None else None)
         self.synchronizer = synchronizer
         self.codec = ChunkCodec(pipeline, layout.chunks, dtype, fill_value, name,
                                 write_empty_chunks)
