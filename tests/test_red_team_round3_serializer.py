@@ -176,11 +176,6 @@ def test_strings_with_vlen_serializers(tmp_path):
     assert [bytes(v) for v in b[...]] == raw
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a serializer that cannot handle the dtype (vlen-utf8 for int32, bytes for str) is a "
-    "CodecError that names neither the array/store nor the serializer argument "
-    "('vlen-utf8 codec: cannot encode data type int32'), unlike every other serializer= "
-    "error"))
 @pytest.mark.parametrize("dtype,serializer", [("i4", {"name": "vlen-utf8"}), (str, BIG),
                                               ("f8", {"name": "vlen-bytes"})])
 def test_serializer_dtype_mismatch_error_names_argument(dtype, serializer):
@@ -207,10 +202,6 @@ def test_bad_serializers_are_clear_errors_and_create_nothing(tmp_path, serialize
     assert not (where / "zarr.json").exists()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the bytes codec drops unknown configuration keys silently (serializer={'name': "
-    "'bytes', 'configuration': {'endian': 'big', 'surprise': 1}} is accepted and stored "
-    "without 'surprise'), while zstd/blosc reject them as a CodecError naming the key"))
 def test_serializer_unknown_configuration_key_is_refused(tmp_path):
     where = tmp_path / "a.zarr"
     with pytest.raises((CodecError, ValueError, TypeError), match="surprise"):

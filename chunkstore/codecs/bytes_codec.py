@@ -71,4 +71,8 @@ class BytesCodec(ArrayBytesCodec):
 
     @classmethod
     def from_json(cls, config: dict[str, Any], where: str) -> BytesCodec:
+        unknown = sorted(set(config) - {"endian"})
+        if unknown:  # as the other codecs: a key we do not know may change the bytes
+            raise CodecError(f"{where}: codec 'bytes': unknown configuration key(s) "
+                             f"{unknown} in {config}")
         return cls(config.get("endian"))

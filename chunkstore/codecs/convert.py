@@ -139,7 +139,13 @@ def v3_codec_chain(*, dtype: np.dtype, chunk_shape: tuple[int, ...], compressors
     if not any(isinstance(c, ArrayBytesCodec) for c in chain):
         i = next((k for k, c in enumerate(chain) if isinstance(c, BytesBytesCodec)), len(chain))
         chain.insert(i, vlen_codec_for(dtype) or BytesCodec())
-    pipeline = CodecPipeline(chain, ChunkSpec(chunk_shape, dtype), where)
+    try:
+        pipeline = CodecPipeline(chain, ChunkSpec(chunk_shape, dtype), where)
+    except CodecError as e:
+        if auto or "serializer" in str(e):
+            raise
+        raise CodecError(f"{where}: serializer={serializer!r} does not fit the data type "
+                         f"{dtype}: {e}") from e
     return pipeline.to_json()
 
 
