@@ -199,9 +199,8 @@ def test_process_rewrites_zip_then_clear_and_uncached_see_it(tmp_path):
 
 
 def test_zip_fresh_uncached_open_sees_other_process_archive_while_old_reader_lives(tmp_path):
-    # suspected bug (not marked: snapshot semantics may be intended): a ZipStore of the
-    # path still alive in this process keeps its session, so a *fresh* open_array(...,
-    # cache=0) after another process replaced the archive reads the replaced archive
+    # a ZipStore of the path still alive in this process must not make a *fresh*
+    # open_array(..., cache=0) read the archive another process has since replaced
     where = str(tmp_path / "a.zip")
     a = cs.create_array(where, shape=(10,), chunks=(3,), dtype="i2", cache=0)
     a[...] = 1

@@ -72,6 +72,7 @@ class Session:
         self.offsets: dict[str, int] = {}     # data offsets of entries
         self.dead = 0                         # superseded or deleted entries
         self.base: tuple[int, ...] | None = None  # the archive on disk when writing began
+        self.read_sig: tuple[int, ...] | None = None  # the archive on disk when read
 
     @property
     def pending(self) -> bool:
@@ -82,6 +83,7 @@ class Session:
         """Open the archive on disk (or nothing, for an empty store) for reading."""
         self.opened = True
         self.live, self.offsets = {}, {}
+        self.read_sig = _signature(self.path)
         if os.path.exists(self.path):
             self._attach(open_archive(self.path, "r"), self.path)
 
@@ -244,7 +246,12 @@ def session_for(path: str, compression: int) -> Session:
     """The open session of ``path`` in this process (a new one if none)."""
     with _registry_lock:
         session = _sessions.get(path)
-        if session is None or session.closed or session.pid != os.getpid():
+        if (session is None or session.closed or session.pid != os.getpid()
+                or (session.opened and not session.pending
+                    and session.read_sig != _signature(path))):
+            # (a reading session whose archive another process has since replaced: the
+            # stores move to a new session on their next call and see the new archive;
+            # the old one closes when its last store has moved on)
             session = _sessions[path] = Session(path, compression)
         return session
 
