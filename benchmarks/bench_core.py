@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--libraries", default=",".join(DEFAULT_LIBRARIES))
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
-    repeat = args.repeat or (1 if args.tiny else 3)
+    repeat = args.repeat or (1 if args.tiny else 5)
     libraries = [s.strip() for s in args.libraries.split(",") if s.strip()]
     unknown = set(libraries) - set(ADAPTERS)
     if unknown:
