@@ -30,7 +30,10 @@ process, so opening an array again reuses open connections.
 ``client_kwargs``), ``region_name`` (``client_kwargs``) or ``region``; obstore's own
 settings go in ``config`` (S3Config keys), ``client_options`` and ``retry_config``. The
 endpoint comes from the environment as for FsspecStore (``fsspec_setup``). Pickling
-sends ``(url, storage_options)``: a worker (or a forked child) builds its own client.
+sends ``(url, storage_options)``: a worker builds its own client. obstore is not
+fork-safe (its tokio runtime's threads stay in the parent): a process forked after the
+parent used the backend gets a StoreError saying so (not a hang); start workers with
+``spawn`` or ``forkserver`` (Dask's default is ``spawn``).
 """
 
 from __future__ import annotations
@@ -113,12 +116,28 @@ class _Loop:
         return asyncio.run_coroutine_threadsafe(coro, self._get()).result()
 
 
+
 _LOOP = _Loop()
 #: S3Store clients of this process by configuration: stores on the same bucket and
 #: options share one (and its pool of open connections), as s3fs's instance cache does
 _CLIENTS: dict[str, Any] = {}
-_CLIENTS_PID: list[int] = [os.getpid()]
 _CLIENTS_LOCK = threading.Lock()
+
+
+#: the process that first made an obstore client (obstore's tokio runtime lives there)
+_USED_IN: list[int | None] = [None]
+
+
+def _check_not_forked(where: str) -> None:
+    """obstore's tokio runtime does not survive fork(): its worker threads stay in the
+    parent, and a forked child's requests wait forever. Refuse instead of hanging."""
+    used = _USED_IN[0]
+    if used is not None and used != os.getpid():
+        raise StoreError(
+            f"{where}: the obstore backend was used in process {used} before this process "
+            "was forked from it, and obstore's runtime does not survive fork(); start "
+            "workers with the 'spawn' or 'forkserver' method (multiprocessing, Dask), or "
+            "use the fsspec backend in forked processes")
 
 
 def _client(bucket: str, kwargs: dict[str, Any]) -> Any:
@@ -126,9 +145,8 @@ def _client(bucket: str, kwargs: dict[str, Any]) -> Any:
 
     key = repr((bucket, sorted((k, repr(v)) for k, v in kwargs.items())))
     with _CLIENTS_LOCK:
-        if _CLIENTS_PID[0] != os.getpid():  # a forked child: the parent's pools are not ours
-            _CLIENTS.clear()
-            _CLIENTS_PID[0] = os.getpid()
+        if _USED_IN[0] is None:
+            _USED_IN[0] = os.getpid()
         client = _CLIENTS.get(key)
         if client is None:
             client = _CLIENTS[key] = S3Store(bucket, **kwargs)
@@ -295,6 +313,7 @@ class ObstoreStore(Store):
     def client(self) -> Any:
         """The obstore S3Store (created on first use, and again after a fork)."""
         if self._store is None or self._pid != os.getpid():
+            _check_not_forked(self._where())
             with self._lock:
                 if self._store is None or self._pid != os.getpid():
                     try:
