@@ -5,6 +5,8 @@ zarr-python, zarr-python with the zarrs codec pipeline, and tensorstore.
     python -m benchmarks.bench_s3 --tiny     # seconds, for CI
     python -m benchmarks.bench_s3 --latency-ms 20     # every request answered 20 ms later
     python -m benchmarks.bench_s3 --latency-ms 0,20   # both, one endpoint after the other
+    python -m benchmarks.bench_s3 --rounds 3          # methods interleaved, medians kept
+    python -m benchmarks.bench_s3 --server werkzeug   # a new connection per request
 
 The endpoint is moto's S3 server running in a subprocess (so that its copy of the data
 does not count in this process's memory) behind a WSGI middleware that counts every
