@@ -476,3 +476,46 @@ def test_metadata_document_larger_than_limits_or_zero_bytes(s3_bucket):
     a = cs.open_array(url + "/meta.zarr", mode="r+", storage_options=_ob(options))
     a[...] = [1, 2, 3, 4]
     assert st.get("c/0") == np.array([1, 2, 3, 4], "<i4").tobytes()
+
+
+# -- the decoded-chunk cache on S3 ----------------------------------------------------------
+def test_cache_sees_write_through_other_backend_same_process(s3_bucket):
+    url, options = s3_bucket
+    where = url + "/cached.zarr"
+    a = cs.create_array(where, shape=(8,), chunks=(4,), dtype="i4",
+                        storage_options=_ob(options), cache="1MiB")
+    a[...] = 1
+    np.testing.assert_array_equal(a[...], np.ones(8, "i4"))
+    b = cs.open_array(where, mode="r+", storage_options=options, cache=0)
+    assert b.store.location() == a.store.location()
+    b[...] = 2
+    np.testing.assert_array_equal(a[...], np.full(8, 2, "i4"))
+
+
+def _s3_rewrite(where, options, value):
+    a = cs.open_array(where, mode="r+", storage_options=options, cache=0)
+    a[...] = value
+    _exit_now()
+
+
+def test_cache_on_s3_foreign_process_then_clear(s3_bucket):
+    from chunkstore.io import chunk_cache
+
+    url, options = s3_bucket
+    where = url + "/cached2.zarr"
+    a = cs.create_array(where, shape=(8,), chunks=(4,), dtype="i4",
+                        storage_options=_ob(options), cache="1MiB")
+    a[...] = 1
+    np.testing.assert_array_equal(a[...], np.ones(8, "i4"))
+    a[0] = 5  # a write through the cached array itself: seen at once
+    np.testing.assert_array_equal(a[...], [5, 1, 1, 1, 1, 1, 1, 1])
+    ctx = mp.get_context("spawn")
+    p = ctx.Process(target=_s3_rewrite, args=(where, options, 3))
+    p.start()
+    p.join(180)
+    assert p.exitcode == 0
+    np.testing.assert_array_equal(
+        cs.open_array(where, mode="r", storage_options=_ob(options), cache=0)[...],
+        np.full(8, 3, "i4"))
+    chunk_cache.clear()  # documented: foreign writers on S3 are seen after clear()
+    np.testing.assert_array_equal(a[...], np.full(8, 3, "i4"))
