@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing as mp
+import os
 import pickle
 import threading
 import uuid
@@ -712,3 +713,47 @@ def test_same_chunk_bytes_two_fingerprints_two_arrays_share_cache():
     for _ in range(2):
         np.testing.assert_array_equal(a[...], np.arange(8))
         np.testing.assert_array_equal(f[...], np.arange(8, dtype="<i4").view("<f4"))
+
+
+def _zarr_rewrites_zip_in_place(where, value):
+    # zarr-python's ZipStore in mode "w" truncates and rewrites the same file (same inode)
+    import zarr
+
+    store = zarr.storage.ZipStore(where, mode="w")
+    z = zarr.create_array(store, shape=(10,), chunks=(3,), dtype="i2", fill_value=0,
+                          compressors=None)
+    z[...] = np.full(10, value, "i2")
+    store.close()
+
+
+def _zip_append_in_place(where, key, payload):
+    with zipfile.ZipFile(where, "a") as z:
+        z.writestr(key, payload)
+
+
+def test_zip_rewritten_in_place_by_zarr_python_while_reader_lives(tmp_path):
+    where = str(tmp_path / "a.zip")
+    a = cs.create_array(where, shape=(10,), chunks=(3,), dtype="i2", fill_value=0,
+                        compressors=None, cache=0)
+    a[...] = 1
+    a.store.close()
+    r = cs.open_array(where, mode="r", cache=0)
+    np.testing.assert_array_equal(r[...], np.ones(10, "i2"))
+    ino = os.stat(where).st_ino
+    _in_process(_zarr_rewrites_zip_in_place, where, 5)
+    assert os.stat(where).st_ino == ino  # really in place
+    np.testing.assert_array_equal(r[...], np.full(10, 5, "i2"))
+    np.testing.assert_array_equal(cs.open_array(where, mode="r", cache=0)[...],
+                                  np.full(10, 5, "i2"))
+
+
+def test_zip_entry_appended_in_place_while_reader_lives(tmp_path):
+    where = str(tmp_path / "a.zip")
+    a = cs.create_array(where, shape=(6,), chunks=(3,), dtype="<i2", fill_value=-1,
+                        compressors=None, cache=0)
+    a[0:3] = 4
+    a.store.close()
+    r = cs.open_array(where, mode="r", cache=0)
+    np.testing.assert_array_equal(r[...], [4, 4, 4, -1, -1, -1])
+    _in_process(_zip_append_in_place, where, "c/1", np.array([7, 8, 9], "<i2").tobytes())
+    np.testing.assert_array_equal(r[...], [4, 4, 4, 7, 8, 9])
