@@ -12,9 +12,10 @@ MiB of 1 MiB objects from the moto endpoint costs ~0.5 s of client CPU here agai
 process, so opening an array again reuses open connections.
 
 * Batched calls (``get_many``, ``get_ranges``, ``get_versioned_many``, ``set_many``,
-  ``commit_many``) run concurrently, at most ``MAX_CONCURRENCY`` requests in flight, on
-  one asyncio loop per process (a daemon thread); single-key calls use obstore's
-  blocking API directly (no hop through the loop).
+  ``commit_many``) run concurrently, at most ``MAX_CONCURRENCY`` requests in flight, as
+  obstore's blocking calls (which release the GIL) on one thread pool per process;
+  single-key calls run in the calling thread. (Not obstore's async API: a process that
+  used it may abort with SIGABRT in interpreter shutdown.)
 * Generations are ETags (``s3_conditional.ETag``, as with FsspecStore): conditional
   PUTs are ``If-Match: <etag>`` / ``If-None-Match: *`` (obstore's ``mode=`` "update" /
   "create"). object_store has no conditional DELETE: a checked delete is sent as a
@@ -38,12 +39,12 @@ parent used the backend gets a StoreError saying so (not a hang); start workers 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -94,30 +95,29 @@ def available() -> bool:
     return True
 
 
-class _Loop:
-    """One asyncio loop per process in a daemon thread (made again after a fork)."""
+class _Pool:
+    """One thread pool per process (made again after a fork) running obstore's blocking
+    calls, which release the GIL while they wait. Not obstore's async API: a process
+    that used it (pyo3-async-runtimes' tokio threads completing Python futures) may
+    abort in interpreter shutdown, ~5% of runs (red team round 3)."""
 
     def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._pid: int | None = None
         self._lock = threading.Lock()
 
-    def _get(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None or self._pid != os.getpid():
+    def get(self) -> ThreadPoolExecutor:
+        if self._pool is None or self._pid != os.getpid():
             with self._lock:
-                if self._loop is None or self._pid != os.getpid():
-                    loop = asyncio.new_event_loop()
-                    threading.Thread(target=loop.run_forever, name="chunkstore-obstore",
-                                     daemon=True).start()
-                    self._loop, self._pid = loop, os.getpid()
-        return self._loop
-
-    def run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._get()).result()
+                if self._pool is None or self._pid != os.getpid():
+                    # not named "chunkstore...": those are the IO pool's threads
+                    self._pool = ThreadPoolExecutor(MAX_CONCURRENCY,
+                                                    thread_name_prefix="obstore-io")
+                    self._pid = os.getpid()
+        return self._pool
 
 
-
-_LOOP = _Loop()
+_POOL = _Pool()
 #: S3Store clients of this process by configuration: stores on the same bucket and
 #: options share one (and its pool of open connections), as s3fs's instance cache does
 _CLIENTS: dict[str, Any] = {}
@@ -153,19 +153,19 @@ def _client(bucket: str, kwargs: dict[str, Any]) -> Any:
         return client
 
 
-async def _bounded(make: Any, items: Sequence[Any]) -> list[Any]:
-    """``make(item)`` for every item, at most MAX_CONCURRENCY at once; results in order,
-    exceptions returned in place."""
-    sem = asyncio.Semaphore(MAX_CONCURRENCY)
+def _run_all(fn: Any, items: Sequence[Any]) -> list[Any]:
+    """``fn(item)`` for every item, at most MAX_CONCURRENCY at once (one item: in the
+    calling thread); results in order, exceptions returned in place."""
 
-    async def one(item: Any) -> Any:
-        async with sem:
-            try:
-                return await make(item)
-            except Exception as e:
-                return e
+    def one(item: Any) -> Any:
+        try:
+            return fn(item)
+        except Exception as e:
+            return e
 
-    return list(await asyncio.gather(*[one(item) for item in items]))
+    if len(items) == 1:
+        return [one(items[0])]
+    return list(_POOL.get().map(one, items))
 
 
 def _is_missing(error: BaseException) -> bool:
@@ -349,10 +349,10 @@ class ObstoreStore(Store):
     # -- reads ------------------------------------------------------------------------
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         path = self._path(key)
-        if byte_range is not None:  # the loop's implementation (rarely latency-bound)
-            out = _LOOP.run(_bounded(self._get_one_range, [(key, path, byte_range)]))[0]
+        if byte_range is not None:
+            out = _run_all(self._get_one_range, [(key, path, byte_range)])[0]
             return self._check("reading", key, out)
-        try:  # obstore's blocking call: no hop through the loop thread
+        try:
             return bytes(_obstore().get(self.client, path).bytes())
         except Exception as e:
             if _is_missing(e):
@@ -366,14 +366,14 @@ class ObstoreStore(Store):
         if len(keys) == 1:
             return [self.get(keys[0])]
         paths = [self._path(k) for k in keys]
-        out = _LOOP.run(_bounded(self._get_whole, paths))
+        out = _run_all(self._get_whole, paths)
         return [self._check("reading", k, v) for k, v in zip(keys, out, strict=True)]
 
-    async def _get_whole(self, path: str) -> bytes | None:
+    def _get_whole(self, path: str) -> bytes | None:
         obs = _obstore()
         try:
-            result = await obs.get_async(self.client, path)
-            return bytes(await result.bytes_async())
+            result = obs.get(self.client, path)
+            return bytes(result.bytes())
         except Exception as e:
             if _is_missing(e):
                 return None
@@ -386,35 +386,35 @@ class ObstoreStore(Store):
         if len(requests) == 1:
             return [self.get(*requests[0])]
         items = [(k, self._path(k), r) for k, r in requests]
-        out = _LOOP.run(_bounded(self._get_one_range, items))
+        out = _run_all(self._get_one_range, items)
         return [self._check("reading", k, v) for (k, _), v in zip(requests, out, strict=True)]
 
-    async def _get_one_range(self, item: tuple[str, str, ByteRange | None]) -> bytes | None:
+    def _get_one_range(self, item: tuple[str, str, ByteRange | None]) -> bytes | None:
         key, path, byte_range = item
         if byte_range is None:
-            return await self._get_whole(path)
+            return self._get_whole(path)
         obs = _obstore()
         start, stop = byte_range
         if start is not None and stop is not None and (stop <= start or start < 0):
-            return b"" if await self._size_async(path) is not None else None
+            return b"" if self._size_of(path) is not None else None
         start = 0 if start is None else start
         options = {"range": {"suffix": -start} if start < 0 else (
             {"offset": start} if stop is None else (start, stop))}
         try:
-            result = await obs.get_async(self.client, path, options=options)
-            return bytes(await result.bytes_async())
+            result = obs.get(self.client, path, options=options)
+            return bytes(result.bytes())
         except Exception as e:
             if _is_missing(e):
                 return None
             # S3 answers a range past the end with 416, and a suffix longer than the
             # object (or any range of an empty one) with the whole object: see its size
-            size = await self._size_async(path)
+            size = self._size_of(path)
             if size is None:
                 return None
             if start >= 0 and start >= size:
                 return b""
             if start < 0 and -start >= size:
-                return await self._get_whole(path)
+                return self._get_whole(path)
             raise
 
     def exists(self, key: str) -> bool:
@@ -432,9 +432,9 @@ class ObstoreStore(Store):
                 return None
             raise self._failure("reading", [key], e) from e
 
-    async def _size_async(self, path: str) -> int | None:
+    def _size_of(self, path: str) -> int | None:
         try:
-            return int((await _obstore().head_async(self.client, path))["size"])
+            return int((_obstore().head(self.client, path))["size"])
         except Exception as e:
             if _is_missing(e):
                 return None
@@ -446,14 +446,14 @@ class ObstoreStore(Store):
         if not keys:
             return []
         paths = [self._path(k) for k in keys]
-        out = _LOOP.run(_bounded(self._get_versioned, paths))
+        out = _run_all(self._get_versioned, paths)
         return [self._check("reading", k, v) for k, v in zip(keys, out, strict=True)]
 
-    async def _get_versioned(self, path: str) -> tuple[bytes | None, Any]:
+    def _get_versioned(self, path: str) -> tuple[bytes | None, Any]:
         obs = _obstore()
         try:
-            result = await obs.get_async(self.client, path)
-            data = bytes(await result.bytes_async())
+            result = obs.get(self.client, path)
+            data = bytes(result.bytes())
         except Exception as e:
             if _is_missing(e):
                 return None, ABSENT
@@ -476,20 +476,20 @@ class ObstoreStore(Store):
         if deletes:
             self._delete(deletes)
         if others:
-            out = _LOOP.run(_bounded(self._commit_one, [item for _, item in others]))
+            out = _run_all(self._commit_one, [item for _, item in others])
             for (i, (key, *_)), result in zip(others, out, strict=True):
                 done[i] = self._check("writing", key, result)
         return done
 
-    async def _commit_one(self, item: tuple[str, str, Any, Any]) -> bool:
+    def _commit_one(self, item: tuple[str, str, Any, Any]) -> bool:
         key, path, body, generation = item
         obs = _obstore()
         if body is None:  # a checked delete
             if generation is ABSENT:
-                return await self._size_async(path) is None
+                return self._size_of(path) is None
             if not isinstance(generation, ETag):
                 return False
-            return await asyncio.to_thread(self._delete_if_match, key, path, generation)
+            return self._delete_if_match(key, path, generation)
         if generation is ANY:
             mode: Any = "overwrite"
         elif generation is ABSENT:
@@ -499,7 +499,7 @@ class ObstoreStore(Store):
         else:
             return False
         try:
-            await obs.put_async(self.client, path, body, mode=mode, use_multipart=False)
+            obs.put(self.client, path, body, mode=mode, use_multipart=False)
         except Exception as e:
             if mode != "overwrite" and _is_conflict(e):
                 return False
@@ -542,7 +542,7 @@ class ObstoreStore(Store):
             self.set(*pairs[0])
             return
         todo = [(k, self._path(k), _as_buffer(v), ANY) for k, v in pairs]
-        out = _LOOP.run(_bounded(self._commit_one, todo))
+        out = _run_all(self._commit_one, todo)
         for (key, _), result in zip(pairs, out, strict=True):
             self._check("writing", key, result)
 
