@@ -757,3 +757,26 @@ def test_zip_entry_appended_in_place_while_reader_lives(tmp_path):
     np.testing.assert_array_equal(r[...], [4, 4, 4, -1, -1, -1])
     _in_process(_zip_append_in_place, where, "c/1", np.array([7, 8, 9], "<i2").tobytes())
     np.testing.assert_array_equal(r[...], [4, 4, 4, 7, 8, 9])
+
+
+@pytest.mark.parametrize("map_bytes", [1, 4096, 1 << 20])
+def test_cache_with_memory_maps_and_in_place_rewrite(tmp_path, map_bytes):
+    data = np.arange(64 * 64, dtype="f8").reshape(64, 64)
+    with cs.config.set({"cache.map_bytes": map_bytes}):
+        where = str(tmp_path / "a.zarr")
+        a = cs.create_array(where, shape=data.shape, chunks=(8, 8), dtype="f8",
+                            compressors=None, cache="64KiB")
+        a[...] = data
+        r = cs.open_array(where, mode="r", cache="64KiB")
+        for _ in range(3):  # more chunks than either budget holds
+            np.testing.assert_array_equal(r[...], data)
+            np.testing.assert_array_equal(r[3:61, 5:59], data[3:61, 5:59])
+        _in_process(_inplace_same_size, os.path.join(where, "c", "0", "0"),
+                    np.full((8, 8), -1.0).tobytes())
+        expected = data.copy()
+        expected[:8, :8] = -1
+        np.testing.assert_array_equal(r[...], expected)
+        a[0:8, 0:8] = 5
+        expected[:8, :8] = 5
+        np.testing.assert_array_equal(r[...], expected)
+        np.testing.assert_array_equal(cs.open_array(where, mode="r", cache=0)[...], expected)
