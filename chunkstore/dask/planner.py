@@ -203,8 +203,8 @@ class Stage:
         read_c = math.prod(read_piece) * size  # for raw chunks: the mapped pages
         write_c = math.prod(write_piece) * size * (2 if self.sharded else 1)
         if self.raw_target and not self.sharded:
-            # written from the block as it is (writev of its contiguous runs): nothing
-            # held but a contiguous copy per thread of a chunk with many short runs
+            # a contiguous chunk of the block is written as it is (its own buffer):
+            # nothing held; a strided one is first copied (one chunk per thread)
             write_c = 0
             encode = 0 if contiguous_in(inner, block) else \
                 min(self.codec_threads, per_write) * math.prod(inner) * size
