@@ -517,3 +517,47 @@ def test_cache_on_s3_foreign_process_then_clear(s3_bucket):
         np.full(8, 3, "i4"))
     chunk_cache.clear()  # documented: foreign writers on S3 are seen after clear()
     np.testing.assert_array_equal(a[...], np.full(8, 3, "i4"))
+
+
+# -- fork ------------------------------------------------------------------------------------
+def _forked_get(st, conn):
+    try:
+        st.get("k")
+        conn.send("no error")
+    except StoreError as e:
+        conn.send(f"StoreError: {e}")
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        conn.send(f"{type(e).__name__}: {e}")
+
+
+def _forked_fsspec_read(url, options, conn):
+    try:
+        a = cs.open_array(url, mode="r", storage_options=options)
+        conn.send(a[...].tolist())
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        conn.send(f"{type(e).__name__}: {e}")
+
+
+def test_forked_child_is_refused_not_hung_and_fsspec_still_works(s3_bucket):
+    url, options = s3_bucket
+    st = ObstoreStore(url + "/fork.zarr", options)
+    st.set("k", b"v")  # the parent has used obstore
+    a = cs.create_array(url + "/forkarr.zarr", shape=(4,), dtype="i4",
+                        storage_options=_ob(options))
+    a[...] = [1, 2, 3, 4]
+    ctx = mp.get_context("fork")
+    for target, args in ((_forked_get, (st,)),
+                         (_forked_get, (ObstoreStore(url + "/fork.zarr", options),)),
+                         (_forked_fsspec_read, (url + "/forkarr.zarr", options))):
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=target, args=(*args, child))
+        p.start()
+        assert parent.poll(120), "forked child hung"
+        answer = parent.recv()
+        p.join(30)
+        if target is _forked_get:
+            assert answer.startswith("StoreError") and "spawn" in answer, answer
+            assert "fork.zarr" in answer, answer
+        else:
+            assert answer == [1, 2, 3, 4], answer
+    assert st.get("k") == b"v"  # the parent still works
