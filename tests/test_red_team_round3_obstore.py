@@ -561,3 +561,25 @@ def test_forked_child_is_refused_not_hung_and_fsspec_still_works(s3_bucket):
         else:
             assert answer == [1, 2, 3, 4], answer
     assert st.get("k") == b"v"  # the parent still works
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "ObstoreStore (S3): a partial read of an uncompressed chunk of the wrong size (8192 or "
+    "2000 bytes for a 4096-byte chunk) returns values through byte ranges instead of the "
+    "ChunkDecodeError a whole read (or LocalStore) gives; S3's Content-Range already "
+    "carries the object's size"))
+@pytest.mark.parametrize("change", ["oversized", "truncated"])
+def test_partial_read_of_wrong_size_chunk_on_s3(s3_bucket, change):
+    url, options = s3_bucket
+    where = f"{url}/ranged-{change}.zarr"
+    a = cs.create_array(where, shape=(1024,), chunks=(1024,), dtype="i4", compressors=None,
+                        storage_options=_ob(options), cache=0)
+    a[...] = np.arange(1024)
+    good = a.store.get("c/0")
+    a.store.set("c/0", good + b"\x00" * 4096 if change == "oversized" else good[:2000])
+    r = cs.open_array(where, mode="r", storage_options=_ob(options), cache=0)
+    with pytest.raises(ChunkDecodeError, match="c/0"):
+        r[...]
+    for sel in (1, slice(0, 10), slice(600, 700)):
+        with pytest.raises(ChunkDecodeError, match="c/0"):
+            r[sel]
