@@ -52,3 +52,53 @@ def test_partial_read_of_wrong_size_chunk_is_chunk_decode_error(tmp_path, kind, 
     for sel in SELECTIONS:
         with pytest.raises(ChunkDecodeError, match="c/0"):
             r[sel]
+
+
+def _sharded_with_index(kind, tmp_path, edit):
+    """A sharded array (raw inner chunks of 4 int32, 4 per shard, index at the end with
+    crc32c) whose shard index ``edit(offsets_lengths)`` changes, the checksum recomputed."""
+    import google_crc32c
+
+    where = _where(kind, tmp_path)
+    a = cs.create_array(where, shape=(16,), chunks=(4,), shards=(16,), dtype="<i4",
+                        compressors=None, cache=0)
+    a[...] = np.arange(16)
+    blob = bytearray(a.store.get("c/0"))
+    index = np.frombuffer(bytes(blob[-(4 * 16 + 4):-4]), "<u8").reshape(4, 2).copy()
+    edit(index)
+    raw = index.astype("<u8").tobytes()
+    blob[-(4 * 16 + 4):] = raw + google_crc32c.value(raw).to_bytes(4, "little")
+    a.store.set("c/0", bytes(blob))
+    return cs.open_array(where, mode="r", cache=0)
+
+
+def _longer(index):
+    index[0, 1] += 4  # inner chunk 0 claims 20 bytes (4 of chunk 1's)
+
+
+def _shorter(index):
+    index[1, 1] -= 4
+
+
+def _beyond(index):
+    index[2, 0] = 10**6  # starts past the end of the shard
+
+
+def _overflow(index):
+    index[3, 0] = 2**64 - 8  # offset + length overflows
+
+
+@pytest.mark.parametrize("edit", [_longer, _shorter, _beyond, _overflow],
+                         ids=["longer", "shorter", "beyond", "overflow"])
+@pytest.mark.parametrize("kind", ["local", "dict", "memory-url"])
+def test_shard_index_with_wrong_inner_chunk_sizes(tmp_path, kind, edit):
+    r = _sharded_with_index(kind, tmp_path, edit)
+    bad = {_longer: 0, _shorter: 1, _beyond: 2, _overflow: 3}[edit]
+    with pytest.raises(ChunkDecodeError, match="c/0"):
+        r[...]
+    with pytest.raises(ChunkDecodeError, match="c/0"):
+        r[4 * bad + 1]
+    if edit is _overflow:  # an impossible entry: refusing the whole index is fair
+        return
+    good = (bad + 2) % 4  # another inner chunk of the same shard still reads
+    np.testing.assert_array_equal(r[4 * good:4 * good + 4], np.arange(4 * good, 4 * good + 4))
