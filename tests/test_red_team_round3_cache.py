@@ -780,3 +780,32 @@ def test_cache_with_memory_maps_and_in_place_rewrite(tmp_path, map_bytes):
         expected[:8, :8] = 5
         np.testing.assert_array_equal(r[...], expected)
         np.testing.assert_array_equal(cs.open_array(where, mode="r", cache=0)[...], expected)
+
+
+@pytest.mark.parametrize("kind", ["local", "dict"])
+def test_threads_append_through_cached_and_uncached_objects(tmp_path, kind):
+    where = str(tmp_path / "a.zarr") if kind == "local" else {}
+    a = cs.create_array(where, shape=(0,), chunks=(5,), dtype="i4", fill_value=-1,
+                        cache="1MiB")
+    objs = [a, cs.open_array(where, cache="1MiB"), cs.open_array(where, cache=0), a]
+    barrier = threading.Barrier(4)
+
+    def run(k):
+        barrier.wait()
+        for r in range(5):
+            objs[k].append(np.full(3, 10 * k + r, "i4"))
+            _ = objs[k][...]  # fills the caches between appends
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    got = cs.open_array(where, cache=0)[...]
+    assert got.shape == (60,)
+    blocks = got.reshape(20, 3)
+    assert (blocks == blocks[:, :1]).all()  # no block torn or overwritten
+    assert sorted(blocks[:, 0].tolist()) == sorted(10 * k + r for k in range(4)
+                                                    for r in range(5))
+    np.testing.assert_array_equal(cs.open_array(where, cache="1MiB")[...], got)
+    np.testing.assert_array_equal(cs.open_array(where, cache=a_cache(a))[...], got)
