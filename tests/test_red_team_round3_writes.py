@@ -355,3 +355,25 @@ def test_write_bytes_extremes_still_exact(tmp_path, value):
         want = data.copy()
         want[3:190, 4:29] *= 2
         np.testing.assert_array_equal(a[...], want)
+
+
+@pytest.mark.parametrize("write_bytes", [1, 8 * 2**20])
+def test_write_bytes_bounds_encoded_chunks_in_flight(tmp_path, write_bytes):
+    import os
+    import tracemalloc
+
+    data = np.random.default_rng(0).random((48, 2**17))  # 48 MiB of 1 MiB chunks
+    a = cs.create_array(str(tmp_path / "a.zarr"), shape=data.shape, chunks=(1, 2**17),
+                        dtype="f8", compressors=[ZSTD])
+    value = data[::-1][::-1]  # a view: staged through the scratch buffer if anything
+    cores = os.cpu_count() or 1
+    bound = max(write_bytes, (cores + 2) * 2**20) * 2 + 4 * 2**20
+    with cs.config.set({"threading.write_bytes": write_bytes}):
+        tracemalloc.start()
+        try:
+            a[...] = value
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < bound, f"peak {peak / 2**20:.1f} MiB, bound {bound / 2**20:.1f} MiB"
+    np.testing.assert_array_equal(a[...], data)
