@@ -299,3 +299,30 @@ def test_fill_value_and_missing_chunks_with_big_endian(tmp_path):
     a[4:8] = -123456  # all fill: chunk removed (write_empty_chunks False)
     assert not (tmp_path / "a.zarr" / "c" / "1").exists()
     np.testing.assert_array_equal(a[...], np.full(10, -123456, "i4"))
+
+
+SHARDING_SERIALIZER = {"name": "sharding_indexed", "configuration": {
+    "chunk_shape": [2], "codecs": [LITTLE], "index_codecs": [LITTLE],
+    "index_location": "end"}}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "create_array(serializer=<sharding_indexed>) with the default compressors (or "
+    "codecs=[sharding_indexed, zstd]) writes zarr.json for a chain chunkstore itself "
+    "refuses on first use ('codecs around sharding_indexed are not supported', an "
+    "UnsupportedError at the first write/read): the refusal must come at creation, "
+    "before anything is written"))
+@pytest.mark.parametrize("how", ["serializer-default-compressors", "codecs"])
+def test_unsupported_chain_around_sharding_refused_at_creation(tmp_path, how):
+    where = tmp_path / "a.zarr"
+    kw = ({"serializer": SHARDING_SERIALIZER} if how != "codecs"
+          else {"codecs": [SHARDING_SERIALIZER, ZSTD]})
+    try:
+        a = cs.create_array(str(where), shape=(8,), chunks=(4,), dtype="i4", **kw)
+    except Exception as e:  # refused: must say why, and leave nothing behind
+        assert "sharding" in str(e), str(e)
+        assert not (where / "zarr.json").exists()
+        return
+    a[...] = np.arange(8)  # accepted: then it must work
+    np.testing.assert_array_equal(cs.open_array(str(where), mode="r")[...], np.arange(8))
+    np.testing.assert_array_equal(zarr.open_array(str(where), mode="r")[...], np.arange(8))
