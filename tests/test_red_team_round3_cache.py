@@ -809,3 +809,15 @@ def test_threads_append_through_cached_and_uncached_objects(tmp_path, kind):
                                                     for r in range(5))
     np.testing.assert_array_equal(cs.open_array(where, cache="1MiB")[...], got)
     np.testing.assert_array_equal(cs.open_array(where, cache=a_cache(a))[...], got)
+
+
+def test_group_create_array_with_cache_works_or_refuses_cleanly():
+    g = cs.group({})
+    try:
+        a = g.create_array("y", shape=(4,), chunks=(2,), dtype="i4", cache="1MiB")
+    except TypeError as e:
+        assert "cache" in str(e)
+        assert "y" not in [name for name, _ in g.members()]
+        return
+    a[...] = [1, 2, 3, 4]
+    np.testing.assert_array_equal(g["y"][...], [1, 2, 3, 4])
