@@ -35,6 +35,7 @@ values on exit. Thread-safe for readers; meant to be set at start-up.
 from __future__ import annotations
 
 import math
+import operator
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -75,13 +76,18 @@ def _checked(key: str, value: Any) -> Any:
         return value
     what = (f"chunkstore config {key!r} must be a number of bytes (>= 0) or a size such "
             f"as '256MiB', got {value!r}")
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(what)
-    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+    if isinstance(value, bool):
         raise ValueError(what)
     try:
-        n = parse_bytes(value)
-    except ValueError:
+        if isinstance(value, str):
+            n = parse_bytes(value)
+        elif isinstance(value, float) or type(value).__name__.startswith("float"):
+            if not (math.isfinite(value) and float(value).is_integer()):
+                raise ValueError(what)
+            n = int(value)
+        else:  # int, numpy integers: anything with __index__
+            n = operator.index(value)
+    except (ValueError, TypeError):
         raise ValueError(what) from None
     if n < 0:
         raise ValueError(what)

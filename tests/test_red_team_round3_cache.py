@@ -656,9 +656,6 @@ def test_store_level_writes_invalidate_cache(op):
     np.testing.assert_array_equal(r[...], expected)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "config *_bytes keys reject numpy integers (cache.chunk_bytes = np.int64(1048576) is a "
-    "ValueError) although cache= and ChunkCache(...) accept them"))
 def test_config_bytes_accept_numpy_integers_like_cache_argument():
     n = np.int64(1 << 20)
     assert ChunkCache(n).budget == 1 << 20

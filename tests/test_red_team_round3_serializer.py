@@ -306,12 +306,6 @@ SHARDING_SERIALIZER = {"name": "sharding_indexed", "configuration": {
     "index_location": "end"}}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "create_array(serializer=<sharding_indexed>) with the default compressors (or "
-    "codecs=[sharding_indexed, zstd]) writes zarr.json for a chain chunkstore itself "
-    "refuses on first use ('codecs around sharding_indexed are not supported', an "
-    "UnsupportedError at the first write/read): the refusal must come at creation, "
-    "before anything is written"))
 @pytest.mark.parametrize("how", ["serializer-default-compressors", "codecs"])
 def test_unsupported_chain_around_sharding_refused_at_creation(tmp_path, how):
     where = tmp_path / "a.zarr"

@@ -12,13 +12,14 @@ from typing import Any
 import numcodecs
 import numpy as np
 
-from ..errors import CodecError
+from ..errors import CodecError, UnsupportedError
 from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
 from .bytes_codec import BytesCodec
 from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 from .numcodecs_adapter import numcodecs_from_config, wrap_numcodecs
 from .pipeline import CodecPipeline
 from .registry import codec_from_json
+from .sharding import ShardingCodec
 from .transpose import TransposeCodec
 from .vlen import VLenBytesCodec, VLenUTF8Codec, vlen_codec_for
 
@@ -146,6 +147,12 @@ def v3_codec_chain(*, dtype: np.dtype, chunk_shape: tuple[int, ...], compressors
             raise
         raise CodecError(f"{where}: serializer={serializer!r} does not fit the data type "
                          f"{dtype}: {e}") from e
+    if isinstance(pipeline.array_bytes, ShardingCodec) and (
+            pipeline.array_array or pipeline.bytes_bytes):
+        raise UnsupportedError(
+            f"{where}: codecs around 'sharding_indexed' are not supported (they would apply "
+            "to whole shards); put them inside the sharding codec's own 'codecs', or use "
+            "shards= with compressors=")
     return pipeline.to_json()
 
 
