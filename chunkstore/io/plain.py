@@ -29,6 +29,7 @@ from ..storage.base import Store
 from . import chunk_cache
 from .chunk_codec import ChunkCodec
 from .layout import ChunkLayout
+from .prefetch import ahead
 from .ranges import RangePlanner
 from .rmw import WriteUnit, commit_units
 
@@ -91,30 +92,43 @@ class PlainEngine:
         """Fill ``out`` from every projected chunk (missing chunks read as fill_value)."""
         cached = self._sid is not None and self.cache.active()
         batch_bytes = max(READ_BATCH_BYTES, 2 * default_workers() * self.chunk_nbytes)
-        for batch in self._batches(projections, batch_bytes):
-            if cached:
-                self._read_cached(batch, out)
-                continue
-            if self.store.zero_copy_views:
-                self._read_views(batch, out)
-                continue
-            whole, ranged = batch, []
-            if self.ranges is not None:
-                whole = []
-                for p in batch:
-                    plan = None if p.is_complete else self.ranges.plan(p.chunk_selection)
-                    if plan is None:
-                        whole.append(p)
-                    else:
-                        ranged.append((p, plan))
-            if whole:
-                keys = [self.key_of(p.chunk_coords) for p in whole]
-                blobs = self.store.get_many(keys)
-                run_batched(lambda item: self.codec.read_into(out, *item),
-                            list(zip(whole, keys, blobs, strict=True)),
-                            item_bytes=self.chunk_nbytes, cpu_bound=True)
-            if ranged:
-                self._read_ranged(ranged, out)
+        if cached or self.store.zero_copy_views:
+            for batch in self._batches(projections, batch_bytes):
+                if cached:
+                    self._read_cached(batch, out)
+                else:
+                    self._read_views(batch, out)
+            return
+        # other stores: the next batch is fetched while this one decodes (half-size
+        # batches, so the two held at once weigh what one did)
+        half = max(READ_BATCH_BYTES // 2, 2 * default_workers() * self.chunk_nbytes)
+        for _batch, fetched in ahead(self._batches(projections, half), self._fetch):
+            self._place(fetched, out)
+
+    def _fetch(self, batch: list[ChunkProjection]) -> tuple[list, list, list, list]:
+        """The stored values a batch needs: whole chunks, and the byte ranges of the
+        chunks of which little is read (``_place`` decodes them)."""
+        whole, ranged = batch, []
+        if self.ranges is not None:
+            whole = []
+            for p in batch:
+                plan = None if p.is_complete else self.ranges.plan(p.chunk_selection)
+                if plan is None:
+                    whole.append(p)
+                else:
+                    ranged.append((p, plan))
+        keys = [self.key_of(p.chunk_coords) for p in whole]
+        blobs = self.store.get_many(keys) if keys else []
+        return whole, keys, blobs, self._fetch_ranged(ranged) if ranged else []
+
+    def _place(self, fetched: tuple[list, list, list, list], out: np.ndarray) -> None:
+        whole, keys, blobs, ranged = fetched
+        if whole:
+            run_batched(lambda item: self.codec.read_into(out, *item),
+                        list(zip(whole, keys, blobs, strict=True)),
+                        item_bytes=self.chunk_nbytes, cpu_bound=True)
+        if ranged:
+            self._place_ranged(ranged, out)
 
     def _read_cached(self, batch: list[ChunkProjection], out: np.ndarray) -> None:
         """Chunks from the decoded-chunk cache (validated where the store can say cheaply
@@ -194,18 +208,24 @@ class PlainEngine:
         chunk = np.frombuffer(view, self.raw_dtype).reshape(self.chunk_shape)
         out[proj.out_selection] = chunk[proj.chunk_selection]
 
-    def _read_ranged(self, items: list, out: np.ndarray) -> None:
+    def _fetch_ranged(self, items: list) -> list:
+        """``(key, projection, plan, parts)`` of chunks read as byte ranges."""
         keys = [self.key_of(p.chunk_coords) for p, _ in items]  # once per chunk, not range
         requests = [(key, r) for key, (_, plan) in zip(keys, items, strict=True)
                     for r in plan.ranges]
         # a missing chunk answers None to every range
         parts = self.store.get_ranges(requests) if requests else []
-        planner = self.ranges
-        pos = 0
+        found, pos = [], 0
         for key, (proj, plan) in zip(keys, items, strict=True):
             n = len(plan.ranges)
-            got, pos = parts[pos:pos + n], pos + n
-            if n and got[0] is None:
+            found.append((key, proj, plan, parts[pos:pos + n]))
+            pos += n
+        return found
+
+    def _place_ranged(self, found: list, out: np.ndarray) -> None:
+        planner = self.ranges
+        for key, proj, plan, got in found:
+            if plan.ranges and got[0] is None:
                 out[proj.out_selection] = self.read_fill
                 continue
             flat = scratch_buffer((planner.nelements,), planner.stored_dtype)

@@ -1,0 +1,58 @@
+"""Reads ahead (``io.prefetch``): the next batch is fetched while the current one is
+used, in order, on one thread outside the chunk IO pool; errors reach the reader."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.io import plain
+from chunkstore.io.prefetch import ahead
+
+
+def test_order_overlap_and_thread():
+    log, names = [], set()
+
+    def fetch(b):
+        names.add(threading.current_thread().name)
+        log.append(("fetch", b))
+        time.sleep(0.01)
+        return b * 10
+
+    got = []
+    for b, value in ahead(range(4), fetch):
+        got.append(value)
+        time.sleep(0.05)  # the next fetch runs meanwhile
+        log.append(("used", b))
+    assert got == [0, 10, 20, 30]
+    # batch b+1 is being fetched while batch b is in use
+    for b in range(3):
+        assert log.index(("fetch", b + 1)) < log.index(("used", b)), log
+    assert all(not n.startswith("chunkstore") for n in names)
+
+
+def test_single_batch_inline_and_errors():
+    main = threading.current_thread().name
+    assert list(ahead([7], lambda b: (b, threading.current_thread().name))) == [(7, (7, main))]
+    assert list(ahead([], lambda b: b)) == []
+
+    def fetch(b):
+        if b == 2:
+            raise OSError("endpoint gone")
+        return b
+
+    with pytest.raises(OSError, match="endpoint gone"):
+        list(ahead(range(5), fetch))
+
+
+def test_many_batches_on_a_non_view_store_read_exactly(monkeypatch):
+    monkeypatch.setattr(plain, "READ_BATCH_BYTES", 4096)  # many batches
+    x = np.random.default_rng(0).random((200, 300))
+    store = cs.MemoryStore()
+    a = cs.create_array(store, shape=x.shape, chunks=(16, 16), dtype="f8", compressors=None)
+    a[...] = x
+    np.testing.assert_array_equal(a[...], x)
+    np.testing.assert_array_equal(a[3:190:7, 5:290:3], x[3:190:7, 5:290:3])  # ranged reads
+    np.testing.assert_array_equal(a[7, :], x[7, :])
