@@ -56,3 +56,35 @@ def test_many_batches_on_a_non_view_store_read_exactly(monkeypatch):
     np.testing.assert_array_equal(a[...], x)
     np.testing.assert_array_equal(a[3:190:7, 5:290:3], x[3:190:7, 5:290:3])  # ranged reads
     np.testing.assert_array_equal(a[7, :], x[7, :])
+
+
+class _SlowRemote(cs.MemoryStore):
+    """A memory store that answers like a remote one: every commit takes 20 ms."""
+
+    remote = True
+
+    def __init__(self):
+        super().__init__()
+        self.now = self.peak = 0
+        self.guard = threading.Lock()
+
+    def commit_many(self, items):
+        with self.guard:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        try:
+            time.sleep(0.02)
+            return super().commit_many(items)
+        finally:
+            with self.guard:
+                self.now -= 1
+
+
+def test_small_writes_to_a_remote_store_commit_concurrently_from_the_start():
+    store = _SlowRemote()
+    a = cs.create_array(store, shape=(64, 64), chunks=(8, 8), dtype="i2")
+    store.peak = 0
+    x = np.arange(64 * 64, dtype="i2").reshape(64, 64) + 1
+    a[...] = x  # 64 chunks of 128 bytes: no inline probe of the first runs
+    assert store.peak > 1
+    np.testing.assert_array_equal(a[...], x)

@@ -127,7 +127,7 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
                                                item_bytes),
                 runs, cpu_bound=fan_cpu, max_threads=n_threads,
-                item_bytes=None if item_bytes is None else item_bytes * size)
+                item_bytes=None if item_bytes is None or store.remote else item_bytes * size)
 
 
 def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[int],

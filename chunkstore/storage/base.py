@@ -126,6 +126,9 @@ class Store(ABC):
     #: writer replacing it between two requests could mix versions: callers then read
     #: one covering range per key)
     snapshot_ranges: bool = False
+    #: every call is a network round trip (milliseconds): batches of small values are
+    #: never run inline one after another to probe their cost
+    remote: bool = False
 
     def __init__(self, read_only: bool = False) -> None:
         self._read_only = bool(read_only)

@@ -97,6 +97,7 @@ class FsspecStore(FsspecWrites, FsspecListing):
     #: decoded bytes per write batch of the chunk engine (its encoded chunks wait in
     #: memory until sent): a few PUT windows, so writes stream with bounded memory
     write_batch_bytes = 64 * 2**20
+    remote = True
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None,
                  read_only: bool = False) -> None:

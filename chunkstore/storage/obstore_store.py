@@ -242,6 +242,7 @@ class ObstoreStore(Store):
     supports_partial_reads = True
     #: decoded bytes per write batch of the chunk engine (as FsspecStore)
     write_batch_bytes = 64 * 2**20
+    remote = True
     supports_conditional_writes = True
     # not ``blocking_commits``: committing runs on every pool thread helped large writes
     # little (256 MiB: 77-90 against 66-80 MB/s, noisy) and made small ones 3x slower
