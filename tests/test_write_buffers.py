@@ -117,3 +117,24 @@ def test_a_large_write_holds_only_its_runs_in_flight(tmp_path):
     cores = max(2, os.cpu_count() or 1)
     assert peak <= max(8, cores) * 2**20 + 4 * 2**20, peak / 2**20
     np.testing.assert_array_equal(a[...], x)
+
+
+def test_release_all_drops_every_threads_buffers():
+    ready, done = threading.Event(), threading.Event()
+    held = {}
+
+    def worker():
+        buf = scratch.scratch_buffer((32, 32), np.float64, "decode")
+        held["before"] = scratch.held_bytes()
+        ready.set()
+        done.wait(5)
+        held["after"] = scratch.held_bytes()
+        held["same"] = scratch.scratch_buffer((32, 32), np.float64, "decode") is buf
+
+    t = threading.Thread(target=worker)
+    t.start()
+    ready.wait(5)
+    scratch.release_all()  # from another thread
+    done.set()
+    t.join()
+    assert held == {"before": 32 * 32 * 8, "after": 0, "same": False}

@@ -2,8 +2,10 @@
 chunk decoded or staged for compression does not page-fault a fresh buffer each time.
 
 A buffer larger than :data:`KEEP_MAX_BYTES` is not kept (it is as cheap to fault as it is
-costly to hold); :func:`release` drops the calling thread's buffers (a Dask task calls
-it when it ends, so that an idle worker thread holds nothing).
+costly to hold); :func:`release` drops the calling thread's buffers and
+:func:`release_all` every thread's (a Dask task calls it when it ends, so that the
+codec threads of an idle worker hold nothing; a thread still using a buffer keeps it
+until it is done).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import numpy as np
 
 KEEP_MAX_BYTES = 64 * 2**20
 _local = threading.local()
+_every: dict[int, dict] = {}  # thread id -> that thread's held buffers (for release_all)
+_every_lock = threading.Lock()
 
 
 def scratch_buffer(shape: tuple[int, ...], dtype: np.dtype, purpose: str = "decode"
@@ -45,8 +49,19 @@ def release() -> None:
     _held().clear()
 
 
+def release_all() -> None:
+    """Drop the scratch buffers of every thread."""
+    with _every_lock:
+        helds = list(_every.values())
+        _every.clear()
+    for held in helds:
+        held.clear()
+
+
 def _held() -> dict[str, tuple[tuple, np.ndarray]]:
     held = getattr(_local, "held", None)
-    if held is None:
+    if held is None or _every.get(threading.get_ident()) is not held:
         held = _local.held = {}
+        with _every_lock:
+            _every[threading.get_ident()] = held
     return held

@@ -21,6 +21,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from ..api import create_array, open_array
 from ..array import Array
+from ..codecs import scratch
 from ..hierarchy.group import Group
 from ..hierarchy.paths import normalize_path
 from ..io.overlap import refuse_onto_itself
@@ -256,8 +257,11 @@ def _write_block(block: np.ndarray, array: Array, offsets: tuple[int, ...] = (),
     location = block_info[0]["array-location"]
     region = tuple(slice(off + a, off + b) for off, (a, b) in zip(offsets, location,
                                                                   strict=True))
-    for part in pieces_of(region, piece):
-        local = tuple(slice(p.start - r.start, p.stop - r.start)
-                      for p, r in zip(part, region, strict=True))
-        array.write_region(part, block[local])
+    try:
+        for part in pieces_of(region, piece):
+            local = tuple(slice(p.start - r.start, p.stop - r.start)
+                          for p, r in zip(part, region, strict=True))
+            array.write_region(part, block[local])
+    finally:
+        scratch.release_all()  # an idle worker's codec threads hold no chunk buffers
     return np.ones((1,) * block.ndim, dtype=bool)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..array import Array
+from ..codecs import scratch
 from .permute import copy_permuted
 from .planner import pieces_of
 
@@ -81,8 +82,11 @@ def copy_block(source: Any, target: Array, region: tuple[slice, ...],
         return (*(slice(p.start - r.start, p.stop - r.start)
                   for p, r in zip(piece, region, strict=True)), Ellipsis)
 
-    for piece in pieces_of(region, read_piece):
-        read_into(source, piece, block[local(piece)])
-    for piece in pieces_of(region, write_piece):
-        target.write_region(piece, block[local(piece)])
-    del block
+    try:
+        for piece in pieces_of(region, read_piece):
+            read_into(source, piece, block[local(piece)])
+        for piece in pieces_of(region, write_piece):
+            target.write_region(piece, block[local(piece)])
+    finally:
+        del block
+        scratch.release_all()  # an idle worker's codec threads hold no chunk buffers
