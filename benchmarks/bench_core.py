@@ -76,7 +76,11 @@ def cases(tiny: bool) -> list[Case]:
 class Slot:
     """One library's target directory/store for a case, and what its runs measured."""
 
-    def __init__(self, case: Case, lib: Any, where: Path) -> None:
+    def __init__(self, case: Case, lib: Any, where: Path, keep: bool = False) -> None:
+        #: keep every run's target until the benchmark ends: on file systems that scan
+        #: recently deleted inodes when creating files (ext4 without a journal), creating
+        #: thousands of small files right after deleting thousands measures that scan
+        self.keep = keep
         self.case, self.lib, self.where = case, lib, where
         self.current: list[Any] = []
         self.times: dict[str, list[float]] = {"write": [], "read": []}
@@ -94,9 +98,10 @@ class Slot:
         return result
 
     def write(self, data: np.ndarray) -> None:
-        while self.current:  # the previous run's files: deleted outside the timing
+        while self.current and not self.keep:  # the previous run's files, outside timing
             remove(self.current.pop())
-        target = self.lib.new_target(self.case, self.where)
+        where = self.where.with_name(f"{self.where.name}-{len(self.current)}")
+        target = self.lib.new_target(self.case, where)
         self.current.append(target)
         self._timed("write", lambda: self.lib.write(self.case, target, data))
         self.stored = stored_bytes(target)
@@ -131,14 +136,19 @@ def _cpu_seconds() -> float:
     return t.user + t.system
 
 
+KEEP_BYTES = 64 * 2**20  # cases this small keep their targets (see Slot.keep)
+
+
 def run_case(case: Case, libraries: list[str], work: Path, repeat: int,
-             data: np.ndarray | None = None) -> list[dict]:
+             data: np.ndarray | None = None, leftovers: list | None = None) -> list[dict]:
     """Write then read ``case`` with every library, interleaved: each repeat writes with
     every library in turn, then each repeat reads likewise, so that a burst of load on
     the machine falls on all libraries alike. Rows hold medians (wall and CPU seconds)
-    and the highest peak RSS over the runs."""
+    and the highest peak RSS over the runs. With ``leftovers``, small cases keep their
+    targets and hand them over, to be removed when the benchmark ends."""
     data = make_data(case) if data is None else data
-    slots = [Slot(case, ADAPTERS[name], work / f"{case.name.replace(' ', '-')}-{name}")
+    keep = leftovers is not None and data.nbytes <= KEEP_BYTES
+    slots = [Slot(case, ADAPTERS[name], work / f"{case.name.replace(' ', '-')}-{name}", keep)
              for name in libraries if applies(name, case)]
     try:
         for _ in range(max(1, repeat)):
@@ -149,7 +159,10 @@ def run_case(case: Case, libraries: list[str], work: Path, repeat: int,
                 slot.read(data)
     finally:
         for slot in slots:
-            slot.close()
+            if slot.keep:
+                leftovers.append(slot)  # type: ignore[union-attr]
+            else:
+                slot.close()
     return [r for slot in slots for r in slot.rows(data.nbytes)]
 
 
@@ -186,10 +199,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     work.mkdir(parents=True, exist_ok=True)
     print(HEADER.format(repeat=repeat, workdir_fs=work), flush=True)
     rows: list[dict] = []
+    leftovers: list[Slot] = []
     try:
         for case in selected:
-            rows += run_case(case, libraries, work, repeat)
+            rows += run_case(case, libraries, work, repeat, leftovers=leftovers)
     finally:
+        for slot in leftovers:
+            slot.close()
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
     rows = add_ratios(rows)
