@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 for m in methods(args.methods.split(",")):
                     rows += run(m, "local", where, region, expected, repeats, None)
                 continue
-            from benchmarks.bench_s3 import Endpoint, set_aws_env
+            from benchmarks.s3_endpoint import Endpoint, set_aws_env
             set_aws_env()
             import s3fs
             with Endpoint(args.latency_ms) as ep:

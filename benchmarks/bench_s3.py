@@ -25,176 +25,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-import urllib.request
-from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from benchmarks.s3_endpoint import (  # noqa: F401 (CountingApp, serve: re-exported)
+    CountingApp,
+    Endpoint,
+    measure,
+    serve,
+    set_aws_env,
+)
 
 OUT = Path("bench-out")
 MB = 1e6
 METHODS = ("chunkstore", "chunkstore-obstore", "zarr-python", "zarrs", "tensorstore")
 #: chunkstore's rows (one per storage backend); the others are peers
 OURS = ("chunkstore", "chunkstore-obstore")
-
-
-# -- the counting S3 endpoint (runs in the subprocess) ------------------------------------
-class CountingApp:
-    """WSGI middleware: counts requests and bytes, answers /_bench/counts and /_bench/reset;
-    delays every S3 request by ``latency_s`` (a real object store answers in 10-50 ms,
-    so the number of requests in flight decides the throughput)."""
-
-    def __init__(self, app: Callable, latency_s: float = 0.0) -> None:
-        self.app, self.lock, self.latency_s = app, threading.Lock(), latency_s
-        self.reset()
-
-    def reset(self) -> None:
-        self.counts: Counter[str] = Counter()
-        self.bytes_in = self.bytes_out = 0
-
-    @staticmethod
-    def kind(environ: dict) -> str:
-        method = environ["REQUEST_METHOD"]
-        segments = [s for s in environ.get("PATH_INFO", "").split("/") if s]
-        query = environ.get("QUERY_STRING", "")
-        if method == "GET" and len(segments) == 1 and "location" not in query:
-            return "LIST"
-        return method
-
-    def __call__(self, environ: dict, start_response: Callable):
-        path = environ.get("PATH_INFO", "")
-        if path.startswith("/_bench/"):
-            with self.lock:
-                body = json.dumps({"counts": dict(self.counts), "bytes_in": self.bytes_in,
-                                   "bytes_out": self.bytes_out}).encode()
-                if path == "/_bench/reset":
-                    self.reset()
-            start_response("200 OK", [("Content-Type", "application/json"),
-                                      ("Content-Length", str(len(body)))])
-            return [body]
-        with self.lock:
-            self.counts[self.kind(environ)] += 1
-            self.bytes_in += int(environ.get("CONTENT_LENGTH") or 0)
-        if self.latency_s:
-            time.sleep(self.latency_s)
-        return self._count_out(self.app(environ, start_response))
-
-    def _count_out(self, body):
-        try:
-            for chunk in body:
-                with self.lock:
-                    self.bytes_out += len(chunk)
-                yield chunk
-        finally:
-            if hasattr(body, "close"):
-                body.close()
-
-
-def serve(port: int, latency_ms: float = 0.0, server: str = "werkzeug") -> None:
-    """Run moto's S3 server with request counting on 127.0.0.1:``port`` (blocks).
-
-    ``server="keepalive"``: tornado's HTTP/1.1 server, which keeps connections open
-    between requests as S3 does (the WSGI app runs on a pool of 128 threads);
-    ``"werkzeug"``: werkzeug's development server, which closes the connection after
-    every response, so each request also pays for a new TCP connection (a cost that
-    falls mostly on clients that connect in Python)."""
-    import logging
-
-    from moto.server import DomainDispatcherApplication, create_backend_app
-
-    app = CountingApp(DomainDispatcherApplication(create_backend_app), latency_ms / 1e3)
-    if server == "werkzeug":
-        from werkzeug.serving import make_server
-
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        make_server("127.0.0.1", port, app, threaded=True).serve_forever()
-        return
-    import asyncio
-    from concurrent.futures import ThreadPoolExecutor
-
-    from tornado.httpserver import HTTPServer
-    from tornado.wsgi import WSGIContainer
-
-    for name in ("tornado.access", "tornado.application", "tornado.general"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-
-    async def run() -> None:
-        container = WSGIContainer(app, executor=ThreadPoolExecutor(128))
-        HTTPServer(container, max_body_size=2**31, idle_connection_timeout=120).listen(
-            port, "127.0.0.1")
-        await asyncio.Event().wait()
-
-    asyncio.run(run())
-
-
-class Endpoint:
-    """The counting moto server in a subprocess, for the length of a ``with`` block."""
-
-    def __init__(self, latency_ms: float = 0.0, server: str = "werkzeug") -> None:
-        self.latency_ms, self.server = latency_ms, server
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> Endpoint:
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve",
-                                      str(self.port), "--latency-ms", str(self.latency_ms),
-                                      "--server", self.server])
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                self.counts(reset=True)
-                return self
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the moto S3 server did not start") from None
-                time.sleep(0.1)
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
-
-    def counts(self, reset: bool = False) -> dict:
-        """Requests and bytes since the last reset (and reset them, if asked)."""
-        what = "reset" if reset else "counts"
-        req = urllib.request.Request(f"{self.url}/_bench/{what}", method="POST")
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return json.loads(r.read())
-
-
-# -- measuring ------------------------------------------------------------------------------
-def measure(endpoint: Endpoint, fn: Callable[[], Any], repeats: int = 1,
-            setup: Callable[[], Any] | None = None) -> tuple[dict, Any]:
-    """Run ``fn`` (after an untimed ``setup`` whose result it receives): median time,
-    server-side requests of the first repeat, peak RSS increase."""
-    from benchmarks.bench_rechunk import RssSampler
-
-    times, first, result, peak = [], None, None, 0.0
-    for i in range(repeats):
-        arg = setup() if setup else None
-        endpoint.counts(reset=True)
-        base = RssSampler([os.getpid()]).procs[os.getpid()].memory_info().rss
-        with RssSampler([os.getpid()], interval=0.01) as sampler:
-            t0 = time.perf_counter()
-            result = fn(arg) if setup else fn()
-            times.append(time.perf_counter() - t0)
-        peak = max(peak, (max(sampler.peaks.values()) - base) / MB)
-        if i == 0:
-            first = endpoint.counts()
-    assert first is not None
-    counts = first["counts"]
-    return {"wall_s": statistics.median(times), "requests": sum(counts.values()),
-            "by_kind": counts, "lists": counts.get("LIST", 0),
-            "mb_in": first["bytes_in"] / MB, "mb_out": first["bytes_out"] / MB,
-            "peak_rss_mb": max(0.0, peak)}, result
 
 
 class Peer:
@@ -432,20 +279,6 @@ def run_peer(peer: Peer, ep: Endpoint, data, chunks, repeats: int) -> list[dict]
         case = f"open group of {n} ({'consolidated' if consolidated else 'plain'})"
         add(case, stats, found == n)
     return rows
-
-
-def set_aws_env() -> None:
-    """Dummy credentials for moto, also as files (tensorstore's AWS SDK logs errors
-    when it finds no config or credentials file)."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        os.environ[name] = "testing"
-    os.environ["AWS_DEFAULT_REGION"] = os.environ["AWS_REGION"] = "us-east-1"
-    aws = Path(tempfile.mkdtemp(prefix="bench-s3-aws-"))
-    (aws / "credentials").write_text("[default]\naws_access_key_id = testing\n"
-                                     "aws_secret_access_key = testing\n")
-    (aws / "config").write_text("[default]\nregion = us-east-1\n")
-    os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(aws / "credentials")
-    os.environ["AWS_CONFIG_FILE"] = str(aws / "config")
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
