@@ -267,3 +267,45 @@ def test_cluster_started_like_compose_rechunks_on_s3(running):
     out = cs.open_array(f"s3://{bucket}/dst.zarr", mode="r", storage_options=options)
     assert out.chunks == (200, 3)
     np.testing.assert_array_equal(out[:], data)
+
+
+def test_cluster_started_like_compose_transposes_on_s3_within_the_plan(running):
+    """The Python API on the CLI-started cluster: a transpose S3 -> S3 planned for those
+    workers (facts asked from them), each worker's RSS sampled as dask's nanny sees it
+    staying under the plan's own per-worker bound, no pause/spill/restart, exact result."""
+    from distributed import Client
+
+    import chunkstore as cs
+    import chunkstore.dask as csd
+    from chunkstore.dask.memory import WorkerMemory
+
+    running.start_s3()
+    running.create_bucket()
+    running.start_cluster()
+    bucket = running.env("worker")["CHUNKSTORE_BUCKET"]
+    options = running.s3_storage_options()
+    data = np.random.default_rng(0).standard_normal((128, 64, 256), dtype="f4")  # 8 MiB
+    src = cs.array(data, store=f"s3://{bucket}/cube.zarr", chunks=(128, 64, 8),
+                   storage_options=options)
+    with Client(running.env("jupyter")["DASK_SCHEDULER_ADDRESS"], timeout=30) as client:
+        client.wait_for_workers(2, timeout=60)
+        # each worker opens S3 once first: its S3 client (s3fs, aiobotocore: ~30 MB) is
+        # part of the baseline the plan measures, as on a worker that has done S3 work
+        url = f"s3://{bucket}/cube.zarr"
+        client.run(lambda: cs.open_array(url, mode="r", storage_options=options)[0, 0, :1])
+        plan = csd.rechunk(csd.TransposedSource(src, (2, 1, 0)), (8, 64, 128),
+                           f"s3://{bucket}/cube-t.zarr", max_mem="16MB",
+                           storage_options=options)
+        desc = plan.describe()
+        assert desc["workers"]["measured"] and desc["workers"]["threads_per_worker"] == 1
+        with WorkerMemory(client, interval=0.005) as mem:
+            plan.execute()
+    assert not mem.events, mem.events
+    assert len(mem.peaks) == 2
+    for addr, peak in mem.peaks.items():
+        assert peak <= desc["peak_worker_memory"] + 12 * 2**20, (addr, peak / 2**20,
+                                                                 desc["peak_worker_memory"])
+        assert peak <= 16e6 + 200e6  # max_mem + 200 MB
+    out = cs.open_array(f"s3://{bucket}/cube-t.zarr", mode="r", storage_options=options)
+    assert out.chunks == (8, 64, 128)
+    np.testing.assert_array_equal(out[:], np.transpose(data, (2, 1, 0)))

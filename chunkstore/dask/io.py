@@ -163,12 +163,11 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     if isinstance(store, Array):
         target = store
     elif region is not None:
-        target = open_array(store, mode="r+", path=path, storage_options=storage_options)
+        target = open_array(store, mode="r+", path=path)  # (resolved above, options used)
     else:
         target = create_array(store, normalize_path(path), shape=x.shape, dtype=x.dtype,
                               chunks=chunks if chunks is not None else _regular_chunks(x),
-                              overwrite=overwrite, storage_options=storage_options,
-                              **create_kwargs)
+                              overwrite=overwrite, **create_kwargs)
     if region is None:
         region = tuple(slice(0, n) for n in target.shape)
     region = tuple(slice(*s.indices(n)[:2])

@@ -63,3 +63,21 @@ def test_rechunk_transpose_on_s3_through_the_cluster(client, s3_bucket, data):
     x = csd.from_store(src)
     csd.to_store(x * 2, store, path="twice", chunks=(16, 16, 5))
     np.testing.assert_array_equal(cs.open_array(store, mode="r", path="twice")[:], data * 2)
+
+
+def test_to_store_on_an_s3_url_with_storage_options(client, s3_bucket, data):
+    """``to_store(x, "s3://...", storage_options=...)`` (the notebook's call): the options
+    open the target once (they were passed a second time to a resolved store: TypeError),
+    both when creating it and when writing a region into it."""
+    import dask.array as da
+    root, options = s3_bucket
+    x = da.from_array(data, chunks=(8, 48, 5))
+    out = csd.to_store(x, f"{root}/by-url.zarr", path="field", storage_options=options,
+                       overwrite=True, attributes={"units": "1"})
+    np.testing.assert_array_equal(out[:], data)
+    assert out.attrs["units"] == "1"
+    csd.to_store(x[:8] * 3, f"{root}/by-url.zarr", path="field", storage_options=options,
+                 region=(slice(0, 8), slice(None), slice(None)))
+    back = cs.open_array(f"{root}/by-url.zarr", path="field", mode="r", storage_options=options)
+    np.testing.assert_array_equal(back[:8], data[:8] * 3)
+    np.testing.assert_array_equal(back[8:], data[8:])
