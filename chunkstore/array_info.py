@@ -6,14 +6,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .codecs.pipeline import CodecPipeline
 from .info import InfoTable, array_codec_chain, human_bytes
 from .metadata import ArrayMetadata, join_path
-
-if TYPE_CHECKING:
-    from .array import Array
 
 
 class StoredBytes(int):
@@ -50,7 +47,7 @@ def chunk_key_pattern(meta: ArrayMetadata, ndim: int) -> re.Pattern[str]:
     return re.compile(sep.join([r"\d+"] * ndim) if ndim else "0")
 
 
-def stored_chunk_keys(array: Array) -> list[str]:
+def stored_chunk_keys(array: Any) -> list[str]:
     """The keys of the array's chunks (or shards) present in its store."""
     path, store = array.path, array.store
     prefix = f"{path}/" if path else ""
@@ -58,7 +55,7 @@ def stored_chunk_keys(array: Array) -> list[str]:
     return [k for k in store.list_prefix(prefix) if pattern.fullmatch(k[len(prefix):])]
 
 
-def chunks_initialized(array: Array) -> int:
+def chunks_initialized(array: Any) -> int:
     """Number of chunks present in the store; for a sharded array, as zarr-python counts:
     stored shards x inner chunks per shard."""
     n = len(stored_chunk_keys(array))
@@ -67,7 +64,7 @@ def chunks_initialized(array: Array) -> int:
     return n
 
 
-def nbytes_stored(array: Array) -> StoredBytes:
+def nbytes_stored(array: Any) -> StoredBytes:
     """Bytes stored for the array: metadata documents plus chunks."""
     store = array.store
     docs = [join_path(array.path, k) for k in ("zarr.json", ".zarray", ".zattrs")]
@@ -75,7 +72,7 @@ def nbytes_stored(array: Array) -> StoredBytes:
     return StoredBytes(sum(store.getsize(k) or 0 for k in keys))
 
 
-def info_table(array: Array) -> InfoTable:
+def info_table(array: Any) -> InfoTable:
     """Type, shape, chunks, codecs, storage and compression ratio of ``array``."""
     stored = array.nbytes_stored
     meta = array.metadata

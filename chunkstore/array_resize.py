@@ -4,16 +4,13 @@ of the stored shape, so concurrent appenders never share rows)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .errors import ConcurrentWriteError
 from .hierarchy.documents import read_node, update_node
 from .metadata import ArrayMetadata
-
-if TYPE_CHECKING:
-    from .array import Array
 
 RESIZE_ATTEMPTS = 64
 
@@ -22,7 +19,7 @@ class _ShapeMoved(Exception):
     """Another writer changed the stored shape between a resize's clear and its commit."""
 
 
-def change_metadata(array: Array, change: Any) -> ArrayMetadata:
+def change_metadata(array: Any, change: Any) -> ArrayMetadata:
     """Read-modify-write the stored document (``change(current) -> new``, applied to what
     is stored at that moment, so concurrent changes are never lost)."""
     array._check_writable()
@@ -32,7 +29,7 @@ def change_metadata(array: Array, change: Any) -> ArrayMetadata:
     return meta  # type: ignore[return-value]
 
 
-def resize(array: Array, shape: tuple[Any, ...]) -> None:
+def resize(array: Any, shape: tuple[Any, ...]) -> None:
     """``Array.resize(*shape)``: chunks wholly outside the new shape are deleted; chunks
     cut by the new edge are cleared beyond it, so growing again shows fill_value."""
     array._check_writable()
@@ -64,7 +61,7 @@ def resize(array: Array, shape: tuple[Any, ...]) -> None:
                                f"{RESIZE_ATTEMPTS} attempts to resize to {new_shape}")
 
 
-def append(array: Array, data: Any, axis: int = 0) -> tuple[int, ...]:
+def append(array: Any, data: Any, axis: int = 0) -> tuple[int, ...]:
     """``Array.append``: grow along ``axis`` and write ``data`` there; the new shape."""
     array._check_writable()
     data = np.asarray(data, dtype=array.dtype)

@@ -5,16 +5,13 @@ views; values written block by block (another array, an h5py dataset)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from . import indexing as ix
 from .indexing import BASIC, COORDINATE
 from .io.copy import copy_blocks
-
-if TYPE_CHECKING:
-    from .array import Array
 
 
 class UnstorableValueError(ValueError, TypeError):
@@ -25,7 +22,7 @@ class UnstorableValueError(ValueError, TypeError):
 class SelectionView:
     """``a.oindex``, ``a.vindex`` and ``a.blocks``: ``view[sel]`` / ``view[sel] = v``."""
 
-    def __init__(self, array: Array, kind: str) -> None:
+    def __init__(self, array: Any, kind: str) -> None:
         self._array, self._kind = array, kind
 
     def __getitem__(self, selection: Any) -> Any:
@@ -46,7 +43,7 @@ class SelectionView:
             a.set_coordinate_selection(selection, value)
 
 
-def as_mask(mask: Any, array: Array) -> np.ndarray:
+def as_mask(mask: Any, array: Any) -> np.ndarray:
     """``mask`` as a bool array of the array's shape, or an IndexError naming the array."""
     mask = np.asarray(mask)
     if mask.dtype != bool or mask.shape != array.shape:
@@ -80,7 +77,7 @@ def as_region(selection: Any, shape: tuple[int, ...]) -> tuple[slice, ...] | Non
     return tuple(region)
 
 
-def read_selection(array: Array, selection: Any, kind: str, out: np.ndarray | None = None
+def read_selection(array: Any, selection: Any, kind: str, out: np.ndarray | None = None
                    ) -> Any:
     """``array``'s elements at ``selection`` (run as ``kind``), into ``out`` if given."""
     indexer = array._indexer(selection, kind)
@@ -101,7 +98,7 @@ def read_selection(array: Array, selection: Any, kind: str, out: np.ndarray | No
     return result[()] if result.ndim == 0 and out is None else result
 
 
-def write_selection(array: Array, selection: Any, value: Any, kind: str) -> None:
+def write_selection(array: Any, selection: Any, value: Any, kind: str) -> None:
     """Store ``value`` (broadcast to the selection) at ``selection`` of ``array``."""
     array._check_writable()
     indexer = array._indexer(selection, kind)
@@ -126,7 +123,7 @@ def write_selection(array: Array, selection: Any, value: Any, kind: str) -> None
     array._engine.write(indexer, arr, scalar=scalar)
 
 
-def block_slices(array: Array, selection: Any) -> tuple[slice, ...]:
+def block_slices(array: Any, selection: Any) -> tuple[slice, ...]:
     """A block selection (in units of chunks) of ``array`` as element slices."""
     try:
         return ix.block_selection_to_basic(selection, array.shape, array.chunks)
@@ -134,7 +131,7 @@ def block_slices(array: Array, selection: Any) -> tuple[slice, ...]:
         raise IndexError(f"array {array.name!r}: {e}") from None
 
 
-def as_numpy(array: Array, dtype: Any = None, copy: Any = None) -> np.ndarray:
+def as_numpy(array: Any, dtype: Any = None, copy: Any = None) -> np.ndarray:
     """``np.asarray(array)``: all of it, always a copy."""
     if copy is False:  # NumPy 2's protocol, as zarr-python: the data is always a copy
         raise ValueError(f"array {array.name!r}: cannot give a NumPy view without a copy "
@@ -143,7 +140,7 @@ def as_numpy(array: Array, dtype: Any = None, copy: Any = None) -> np.ndarray:
     return data if dtype is None else data.astype(dtype, copy=False)
 
 
-def iter_rows(array: Array) -> Iterator[Any]:
+def iter_rows(array: Any) -> Iterator[Any]:
     """The items along the first axis, decoding each chunk row once."""
     if not array.shape:
         raise TypeError("iteration over a 0-d array")
@@ -152,7 +149,7 @@ def iter_rows(array: Array) -> Iterator[Any]:
         yield from array[start:start + step]
 
 
-def _check_coords(array: Array, coords: Any) -> tuple[int, ...]:
+def _check_coords(array: Any, coords: Any) -> tuple[int, ...]:
     coords = tuple(int(c) for c in coords)
     grid = array.cdata_shape
     if len(coords) != len(grid) or any(not 0 <= c < g for c, g in zip(coords, grid, strict=True)):
@@ -161,7 +158,7 @@ def _check_coords(array: Array, coords: Any) -> tuple[int, ...]:
     return coords
 
 
-def read_chunk(array: Array, coords: tuple[int, ...]) -> np.ndarray:
+def read_chunk(array: Any, coords: tuple[int, ...]) -> np.ndarray:
     """The data of one chunk of ``array``, clipped to the array's bounds."""
     coords = _check_coords(array, coords)
     chunk = array._engine.read_chunk(coords)
@@ -169,7 +166,7 @@ def read_chunk(array: Array, coords: tuple[int, ...]) -> np.ndarray:
     return chunk[tuple(slice(0, s.stop - s.start) for s in region)]
 
 
-def write_chunk(array: Array, coords: tuple[int, ...], data: Any) -> None:
+def write_chunk(array: Any, coords: tuple[int, ...], data: Any) -> None:
     """Replace one whole chunk of ``array``; ``data`` has the chunk's (edge-clipped) shape."""
     array._check_writable()
     coords = _check_coords(array, coords)
