@@ -1,11 +1,15 @@
-"""Shared fixtures: a real S3 HTTP endpoint (moto's server mode on 127.0.0.1)."""
+"""Shared fixtures: a real S3 HTTP endpoint (moto's server mode on 127.0.0.1); a Jupyter
+kernel running this interpreter (tests/notebook_helpers.py runs notebooks in it)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import sys
 import threading
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +117,39 @@ def s3_bucket(s3_endpoint):
         except OSError:
             pass
         s3fs.S3FileSystem.clear_instance_cache()
+
+
+# -- a kernel for the notebook tests -------------------------------------------------------
+NOTEBOOK_KERNEL = "chunkstore-test-venv"
+# Settings that would point a notebook at a real cluster or bucket: blank them for the test.
+CLUSTER_VARS = ("CHUNKSTORE_SCHEDULER", "DASK_SCHEDULER_ADDRESS", "CHUNKSTORE_STORE",
+                "CHUNKSTORE_S3_ENDPOINT", "AWS_ENDPOINT_URL", "CHUNKSTORE_ARRAY_GIB")
+
+
+@pytest.fixture
+def kernel_tmp(tmp_path) -> Path:
+    """The kernel's temporary directory (TMPDIR): what a notebook leaves there stays."""
+    path = tmp_path / "kernel-tmp"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def venv_kernel(tmp_path, kernel_tmp, monkeypatch):
+    """Make a kernelspec running ``sys.executable`` with ``CI=1`` (plus ``env``) and its
+    own TMPDIR, found through JUPYTER_PATH; returns its name."""
+    for name in CLUSTER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+
+    def make(**env: str) -> str:
+        spec_dir = tmp_path / "jupyter" / "kernels" / NOTEBOOK_KERNEL
+        spec_dir.mkdir(parents=True, exist_ok=True)
+        kernel_env = {"CI": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+                      "TMPDIR": str(kernel_tmp), **{name: "" for name in CLUSTER_VARS}, **env}
+        spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "chunkstore venv", "language": "python", "env": kernel_env}
+        (spec_dir / "kernel.json").write_text(json.dumps(spec))
+        return NOTEBOOK_KERNEL
+
+    return make

@@ -4,36 +4,31 @@ when the services run as processes instead of containers (issue 15, item 2).
 The S3 service is replaced by moto's server (the program of the pinned image), the
 scheduler and workers by ``dask scheduler`` / ``dask worker`` with the compose commands,
 and every process gets the environment compose gives the services, with the service host
-names rewritten to 127.0.0.1 and free ports.
+names rewritten to 127.0.0.1 and free ports (tests/compose_services.py).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import time
 import tomllib
-from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
-from tests.conftest import free_port
+from tests.compose_services import ROOT, load_compose, services, services_running
 
-ROOT = Path(__file__).resolve().parents[1]
 PYTHON_SERVICES = ("create-bucket", "scheduler", "worker", "jupyter")
 
 
 @pytest.fixture(scope="module")
 def compose() -> dict:
-    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return load_compose()
 
 
-def services(compose: dict) -> dict:
-    return compose["services"]
+@pytest.fixture
+def running(compose, tmp_path):
+    with services_running(compose, tmp_path) as svc:
+        yield svc
 
 
 # -- the file itself ---------------------------------------------------------------------------
@@ -105,117 +100,6 @@ def test_image_build():
 
 
 # -- the settings at work ----------------------------------------------------------------------
-class Services:
-    """The compose services as processes on 127.0.0.1 (started in order, stopped at exit)."""
-
-    def __init__(self, compose: dict, tmp_path: Path) -> None:
-        self.svc = services(compose)
-        self.tmp = tmp_path
-        self.ports = {"s3": free_port(), "scheduler": free_port()}
-        self.procs: list[subprocess.Popen] = []
-
-    def rewrite(self, text: str) -> str:
-        """Service addresses -> 127.0.0.1 and this run's ports."""
-        s3_port = self.svc["s3"]["environment"]["MOTO_PORT"]
-        scheduler_port = self.scheduler_command()[1]
-        return (text.replace(f"s3:{s3_port}", f"127.0.0.1:{self.ports['s3']}")
-                .replace(f"localhost:{s3_port}", f"127.0.0.1:{self.ports['s3']}")
-                .replace(f"scheduler:{scheduler_port}", f"127.0.0.1:{self.ports['scheduler']}"))
-
-    def scheduler_command(self) -> tuple[list[str], str]:
-        command = self.svc["scheduler"]["command"]
-        return command, command[command.index("--port") + 1]
-
-    def env(self, name: str) -> dict[str, str]:
-        """What compose gives the service ``name``, rewritten; no other AWS settings."""
-        base = {k: v for k, v in os.environ.items()
-                if not k.startswith(("AWS_", "CHUNKSTORE_", "DASK_"))}
-        base.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
-        own = self.svc[name].get("environment", {})
-        return {**base, **{k: self.rewrite(str(v)) for k, v in own.items()}}
-
-    def start(self, name: str, argv: list[str], log: str) -> subprocess.Popen:
-        out = open(self.tmp / f"{log}.log", "w")  # noqa: SIM115 (closed with the process)
-        proc = subprocess.Popen(argv, env=self.env(name), stdout=out, stderr=subprocess.STDOUT,
-                                cwd=self.tmp)
-        self.procs.append(proc)
-        return proc
-
-    def healthcheck(self, name: str, replace: dict[str, str], timeout: float = 60) -> None:
-        """Run the compose healthcheck of ``name`` until it passes."""
-        argv = [self.rewrite(a) for a in self.svc[name]["healthcheck"]["test"][1:]]
-        for old, new in replace.items():
-            argv = [a.replace(old, new) for a in argv]
-        argv = [sys.executable if a == "python" else a for a in argv]
-        deadline = time.monotonic() + timeout
-        while subprocess.run(argv, capture_output=True).returncode != 0:
-            assert time.monotonic() < deadline, f"{name} is not healthy: {argv}"
-            time.sleep(0.3)
-
-    def start_s3(self) -> None:
-        self.start("s3", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                          str(self.ports["s3"])], "s3")
-        self.healthcheck("s3", {})
-
-    def create_bucket(self) -> None:
-        command = [sys.executable if a == "python" else a
-                   for a in self.svc["create-bucket"]["command"]]
-        result = subprocess.run(command, env=self.env("create-bucket"), capture_output=True,
-                                text=True, timeout=60)
-        assert result.returncode == 0 and "ready" in result.stdout, result.stderr
-
-    def start_cluster(self, workers: int = 2) -> None:
-        command, port = self.scheduler_command()
-        dashboard = free_port()
-        argv = [a.replace(port, str(self.ports["scheduler"])).replace(":8787", f":{dashboard}")
-                for a in command[1:]]
-        self.start("scheduler", [sys.executable, "-m", "dask", *argv, "--host", "127.0.0.1"],
-                   "scheduler")
-        self.healthcheck("scheduler", {"localhost:8787": f"127.0.0.1:{dashboard}"})
-        worker = [self.rewrite(a) for a in self.svc["worker"]["command"][1:]]
-        worker = [a for a in worker if a != ":8789"]
-        worker.remove("--dashboard-address")
-        worker[worker.index("--memory-limit") + 1] = "1GiB"
-        worker[worker.index("--nthreads") + 1] = "1"
-        for i in range(workers):
-            self.start("worker", [sys.executable, "-m", "dask", *worker, "--host", "127.0.0.1",
-                                  "--no-dashboard"], f"worker-{i}")
-
-    def stop(self) -> None:
-        for proc in reversed(self.procs):
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-    def chunkstore(self, *argv: str, env_of: str = "worker", drop: str | None = None
-                   ) -> subprocess.CompletedProcess:
-        """The CLI with the environment compose gives ``env_of`` (without ``drop``)."""
-        env = {k: v for k, v in self.env(env_of).items() if k != drop}
-        return subprocess.run([sys.executable, "-m", "chunkstore", *argv], env=env,
-                              capture_output=True, text=True, cwd=self.tmp, timeout=120)
-
-    def s3_storage_options(self) -> dict:
-        """Explicit options for the test's own checks (independent of the environment)."""
-        env = self.env("worker")
-        return {"key": env["AWS_ACCESS_KEY_ID"], "secret": env["AWS_SECRET_ACCESS_KEY"],
-                "client_kwargs": {"endpoint_url": env["AWS_ENDPOINT_URL"]}}
-
-
-@pytest.fixture
-def running(compose, tmp_path):
-    pytest.importorskip("moto.server")
-    pytest.importorskip("s3fs")
-    svc = Services(compose, tmp_path)
-    try:
-        yield svc
-    finally:
-        svc.stop()
-
-
 def test_compose_settings_reach_the_s3_service(running, tmp_path):
     """The bucket service's command, then the CLI with a worker's environment and no
     storage options, read and write the compose S3 service (not AWS)."""

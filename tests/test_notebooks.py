@@ -7,70 +7,12 @@ without outputs; they run in a temporary working directory.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
-pytest.importorskip("matplotlib")
-
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-KERNEL = "chunkstore-test-venv"
-# Settings that would point a notebook at a real cluster or bucket: blank them for the test.
-CLUSTER_VARS = ("CHUNKSTORE_SCHEDULER", "DASK_SCHEDULER_ADDRESS", "CHUNKSTORE_STORE",
-                "CHUNKSTORE_S3_ENDPOINT", "AWS_ENDPOINT_URL", "CHUNKSTORE_ARRAY_GIB")
-
-
-@pytest.fixture
-def kernel_tmp(tmp_path) -> Path:
-    """The kernel's temporary directory (TMPDIR): what a notebook leaves there stays."""
-    path = tmp_path / "kernel-tmp"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def venv_kernel(tmp_path, kernel_tmp, monkeypatch):
-    """Make a kernelspec running ``sys.executable`` with ``CI=1`` (plus ``env``) and its
-    own TMPDIR, found through JUPYTER_PATH; returns its name."""
-    for name in CLUSTER_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-
-    def make(**env: str) -> str:
-        spec_dir = tmp_path / "jupyter" / "kernels" / KERNEL
-        spec_dir.mkdir(parents=True, exist_ok=True)
-        kernel_env = {"CI": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-                      "TMPDIR": str(kernel_tmp), **{name: "" for name in CLUSTER_VARS}, **env}
-        spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "chunkstore venv", "language": "python", "env": kernel_env}
-        (spec_dir / "kernel.json").write_text(json.dumps(spec))
-        return KERNEL
-
-    return make
-
-
-def run_notebook(path: Path, kernel: str, workdir: Path, nb=None):
-    """Execute the notebook at ``path`` (or ``nb``, modified in place) in ``workdir``."""
-    nb = nbformat.read(path, as_version=4) if nb is None else nb
-    client = nbclient.NotebookClient(nb, kernel_name=kernel, timeout=300,
-                                     resources={"metadata": {"path": str(workdir)}})
-    try:
-        client.execute()
-    except nbclient.exceptions.CellExecutionError as e:
-        pytest.fail(f"{path.name}: a cell failed:\n{e}", pytrace=False)
-    return nb
-
-
-def outputs_of(nb, kind: str) -> list:
-    return [o for cell in nb.cells if cell.cell_type == "code"
-            for o in cell.get("outputs", []) if o.get("output_type") == kind
-            or kind in o.get("data", {})]
+from tests.notebook_helpers import NOTEBOOKS, nbformat, outputs_of, run_notebook, stream_text
 
 
 def test_runner_uses_the_venv_with_ci_and_reports_cell_errors(venv_kernel, tmp_path):
@@ -96,10 +38,6 @@ def test_notebooks_are_committed_without_outputs():
             if cell.cell_type == "code":
                 assert not cell.outputs and cell.execution_count is None, (
                     f"{path.name}: strip the outputs before committing")
-
-
-def stream_text(nb) -> str:
-    return "".join(o.get("text", "") for o in outputs_of(nb, "stream"))
 
 
 def test_larger_than_memory(venv_kernel, tmp_path, kernel_tmp):
