@@ -70,6 +70,7 @@ def _in_pool_thread() -> bool:
 def run_batched(
     fn: Callable[[T], R], items: Sequence[T], *, min_parallel: int = 2,
     item_bytes: int | None = None, cpu_bound: bool = False, max_threads: int | None = None,
+    weight: int = 1,
 ) -> list[R]:
     """``[fn(x) for x in items]``, spread over the pool.
 
@@ -80,15 +81,17 @@ def run_batched(
     work, when each item is known to be tiny (``item_bytes`` below ``INLINE_ITEM_BYTES``)
     and the first few prove quick, or when already inside a pool thread (nested
     submission could deadlock a bounded pool). ``max_threads`` caps the threads used
-    (e.g. to bound what items in flight hold).
+    (e.g. to bound what items in flight hold). ``weight``: how many units of
+    ``item_bytes`` each item stands for (e.g. a run of chunks), for that probe.
     """
     if len(items) < min_parallel or _in_pool_thread():
         return [fn(x) for x in items]
     if item_bytes is not None and item_bytes < INLINE_ITEM_BYTES:
-        probe = min(len(items), _PROBE_ITEMS)
+        weight = max(1, weight)
+        probe = min(len(items), max(1, _PROBE_ITEMS // weight))
         start = time.perf_counter()
         head = [fn(x) for x in items[:probe]]
-        if time.perf_counter() - start < probe * INLINE_ITEM_SECONDS:
+        if time.perf_counter() - start < probe * weight * INLINE_ITEM_SECONDS:
             return head + [fn(x) for x in items[probe:]]
         return head + run_batched(fn, items[probe:], min_parallel=min_parallel,
                                   cpu_bound=cpu_bound, max_threads=max_threads)

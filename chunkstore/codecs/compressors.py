@@ -41,6 +41,7 @@ class BloscCodec(BytesBytesCodec):
             raise CodecError(f"blosc codec: clevel must be 0..9, got {clevel!r}")
         self.cname, self.clevel, self.shuffle = cname, clevel, shuffle
         self.typesize, self.blocksize = typesize, int(blocksize)
+        self._cname_bytes = cname.encode()
         self._codec = numcodecs.Blosc(cname=cname, clevel=clevel, shuffle=_SHUFFLE_NAMES[shuffle],
                                       blocksize=self.blocksize, typesize=typesize)
 
@@ -59,6 +60,14 @@ class BloscCodec(BytesBytesCodec):
 
     def encode(self, data: Any) -> bytes:
         return self._codec.encode(data)
+
+    def compress_array(self, chunk: np.ndarray) -> bytes:
+        """``encode`` of a C-contiguous array of the stored dtype below blosc's 2 GiB
+        limit, without numcodecs' normalisation of the input (a tenth of a tiny chunk's
+        encoding time); the same bytes."""
+        return numcodecs.blosc.compress(chunk, self._cname_bytes, self.clevel,
+                                        _SHUFFLE_NAMES[self.shuffle], self.blocksize,
+                                        self.typesize)
 
     def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
                ) -> Any:
@@ -115,6 +124,14 @@ class GzipCodec(BytesBytesCodec):
     def encode(self, data: Any) -> bytes:
         return self._codec.encode(data)
 
+    def compress_array(self, chunk: np.ndarray) -> bytes:
+        """``encode`` of a C-contiguous array of the stored dtype below blosc's 2 GiB
+        limit, without numcodecs' normalisation of the input (a tenth of a tiny chunk's
+        encoding time); the same bytes."""
+        return numcodecs.blosc.compress(chunk, self._cname_bytes, self.clevel,
+                                        _SHUFFLE_NAMES[self.shuffle], self.blocksize,
+                                        self.typesize)
+
     def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
                ) -> Any:
         return bounded_decode(self._codec, data, limit, out=out)
@@ -139,6 +156,14 @@ class ZstdCodec(BytesBytesCodec):
     def encode(self, data: Any) -> bytes:
         return self._codec.encode(data)
 
+    def compress_array(self, chunk: np.ndarray) -> bytes:
+        """``encode`` of a C-contiguous array of the stored dtype below blosc's 2 GiB
+        limit, without numcodecs' normalisation of the input (a tenth of a tiny chunk's
+        encoding time); the same bytes."""
+        return numcodecs.blosc.compress(chunk, self._cname_bytes, self.clevel,
+                                        _SHUFFLE_NAMES[self.shuffle], self.blocksize,
+                                        self.typesize)
+
     def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
                ) -> Any:
         return bounded_decode(self._codec, data, limit, out=out)
@@ -157,6 +182,14 @@ class Crc32cCodec(BytesBytesCodec):
 
     def encode(self, data: Any) -> bytes:
         return self._codec.encode(data)
+
+    def compress_array(self, chunk: np.ndarray) -> bytes:
+        """``encode`` of a C-contiguous array of the stored dtype below blosc's 2 GiB
+        limit, without numcodecs' normalisation of the input (a tenth of a tiny chunk's
+        encoding time); the same bytes."""
+        return numcodecs.blosc.compress(chunk, self._cname_bytes, self.clevel,
+                                        _SHUFFLE_NAMES[self.shuffle], self.blocksize,
+                                        self.typesize)
 
     def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
                ) -> Any:

@@ -16,8 +16,10 @@ from .compressors import BloscCodec, blosc_copy_ok, blosc_decode_into
 from .limits import over_cap, variable_cap
 from .numcodecs_adapter import numcodecs_from_config
 from .registry import codec_from_json
-from .scratch import scratch_buffer
+from .scratch import contiguous
 from .v2_pipeline import V2Pipeline
+
+_BLOSC_MAX_BYTES = 2**31 - 1  # numcodecs' max_buffer_size for blosc
 
 
 class CodecPipeline:
@@ -76,6 +78,12 @@ class CodecPipeline:
         self._blosc = (self.bytes_bytes[0]._codec if self._into_out and len(self.bytes_bytes) == 1
                        and type(self.bytes_bytes[0]) is BloscCodec else None)
         self._blosc_copy = blosc_copy_ok(spec.dtype, spec.nbytes)
+        # and encode a chunk of the stored dtype straight through blosc
+        self._stored = self.array_bytes._stored_dtype(self._bytes_spec.dtype) \
+            if isinstance(self.array_bytes, BytesCodec) else None
+        self._blosc_encode = (self.bytes_bytes[0] if self._blosc is not None
+                              and self._stored == spec.dtype and spec.dtype.kind != "O"
+                              and spec.nbytes < _BLOSC_MAX_BYTES else None)
         serialized = self.array_bytes.serialized_limit(self._bytes_spec)
         self._exact = serialized if self.array_bytes.fixed_size else None
         self._limits: list[int | None] = []
@@ -98,15 +106,13 @@ class CodecPipeline:
                 and isinstance(self.array_bytes, BytesCodec))
 
     def encode(self, chunk: np.ndarray) -> bytes | memoryview:
+        if self._blosc_encode is not None and chunk.dtype == self._stored:
+            return self._blosc_encode.compress_array(contiguous(chunk, self._stored))
         for codec, _spec in self.array_array:
             chunk = codec.encode(chunk)
         if self._stage:
-            stored = self.array_bytes._stored_dtype(chunk.dtype)
-            if not (chunk.flags.c_contiguous and chunk.dtype == stored):
-                # the compressor's input is read once and not kept: a reused buffer
-                staged = scratch_buffer(chunk.shape, stored, "encode")
-                np.copyto(staged, chunk)  # a byte-order change at most, never a cast
-                chunk = staged
+            # the compressor's input is read once and not kept: a reused buffer
+            chunk = contiguous(chunk, self.array_bytes._stored_dtype(chunk.dtype))
         data = self.array_bytes.encode(chunk)
         for codec in self.bytes_bytes:
             data = codec.encode(data)

@@ -15,6 +15,7 @@ import threading
 import numpy as np
 
 KEEP_MAX_BYTES = 64 * 2**20
+SMALL_BYTES = 64 * 1024  # freshly allocated below this: from malloc's pools, no faults
 _local = threading.local()
 _every: dict[int, dict] = {}  # thread id -> that thread's held buffers (for release_all)
 _every_lock = threading.Lock()
@@ -37,6 +38,20 @@ def scratch_buffer(shape: tuple[int, ...], dtype: np.dtype, purpose: str = "deco
     else:
         held.pop(purpose, None)
     return buf
+
+
+def contiguous(array: np.ndarray, dtype: np.dtype, purpose: str = "encode") -> np.ndarray:
+    """``array`` as a C-contiguous array of ``dtype`` that is read once and not kept
+    (e.g. a compressor's input): ``array`` itself when it already is one, a new small
+    array (cheaper than the scratch lookup below ``SMALL_BYTES``), else this thread's
+    scratch buffer for ``purpose``. The conversion is a byte-order change at most."""
+    if array.flags.c_contiguous and array.dtype == dtype:
+        return array
+    if array.nbytes <= SMALL_BYTES:
+        return np.ascontiguousarray(array, dtype=dtype)
+    staged = scratch_buffer(array.shape, dtype, purpose)
+    np.copyto(staged, array)
+    return staged
 
 
 def held_bytes() -> int:

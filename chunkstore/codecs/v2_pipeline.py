@@ -14,7 +14,7 @@ from .bounded import bounded_decode
 from .compressors import blosc_copy_ok, blosc_decode_into
 from .filter_specs import filter_output_spec
 from .limits import over_cap, variable_cap
-from .scratch import scratch_buffer
+from .scratch import contiguous
 from .vlen import VLEN_IDS, check_item_count
 
 
@@ -64,9 +64,7 @@ class V2Pipeline:
     def encode(self, chunk: np.ndarray) -> bytes | memoryview:
         if self._stage and not chunk.flags.c_contiguous and chunk.dtype == self.spec.dtype:
             # the compressor's input is read once and not kept: a reused buffer
-            staged = scratch_buffer(chunk.shape, chunk.dtype, "encode")
-            np.copyto(staged, chunk)
-            return self.compressor.encode(staged)
+            return self.compressor.encode(contiguous(chunk, chunk.dtype))
         need = ["F" if self.order == "F" else "C"] + (["W"] if chunk.dtype.kind == "O" else [])
         data: Any = np.require(chunk, requirements=need)  # VLenBytes wants a writable buffer
         if self.order == "F":

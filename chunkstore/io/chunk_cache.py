@@ -43,7 +43,7 @@ import json
 import math
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -179,19 +179,29 @@ class ChunkCache:
         """Forget ``keys`` of the array at ``sid`` (called after a write committed them)
         in every cache of the process: another array object on the same data, through
         any store or root, may cache them elsewhere."""
-        lru_keys = [sid.key(k) for k in keys]
-        for cache in _caches():
-            cache._forget(lambda k, wanted=set(lru_keys): k in wanted, lru_keys)
+        lru_keys: list[Any] = []
 
-    def _forget(self, match: Any, keys: list[Any] | None = None) -> None:
+        def listed() -> list[Any]:  # built once, and only when some cache holds entries
+            if not lru_keys:
+                lru_keys.extend(sid.key(k) for k in keys)
+            return lru_keys
+
+        for cache in _caches():
+            cache._forget(None, listed)
+
+    def _forget(self, match: Any, keys: Callable[[], list[Any]] | None = None) -> None:
+        """Drop the entries ``keys()`` names, or else those ``match`` accepts; every
+        read that started before is refused its put (the epoch moves on)."""
         with self._lock:
             self._epoch += 1
             if not len(self._lru):
                 return
             if keys is None:
                 with self._lru._lock:
-                    keys = [k for k in self._lru._data if match(k)]
-            self._lru.discard(keys)
+                    found = [k for k in self._lru._data if match(k)]
+            else:
+                found = keys()
+            self._lru.discard(found)
 
     def clear(self) -> None:
         with self._lock:

@@ -124,10 +124,13 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
         n_threads = max(min(n_threads, pool_threads(True)), min(n_threads, budget // item_bytes))
         size = max(1, min(size, budget // (n_threads * item_bytes)))
     runs = [pending[i:i + size] for i in range(0, len(pending), size)]
+    # tiny chunks on a store without latency to hide: the first run is timed and, when
+    # its units prove quick, all run on this thread (threads would only take turns at
+    # the GIL around each open/write/rename, doubling the time)
     run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
                                                item_bytes),
                 runs, cpu_bound=fan_cpu, max_threads=n_threads,
-                item_bytes=None if item_bytes is None or store.remote else item_bytes * size)
+                item_bytes=None if store.remote else item_bytes, weight=size)
 
 
 def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[int],

@@ -73,7 +73,10 @@ def commit(walk: Walk, items: Sequence[Commit], located: Sequence[tuple[str, str
                 done[i] = True
 
     try:
-        run_batched(write, [i for i in range(n) if items[i][1] is not None], min_parallel=8)
+        writes = [i for i in range(n) if items[i][1] is not None]
+        # tiny files are written inline when the first few prove quick (see run_batched)
+        largest = max((memoryview(items[i][1]).nbytes for i in writes), default=0)
+        run_batched(write, writes, min_parallel=8, item_bytes=largest)
         groups: dict[int, list[int]] = {}
         for i in range(n):
             entry = temps[i]
