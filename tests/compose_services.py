@@ -41,6 +41,7 @@ class Services:
         self.tmp = tmp_path
         self.ports = {"s3": free_port(), "scheduler": free_port()}
         self.procs: list[subprocess.Popen] = []
+        self.service_of: dict[int, str] = {}  # pid -> service name
 
     def rewrite(self, text: str) -> str:
         """Service addresses -> 127.0.0.1 and this run's ports."""
@@ -66,6 +67,7 @@ class Services:
         out = open(self.tmp / f"{log}.log", "w")  # noqa: SIM115 (closed with the process)
         proc = subprocess.Popen(argv, env=self.env(name), stdout=out, stderr=subprocess.STDOUT,
                                 cwd=self.tmp)
+        self.service_of[proc.pid] = name
         self.procs.append(proc)
         return proc
 
@@ -122,14 +124,20 @@ class Services:
         return "".join(p.read_text() for p in sorted(self.tmp.glob(f"{prefix}*.log")))
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        """Stop the processes in reverse start order: the workers together first, while
+        the scheduler still answers (a worker whose scheduler is gone waits 8 s for it
+        before its nanny kills it), then the scheduler, then S3."""
+        workers = [p for p in self.procs if self.service_of[p.pid] == "worker"]
+        others = [p for p in reversed(self.procs) if p not in workers]
+        for group in (workers, *([p] for p in others)):
+            for proc in group:
+                proc.terminate()
+            for proc in group:
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
 
     def chunkstore(self, *argv: str, env_of: str = "worker", drop: str | None = None
                    ) -> subprocess.CompletedProcess:
