@@ -1,0 +1,137 @@
+"""The peers bench_rechunk runs beside chunkstore: dask + zarr-python (rechunk methods
+"tasks" and "p2p", and dask's own ``to_zarr``), rechunker 0.5 (in a virtual environment
+with zarr-python 2.18, created once under bench-out/) and cubed (processes executor,
+``allowed_mem = max_mem``; each of its pool processes sampled separately).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.rechunk_measure import HEADROOM, MB, OUT, RssSampler, generated
+
+
+def dask_to_zarr(dst: Path, shape: tuple, chunks: tuple) -> dict:
+    generated(shape, chunks).to_zarr(str(dst), overwrite=True, zarr_format=2)
+    return {}
+
+
+def dask_zarr_rechunk(src: Path, dst: Path, target: tuple, method: str, axes=None) -> dict:
+    import dask
+    import dask.array as da
+    with dask.config.set({"array.rechunk.method": method}):
+        x = da.from_zarr(str(src))
+        if axes is not None:
+            x = x.transpose(axes)
+        x.rechunk(target).to_zarr(str(dst), overwrite=True, zarr_format=2)
+    return {}
+
+
+RECHUNKER_SCRIPT = r'''
+import json, os, sys, threading, time, psutil, zarr
+from distributed import Client, LocalCluster
+from rechunker import rechunk
+src, dst, tmp, target, max_mem, limit = sys.argv[1:7]
+target = tuple(json.loads(target))
+if __name__ == "__main__":
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=int(limit),
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        pids = list(client.run(os.getpid).values())
+        peaks = {p: 0 for p in pids}
+        stop = threading.Event()
+        def sample():
+            procs = [psutil.Process(p) for p in pids]
+            while not stop.is_set():
+                for p in procs:
+                    try: peaks[p.pid] = max(peaks[p.pid], p.memory_info().rss)
+                    except psutil.Error: pass
+                stop.wait(0.1)
+        t = threading.Thread(target=sample, daemon=True); t.start()
+        t0 = time.perf_counter()
+        plan = rechunk(zarr.open(src, mode="r"), target, int(max_mem), dst, temp_store=tmp)
+        plan.execute()
+        wall = time.perf_counter() - t0
+        stop.set(); t.join()
+        events = [m for lines in client.get_worker_logs().values() for _, m in lines
+                  if any(w in m.lower() for w in ("pausing", "spill", "restarting"))]
+    print(json.dumps({"wall_s": wall, "peak_rss_mb": [v / 1e6 for v in peaks.values()],
+                      "memory_events": events}))
+'''
+
+
+def rechunker_env() -> Path | None:
+    """A virtual environment with rechunker 0.5 and zarr 2.18 (created once)."""
+    env = OUT / "rechunker-venv"
+    python = env / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+        pins = ["rechunker==0.5.*", "zarr==2.18.*", "numcodecs<0.16", "dask[array]",
+                "distributed", "psutil"]
+        done = subprocess.run([str(python), "-m", "pip", "install", "-q", *pins],
+                              capture_output=True, text=True)
+        if done.returncode:
+            print("rechunker environment could not be built:", done.stderr[-500:])
+            shutil.rmtree(env, ignore_errors=True)
+            return None
+    return python
+
+
+def run_rechunker(src: Path, dst: Path, tmp: Path, target: tuple, max_mem: int) -> dict | None:
+    python = rechunker_env()
+    if python is None:
+        return None
+    done = subprocess.run([str(python), "-c", RECHUNKER_SCRIPT, str(src), str(dst), str(tmp),
+                           json.dumps(list(target)), str(max_mem), str(max_mem + HEADROOM)],
+                          capture_output=True, text=True)
+    if done.returncode:
+        print("rechunker failed:", done.stderr[-800:])
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+CUBED_SCRIPT = r'''
+import json, sys, time
+import cubed, cubed.array_api as xp
+src, dst, work, target, axes, max_mem = sys.argv[1:7]
+target, axes = tuple(json.loads(target)), json.loads(axes)
+if __name__ == "__main__":
+    spec = cubed.Spec(work_dir=work, allowed_mem=int(max_mem), executor_name="processes",
+                      executor_options={"max_workers": 2})
+    t0 = time.perf_counter()
+    a = cubed.from_zarr(src, spec=spec)
+    b = xp.permute_dims(a, tuple(axes)).rechunk(target) if axes else a.rechunk(target)
+    cubed.to_zarr(b, dst)
+    print(json.dumps({"wall_s": time.perf_counter() - t0}))
+'''
+
+
+def run_cubed(src: Path, dst: Path, work: Path, target: tuple, max_mem: int, axes) -> dict | None:
+    """cubed in a child process (processes executor, 2 workers, allowed_mem = max_mem);
+    each of its worker processes is sampled separately."""
+    try:
+        import cubed  # noqa: F401
+    except ImportError:
+        return None
+    proc = subprocess.Popen([sys.executable, "-c", CUBED_SCRIPT, str(src), str(dst), str(work),
+                             json.dumps(list(target)), json.dumps(list(axes or [])),
+                             str(max_mem)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    load0 = os.getloadavg()[0]
+    with RssSampler([], children_of=proc.pid) as sampler:
+        out, err = proc.communicate()
+    if proc.returncode:
+        print("cubed failed:", err[-800:])
+        return None
+    row = json.loads(out.strip().splitlines()[-1])
+    # the executor's pool processes (the largest two: 2 workers); the driver is the client
+    peaks = sorted(sampler.peaks.values(), reverse=True)[:2]
+    row["peak_rss_mb"] = [p / MB for p in peaks]
+    row["cpu_s"] = sum(sampler.cpu.values())  # the driver and its pool processes
+    row["memory_events"] = []
+    row["load_avg"] = [load0, os.getloadavg()[0]]
+    return row

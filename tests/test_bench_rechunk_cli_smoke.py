@@ -1,0 +1,27 @@
+"""The rechunk benchmark's row on a cluster started from the dask CLI with moto's S3 server
+runs at tiny size, and leaves no process behind (no timing assertions)."""
+
+import math
+
+import psutil
+import pytest
+
+from benchmarks import bench_rechunk
+
+
+def test_bench_rechunk_cli_tiny(tmp_path, monkeypatch):
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    monkeypatch.chdir(tmp_path)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    rows = bench_rechunk.main(["--tiny", "--methods", "chunkstore-cli-s3"])
+    assert {(r["case"], r["method"]) for r in rows} == {
+        ("rechunk", "chunkstore-cli-s3"), ("transpose", "chunkstore-cli-s3")}
+    for r in rows:
+        assert r["correct"] and not r["memory_events"], r
+        assert math.isfinite(r["wall_s"]) and r["wall_s"] > 0
+        assert len(r["peak_rss_mb"]) == 2 and all(p > 0 for p in r["peak_rss_mb"])
+        assert r["predicted_worker_mb"] > 0 and r["target_stored_mb"] > 0
+        assert r["scheduler"].startswith("tcp://127.0.0.1:")
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert not left, [p.cmdline() for p in left]
