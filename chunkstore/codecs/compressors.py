@@ -80,7 +80,8 @@ class BloscCodec(BytesBytesCodec):
 
 
 def blosc_decode_into(codec: Any, data: Any, out: np.ndarray, copy: bool = False) -> None:
-    """Decode a blosc frame straight into ``out`` (C-contiguous, native, writable).
+    """Decode a blosc frame straight into ``out`` (native, writable; C-contiguous unless
+    ``copy``: then it may be a chunk's place in a larger array).
 
     The per-chunk fast path: the same header checks as ``check_blosc_frame``, then
     numcodecs' ``blosc.decompress``. ``copy=True`` (tiny chunks of plain dtypes, see
@@ -91,12 +92,18 @@ def blosc_decode_into(codec: Any, data: Any, out: np.ndarray, copy: bool = False
     if type(data) in _WHOLE_BUFFERS and len(data) >= 16:
         nbytes, cbytes = _BLOSC_SIZES.unpack_from(data, 4)
         if cbytes == len(data) and nbytes == out.nbytes:
-            if copy:
-                memoryview(out).cast("B")[:] = numcodecs.blosc.decompress(data)
-            else:
+            if not copy:
                 numcodecs.blosc.decompress(data, out.reshape(-1).view(np.uint8))
+            elif out.flags.c_contiguous:
+                memoryview(out).cast("B")[:] = numcodecs.blosc.decompress(data)
+            else:  # a chunk's place in a larger output: one copy, no scratch buffer
+                out[...] = np.frombuffer(numcodecs.blosc.decompress(data),
+                                         out.dtype).reshape(out.shape)
             return
     check_blosc_frame(data, out.nbytes)
+    if not out.flags.c_contiguous:
+        out[...] = np.frombuffer(codec.decode(data), out.dtype).reshape(out.shape)
+        return
     codec.decode(data, out=memoryview(out.reshape(-1).view(np.uint8)))
 
 

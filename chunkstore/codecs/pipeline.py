@@ -78,12 +78,15 @@ class CodecPipeline:
         self._blosc = (self.bytes_bytes[0]._codec if self._into_out and len(self.bytes_bytes) == 1
                        and type(self.bytes_bytes[0]) is BloscCodec else None)
         self._blosc_copy = blosc_copy_ok(spec.dtype, spec.nbytes)
+        #: ``decode(out=)`` also takes a strided ``out`` (tiny blosc chunks: one copy)
+        self.strided_out = self._blosc is not None and self._blosc_copy
         # and encode a chunk of the stored dtype straight through blosc
         self._stored = self.array_bytes._stored_dtype(self._bytes_spec.dtype) \
             if isinstance(self.array_bytes, BytesCodec) else None
         self._blosc_encode = (self.bytes_bytes[0] if self._blosc is not None
                               and self._stored == spec.dtype and spec.dtype.kind != "O"
                               and spec.nbytes < _BLOSC_MAX_BYTES else None)
+        self._blosc_bytes_view = spec.dtype.kind not in "biufc"
         serialized = self.array_bytes.serialized_limit(self._bytes_spec)
         self._exact = serialized if self.array_bytes.fixed_size else None
         self._limits: list[int | None] = []
@@ -107,7 +110,10 @@ class CodecPipeline:
 
     def encode(self, chunk: np.ndarray) -> bytes | memoryview:
         if self._blosc_encode is not None and chunk.dtype == self._stored:
-            return self._blosc_encode.compress_array(contiguous(chunk, self._stored))
+            chunk = contiguous(chunk, self._stored)
+            if self._blosc_bytes_view:  # e.g. datetime64: no buffer format of its own
+                chunk = chunk.reshape(-1).view(np.uint8)
+            return self._blosc_encode.compress_array(chunk)
         for codec, _spec in self.array_array:
             chunk = codec.encode(chunk)
         if self._stage:

@@ -44,6 +44,8 @@ class V2Pipeline:
         self._blosc = (compressor if self._direct and type(compressor) is numcodecs.Blosc
                        and not spec.dtype.hasobject else None)
         self._blosc_copy = blosc_copy_ok(spec.dtype, spec.nbytes)
+        #: ``decode(out=)`` also takes a strided ``out`` (tiny blosc chunks: one copy)
+        self.strided_out = self._blosc is not None and self._blosc_copy
         # compressors whose output is always new bytes may read from a reused buffer
         self._stage = (self._direct and order == "C" and not spec.dtype.hasobject
                        and type(compressor) in _FRESH_OUTPUT)

@@ -65,7 +65,8 @@ class ChunkCodec:
         if proj.is_complete and is_basic(proj.out_selection):
             view = out[(*proj.out_selection, Ellipsis)]  # a view even when 0-d
             if view.shape == self.chunk_shape and view.dtype == self.dtype and native:
-                if not view.flags.c_contiguous:  # decode into scratch, copy into the view
+                if not (view.flags.c_contiguous or self.pipeline.strided_out):
+                    # decode into scratch, copy into the view
                     view[...] = self.decode(label, blob,
                                             out=scratch_buffer(self.chunk_shape, self.dtype))
                     return

@@ -15,6 +15,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 
@@ -71,8 +72,16 @@ class ChunkLayout:
         """True when the chunk reaches past the array's edge. Such a chunk is never
         replaced blind: the array may have grown meanwhile (another process appending),
         and the part past the edge this writer knows may hold its data."""
-        return any((c + 1) * size > n for c, size, n in zip(chunk, self.chunks, self.shape,
-                                                            strict=True))
+        for c, limit in zip(chunk, self._edge_limits, strict=True):
+            if c >= limit:  # (c + 1) * size > n
+                return True
+        return False
+
+    @cached_property
+    def _edge_limits(self) -> tuple[float, ...]:
+        """Per axis, the first chunk index that reaches past the edge."""
+        return tuple(n // size if size else math.inf
+                     for n, size in zip(self.shape, self.chunks, strict=True))
 
     def for_write(self, projection: Any) -> Any:
         """``projection`` as a write sees it: a chunk at the edge is never complete."""

@@ -67,7 +67,7 @@ def commit(walk: Walk, items: Sequence[Commit], located: Sequence[tuple[str, str
                 else:
                     entry = temps[i]
                     assert entry is not None
-                    _rename(dir_fd, entry[1], name, f"key {key!r} of {walk.owner!r}")
+                    _rename(dir_fd, entry[1], name, key, walk.owner)
                     temps[i] = None
                 _maps.discard(map_prefix + key)
                 done[i] = True
@@ -100,13 +100,14 @@ def _expects_a_value(generation: Any) -> bool:
     return generation is not ANY and generation is not ABSENT
 
 
-def _rename(dir_fd: int, tmp: str, name: str, what: str) -> None:
+def _rename(dir_fd: int, tmp: str, name: str, key: str, owner: Any) -> None:
     try:
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except OSError as e:
         if e.errno not in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
             raise
-        raise StoreError(f"cannot store {what}: a directory is in its place") from None
+        raise StoreError(f"cannot store key {key!r} of {owner!r}: a directory is in its "
+                         "place") from None
 
 
 def _unlink(dir_fd: int, name: str) -> None:

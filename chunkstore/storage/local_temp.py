@@ -35,10 +35,23 @@ def _host_tag() -> str:
 HOST_TAG = _host_tag()
 
 
+_names = threading.local()  # this thread's name prefix (with the PID: new after a fork)
+
+
+def _forget_prefixes() -> None:
+    global _names
+    _names = threading.local()
+
+
+os.register_at_fork(after_in_child=_forget_prefixes)
+
+
 def temp_name() -> str:
     """A fresh temporary file name for this process and thread."""
-    return (f"{TEMP_PREFIX}{HOST_TAG}-{os.getpid()}-{threading.get_ident()}-"
-            f"{next(_counter)}")
+    prefix = getattr(_names, "prefix", None)
+    if prefix is None:
+        prefix = _names.prefix = f"{TEMP_PREFIX}{HOST_TAG}-{os.getpid()}-{threading.get_ident()}-"
+    return prefix + str(next(_counter))
 
 
 def is_temp(name: str) -> bool:
