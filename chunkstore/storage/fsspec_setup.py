@@ -15,10 +15,10 @@ import os
 from typing import Any
 
 from .errors import InvalidStoreError, MissingBackendError
+from .location import canonical_scheme
 
 #: the environment variable naming an S3-compatible endpoint (e.g. a MinIO server)
 ENDPOINT_VARIABLE = "CHUNKSTORE_S3_ENDPOINT"
-_S3 = ("s3", "s3a")
 _ENDPOINT_FALLBACKS = (ENDPOINT_VARIABLE, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 
 
@@ -64,7 +64,7 @@ def with_endpoint(url: str, options: dict[str, Any]) -> dict[str, Any]:
     """``options``, plus the S3 endpoint of the environment when ``url`` is a plain S3
     URL and ``options`` name none (see the module docstring)."""
     chain = protocols(url)
-    if len(chain) != 1 or chain[0] not in _S3 or explicit_endpoint(options):
+    if len(chain) != 1 or canonical_scheme(chain[0]) != "s3" or explicit_endpoint(options):
         return options
     for variable in _ENDPOINT_FALLBACKS:
         endpoint = os.environ.get(variable)

@@ -53,6 +53,7 @@ from .fsspec_listing import FsspecListing
 from .fsspec_setup import check_backends, explicit_endpoint, protocols, with_endpoint
 from .fsspec_writes import FsspecWrites
 from .local_temp import temp_name
+from .location import remote_location
 
 _GLOB_MAGIC = re.compile(r"[*?\[]")  # fsspec's batched calls expand these as globs
 #: precise errors (s3fs's translation of AccessDenied, NoSuchKey...) that stay as they are
@@ -142,13 +143,15 @@ class FsspecStore(FsspecWrites, FsspecListing):
         return hash(("FsspecStore", self.url))
 
     def location(self) -> Any:
-        """``(protocol, normalized root, endpoint)``; ``("file", real path)`` for local
-        files, so that a LocalStore of the same directory has the same location."""
+        """``(protocol, root, endpoint)``, one spelling per place (``location``: ``s3a``
+        is ``s3``, the endpoint normalised), the same as an ObstoreStore's on the same
+        bucket; ``("file", real path)`` for local files, so that a LocalStore of the
+        same directory has the same location."""
         chain = protocols(self.url)
         if chain == ["file"] or chain == ["local"]:
             return ("file", os.path.realpath(self.root))
-        root = re.sub("/+", "/", self.root).rstrip("/") if len(chain) == 1 else self.url
-        return ("::".join(chain), root, explicit_endpoint(self.storage_options))
+        root = self.root if len(chain) == 1 else self.url
+        return remote_location("::".join(chain), root, explicit_endpoint(self.storage_options))
 
     @property
     def endpoint(self) -> str | None:

@@ -21,6 +21,9 @@ _S3FS_KEYS = {"key", "secret", "token", "anon", "endpoint_url", "client_kwargs",
               "config_kwargs", "use_ssl", "default_block_size", "skip_instance_cache",
               "use_listings_cache", "listings_expiry_time", "max_paths"}
 _NATIVE_KEYS = {"config", "client_options", "retry_config"}
+#: spellings of the endpoint in obstore's S3 config (its keys are case-insensitive)
+_ENDPOINT_KEYS = ("aws_endpoint_url_s3", "endpoint", "aws_endpoint", "aws_endpoint_url",
+                  "endpoint_url")
 _IGNORED = {"config_kwargs", "use_ssl", "default_block_size", "skip_instance_cache",
             "use_listings_cache", "listings_expiry_time", "max_paths"}
 
@@ -133,6 +136,20 @@ def is_conflict(error: BaseException) -> bool:
     return "ConditionalRequestConflict" in text or "409 Conflict" in text
 
 
+def effective_endpoint(config: Mapping[str, Any], explicit: str | None) -> str | None:
+    """The endpoint an ObstoreStore talks to, fixed when it is created: an endpoint in
+    obstore's own ``config`` (any spelling; ``aws_endpoint_url_s3`` first), else the
+    s3fs-style one (``explicit``: ``endpoint_url``, or the environment's, see
+    ``fsspec_setup``), else the ``AWS_ENDPOINT`` variable, which obstore (not botocore)
+    reads. The one chosen is what the client uses: obstore would otherwise let the
+    environment's ``AWS_ENDPOINT_URL_S3`` win over a configured endpoint."""
+    lower = {str(k).lower(): v for k, v in config.items()}
+    for key in _ENDPOINT_KEYS:
+        if lower.get(key):
+            return str(lower[key])
+    return explicit or os.environ.get("AWS_ENDPOINT") or None
+
+
 def translate_options(url: str, options: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
     """``(bucket, root prefix, keyword arguments of S3Store)`` from s3fs-style options."""
     chain = protocols(url)
@@ -163,10 +180,12 @@ def translate_options(url: str, options: Mapping[str, Any]) -> tuple[str, str, d
         config.setdefault("secret_access_key", ck["aws_secret_access_key"])
     if options.get("anon"):
         config.setdefault("skip_signature", True)
-    endpoint = explicit_endpoint(dict(options))
+    endpoint = effective_endpoint(config, explicit_endpoint(dict(options)))
+    config = {k: v for k, v in config.items() if str(k).lower() not in _ENDPOINT_KEYS}
     if endpoint:
-        config.setdefault("endpoint", endpoint)
-        if endpoint.startswith("http://"):
+        # the key obstore ranks first (even above the environment's AWS_ENDPOINT_URL_S3)
+        config["aws_endpoint_url_s3"] = endpoint
+        if endpoint.lower().startswith("http://"):
             client.setdefault("allow_http", True)
     region = options.get("region") or ck.get("region_name")
     if region:

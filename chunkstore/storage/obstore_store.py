@@ -30,7 +30,9 @@ process, so opening an array again reuses open connections.
 ``key``, ``secret``, ``token``, ``anon``, ``endpoint_url`` (also inside
 ``client_kwargs``), ``region_name`` (``client_kwargs``) or ``region``; obstore's own
 settings go in ``config`` (S3Config keys), ``client_options`` and ``retry_config``. The
-endpoint comes from the environment as for FsspecStore (``fsspec_setup``). Pickling
+endpoint comes from the environment as for FsspecStore (``fsspec_setup``); an explicit
+one wins over obstore's own variables (``obstore_setup.effective_endpoint``).
+``location()`` is canonical (``location``): an FsspecStore's on the same place. Pickling
 sends ``(url, storage_options)``: a worker builds its own client. obstore is not
 fork-safe (its tokio runtime's threads stay in the parent): a process forked after the
 parent used the backend gets a StoreError saying so (not a hang); start workers with
@@ -55,8 +57,9 @@ from .base import (
     validate_prefix,
 )
 from .errors import InvalidStoreError, StoreError
-from .fsspec_setup import explicit_endpoint, protocols, with_endpoint
+from .fsspec_setup import protocols, with_endpoint
 from .local_temp import TEMP_PREFIX
+from .location import remote_location
 from .obstore_setup import (  # noqa: F401 (available, MAX_CONCURRENCY: re-exported)
     MAX_CONCURRENCY,
     available,
@@ -119,16 +122,16 @@ class ObstoreStore(ObstoreWrites, Store):
         return hash(("ObstoreStore", self.url))
 
     def location(self) -> Any:
-        """As FsspecStore's on S3: ``("s3", "bucket/prefix", endpoint)`` (so a copy
-        between the two backends onto the same place is caught)."""
-        scheme = protocols(self.url)[0]
-        root = f"{self._bucket}/{self._root}".rstrip("/")
-        return (scheme, root, self.endpoint)
+        """As FsspecStore's on S3: ``("s3", "bucket/prefix", endpoint)``, canonical (see
+        ``location``), so a copy between the two backends onto the same place is caught
+        and a write through one invalidates cached chunks read through the other."""
+        return remote_location(protocols(self.url)[0], self.root, self.endpoint)
 
     @property
     def endpoint(self) -> str | None:
-        """The S3 endpoint the store talks to, when one is configured."""
-        return explicit_endpoint(self.storage_options)
+        """The S3 endpoint the store talks to, when one is configured (see
+        ``obstore_setup.effective_endpoint``)."""
+        return self._kwargs["config"].get("aws_endpoint_url_s3")
 
     @property
     def root(self) -> str:
