@@ -10,12 +10,15 @@ True
 Keys (dotted, as ``zarr.config``):
 
 * ``array.write_empty_chunks`` (False): store chunks that hold only the fill value.
-* ``array.order`` ("C"): memory order of new arrays.
+  True or False only (strings such as ``"no"`` are refused, not guessed at).
+* ``array.order`` ("C"): memory order of new arrays, "C" or "F".
 * ``array.default_compressor`` ("auto"): the compressor(s) of new arrays when none is
-  given: "auto" (Blosc lz4 with shuffle), None, or a numcodecs codec / list of them.
-* ``threading.max_workers`` (None): threads of the chunk IO pool (None: 4 per core, at
-  most 32, or the ``CHUNKSTORE_THREADS`` environment variable). Read when the pool is
-  created: set it before the first read or write.
+  given: "auto" (Blosc lz4 with shuffle), None, or a codec (a numcodecs or chunkstore
+  codec object, a name such as ``"zstd"``, a ``{"name": ...}`` / ``{"id": ...}``
+  config) / list of them.
+* ``threading.max_workers`` (None): threads of the chunk IO pool, a whole number >= 1
+  (None: 4 per core, at most 32, or the ``CHUNKSTORE_THREADS`` environment variable).
+  Read when the pool is created: set it before the first read or write.
 * ``threading.write_bytes`` (32 MiB): chunk bytes one write holds between encoding
   and storing, over all its threads (fewer threads encode at once when chunks are
   large, but never fewer than one per core): a writer's encode buffers hold at most
@@ -28,7 +31,8 @@ Keys (dotted, as ``zarr.config``):
   open between reads (their resident pages count in the process's RSS). 0 unmaps each
   file once read.
 
-Set values apply at once; ``config.set`` used as a context manager restores the previous
+Every value is checked by ``config.set``: one of the wrong kind is a ValueError naming
+the key and what it takes, and leaves the config unchanged. Set values apply at once; ``config.set`` used as a context manager restores the previous
 values on exit. Thread-safe for readers; meant to be set at start-up.
 """
 
@@ -37,8 +41,10 @@ from __future__ import annotations
 import math
 import operator
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import numpy as np
 
 from .sizes import parse_bytes
 
@@ -68,12 +74,8 @@ class _Restore:
         self._config._values.update(self._previous)
 
 
-def _checked(key: str, value: Any) -> Any:
-    """``value`` as the setting ``key`` takes it: the ``*_bytes`` keys are byte sizes
-    (a number or a size such as ``"256MiB"``), anything else is a ValueError naming the
-    key (rather than a failure in the next read or write)."""
-    if not key.endswith("_bytes"):
-        return value
+def _bytes_value(key: str, value: Any) -> int:
+    """A ``*_bytes`` key: a number of bytes or a size such as ``"256MiB"``."""
     what = (f"chunkstore config {key!r} must be a number of bytes (>= 0) or a size such "
             f"as '256MiB', got {value!r}")
     if isinstance(value, bool):
@@ -92,6 +94,93 @@ def _checked(key: str, value: Any) -> Any:
     if n < 0:
         raise ValueError(what)
     return n
+
+
+def _flag(key: str, value: Any) -> bool:
+    """True or False (a NumPy bool too). Strings are refused, not parsed: ``"no"`` and
+    ``"false"`` are truthy to ``bool()``, so guessing either way could store what the
+    user did not mean; 0/1 are refused too (a typo for a count is likelier)."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise ValueError(f"chunkstore config {key!r} must be True or False, got {value!r}")
+
+
+def _order(key: str, value: Any) -> str:
+    """The memory order of new arrays: "C" or "F" (as array creation takes it)."""
+    if isinstance(value, str) and value in ("C", "F"):
+        return value
+    raise ValueError(f"chunkstore config {key!r} must be 'C' or 'F', got {value!r}")
+
+
+def _workers(key: str, value: Any) -> int | None:
+    """None (the default thread count) or a whole number of threads >= 1."""
+    if value is None:
+        return None
+    what = (f"chunkstore config {key!r} must be None (the default thread count) or a "
+            f"whole number of threads >= 1, got {value!r}")
+    if isinstance(value, bool | np.bool_ | str):
+        raise ValueError(what)
+    try:
+        if isinstance(value, float | np.floating):
+            if not (math.isfinite(value) and float(value).is_integer()):
+                raise ValueError(what)
+            n = int(value)
+        else:
+            n = operator.index(value)
+    except (ValueError, TypeError):
+        raise ValueError(what) from None
+    if n < 1:
+        raise ValueError(what)
+    return n
+
+
+def _compressor(key: str, value: Any) -> Any:
+    """"auto", None, or a codec / list of codecs that new arrays can use as compressors:
+    a v3 bytes->bytes codec (an object, ``"zstd"``, ``{"name": ...}``) or a v2 numcodecs
+    compressor (an object or ``{"id": ...}``). Kept as given; the codecs' safety check
+    is made when an array is created (``allow_unsafe_codecs``)."""
+    if value is None or (isinstance(value, str) and value == "auto"):
+        return value
+    from .codecs.base import BytesBytesCodec  # codecs import this module
+    from .codecs.convert import to_numcodecs, to_v3_codec
+
+    where = f"chunkstore config {key!r}"
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    for item in items:
+        problems = []
+        try:
+            if isinstance(to_v3_codec(item, where, True), BytesBytesCodec):
+                continue
+            problems.append(f"{item!r} is not a bytes->bytes codec")
+        except Exception as e:  # any failure: the value is unusable
+            problems.append(str(e))
+        try:
+            to_numcodecs(item, where, True)
+            continue
+        except Exception:
+            pass
+        raise ValueError(f"{where} must be 'auto', None, or a compressor (a codec object, "
+                         f"a codec name such as 'zstd', a {{'name': ...}} or {{'id': ...}} "
+                         f"config) or a list of them, got {value!r}: {problems[0]}")
+    return value
+
+
+_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "array.write_empty_chunks": _flag,
+    "array.order": _order,
+    "array.default_compressor": _compressor,
+    "threading.max_workers": _workers,
+}
+
+
+def _checked(key: str, value: Any) -> Any:
+    """``value`` as the setting ``key`` takes it (see the module docstring), or a
+    ValueError naming the key and what it takes (rather than a failure, or a silent
+    misreading, in the next read or write)."""
+    if key.endswith("_bytes"):
+        return _bytes_value(key, value)
+    check = _CHECKS.get(key)
+    return value if check is None else check(key, value)
 
 
 class Config:
