@@ -30,7 +30,11 @@ What can make an entry stale, by store:
   size, mtime): a foreign writer that renames a new file over the key (every Zarr
   implementation does) or changes its size or mtime is seen. Not seen: an in-place
   rewrite of the same size that also restores the mtime;
-* ``MemoryStore``: each hit is checked against the stored bytes object itself;
+* ``MemoryStore``: each hit is checked against the stored value: a ``bytes`` value (what
+  chunkstore writes) by identity, at no cost; a mutable value a user's dict may hold
+  (bytearray, NumPy array, mmap, memoryview) changes in place under the same identity,
+  so a chunk read from one is never kept (an entry kept for earlier bytes is served
+  while the value's content still equals them: one comparison per hit);
 * other stores (S3, fsspec, zip): entries are not revalidated (that would cost a
   request per chunk, as much as reading a small chunk): writers in other processes
   are not seen until the entry is evicted or :func:`clear` is called. Use the cache
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -57,9 +62,38 @@ _ENTRY_OVERHEAD = 200  # bytes counted per entry besides its data
 
 
 def _size_of(entry: tuple[Any, Any, Any]) -> int:
+    """The bytes an entry keeps alive: its chunk (with the contents of variable-length
+    elements, see :func:`contents_nbytes`), a bytes token, and a fixed overhead."""
     token, chunk, _ = entry
-    n = _ENTRY_OVERHEAD + (chunk.nbytes if isinstance(chunk, np.ndarray) else 0)
-    return n + (len(token) if isinstance(token, bytes | bytearray | memoryview) else 0)
+    n = _ENTRY_OVERHEAD
+    if isinstance(chunk, np.ndarray):
+        n += chunk.nbytes + contents_nbytes(chunk)
+    return n + (len(token) if isinstance(token, bytes) else 0)
+
+
+def contents_nbytes(chunk: np.ndarray) -> int:
+    """Bytes ``chunk`` holds outside its element slots (``nbytes``), an upper bound.
+    StringDType (kind "T"): the UTF-8 bytes of each string too long for its slot (up to
+    ``itemsize - 1`` bytes fit), plus an 8-byte header each and a quarter for the slack of
+    NumPy's string arena (measured: at most 1/4). Object (kind "O"): ``sys.getsizeof``
+    of each element (an object held twice counts twice). Other dtypes: 0. One pass over
+    the elements, as decoding took; ASCII strings are measured without encoding them."""
+    kind = chunk.dtype.kind
+    if kind not in "TO" or not chunk.size:
+        return 0
+    items = chunk.ravel().tolist()
+    if kind == "O":
+        return sum(map(sys.getsizeof, items))
+    try:  # str only (no NA object): a str's ASCII flag is known without a scan
+        lengths = list(map(len, items))
+        if not all(map(str.isascii, items)):
+            lengths = [len(s.encode("utf-8", "surrogatepass")) for s in items]
+    except TypeError:  # a StringDType with an NA object: it has no bytes of its own
+        lengths = [len(s.encode("utf-8", "surrogatepass")) if isinstance(s, str) else 0
+                   for s in items]
+    sizes = np.asarray(lengths, dtype=np.int64)
+    outside = sizes[sizes >= chunk.dtype.itemsize]
+    return (int(outside.sum()) + 8 * outside.size) * 5 // 4
 
 
 def byte_budget(value: Any, name: str = "cache") -> int:
@@ -168,6 +202,8 @@ class ChunkCache:
     def put(self, sid: Place, key: str, token: Any, chunk: Any, since: int) -> None:
         """Keep ``chunk`` (read-only from now on), unless a write invalidated anything
         after ``since`` (then the chunk may predate it)."""
+        if not _immutable(token):  # its content may change under the same object
+            return
         if isinstance(chunk, np.ndarray):
             chunk.flags.writeable = False
         with self._lock:
@@ -209,11 +245,31 @@ class ChunkCache:
             self._lru.discard()
 
 
-def _same(a: Any, b: Any) -> bool:
-    if a is b:
+def _immutable(token: Any) -> bool:
+    """Whether ``token`` stands for one stored version for as long as it lives: not a
+    buffer whose bytes can change in place (bytearray, ndarray, mmap, a memoryview, even
+    a read-only one, over any of them). Only bytes are buffers that cannot."""
+    if token is None or isinstance(token, bytes | tuple | int | str):
         return True
     try:
-        return bool(a == b)
+        memoryview(token)
+    except TypeError:
+        return True
+    return False
+
+
+def _same(kept: Any, now: Any) -> bool:
+    """Whether the token ``now`` names the version an entry was kept for (``kept``,
+    always immutable, see :meth:`ChunkCache.put`): the same object, or equal. A mutable
+    buffer ``now`` is compared by content with the kept bytes (bytes == memoryview
+    compares bytes, where ``bytes == ndarray`` would compare elements)."""
+    if kept is now:
+        return True
+    try:
+        if isinstance(kept, bytes) and not isinstance(now, bytes):
+            view = memoryview(now)
+            return view.nbytes == len(kept) and view.cast("B") == kept
+        return bool(kept == now)
     except Exception:
         return False
 

@@ -90,7 +90,10 @@ class MemoryStore(Store):
 
     def cache_tokens(self, keys: Sequence[str]) -> list[Any]:
         """What identifies the stored version of each key, for the decoded-chunk cache:
-        the stored bytes object itself (every write stores a new one), None when missing."""
+        the stored value itself, None when missing. A ``bytes`` value (every chunkstore
+        write stores a new one) stands for its version by identity; a mutable one a
+        user's mapping may hold (bytearray, ndarray, mmap) does not, and the cache does
+        not keep chunks read from it (``chunkstore.io.chunk_cache``)."""
         data = self._data
         return [data.get(validate_key(key)) for key in keys]
 
@@ -109,7 +112,13 @@ class MemoryStore(Store):
         found = []
         for key in keys:
             value = self._data.get(validate_key(key))
-            found.append((None, ABSENT) if value is None else (bytes(value), _Gen(value)))
+            if value is None:
+                found.append((None, ABSENT))
+                continue
+            data = bytes(value)
+            # a bytes value is its own generation; a mutable one can change in place under
+            # the same identity, so its generation is the content read
+            found.append((data, _Gen(value if isinstance(value, bytes) else data)))
         return found
 
     def commit_many(self, items: Sequence[Commit]) -> list[bool]:
@@ -152,10 +161,12 @@ class MemoryStore(Store):
 
 
 class _Gen:
-    """The generation of a stored value: the value object itself. It matches the same
-    object (a dict keeps it) or, for a mapping that hands out a fresh object on every
-    read (an fsspec mapper, a custom mapping), equal bytes: replacing a value by an equal
-    one is harmless to a read-modify-write."""
+    """The generation of a stored value: the value object itself when it is bytes (else
+    a bytes copy of what was read). It matches the same object (a dict keeps it) or, for
+    a mapping that hands out a fresh object on every read (an fsspec mapper, a custom
+    mapping) or a mutable value, equal bytes: replacing a value by an equal one is
+    harmless to a read-modify-write, while a bytearray changed in place no longer
+    matches."""
 
     __slots__ = ("value",)
 
@@ -164,4 +175,11 @@ class _Gen:
 
     def matches(self, current: bytes | None) -> bool:
         """Whether ``current`` is still the value this generation was read as."""
-        return current is self.value or (current is not None and current == self.value)
+        if current is self.value or current is None:
+            return current is not None
+        if isinstance(current, bytes):
+            return current == self.value
+        try:  # by content (``bytes == ndarray`` would compare elements)
+            return bytes(current) == self.value
+        except (TypeError, ValueError):
+            return False
