@@ -340,3 +340,21 @@ def test_cache_invalidated_by_write_through_other_backend_and_spelling(s3_bucket
     assert b.store.location() == a.store.location()
     b[1:3] = 5
     np.testing.assert_array_equal(a[...], [1, 5, 5, 1, 1, 1, 1, 1])
+
+
+@pytest.mark.parametrize("endpoint", [
+    None, "https://s3.amazonaws.com", "https://s3.eu-west-1.amazonaws.com/",
+    "https://S3.us-east-1.amazonaws.com:443", "https://s3-eu-west-1.amazonaws.com",
+    "https://s3.dualstack.us-east-2.amazonaws.com"])
+def test_aws_endpoints_are_one_place(endpoint):
+    """Every bucket of AWS's commercial partition is reached through any of its
+    endpoints (or none): one location, so a copy onto itself is refused."""
+    assert remote_location("s3a", "b/x/", endpoint) == ("s3", "b/x", None)
+
+
+@pytest.mark.parametrize("endpoint", [
+    "https://s3.us-gov-west-1.amazonaws.com", "https://s3.cn-north-1.amazonaws.com.cn",
+    "http://s3.amazonaws.com.evil.example", "https://s3.amazonaws.com.evil.example",
+    "http://127.0.0.1:9000"])
+def test_other_partitions_and_lookalikes_stay_apart(endpoint):
+    assert remote_location("s3", "b/x", endpoint)[2] is not None

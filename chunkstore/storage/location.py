@@ -19,7 +19,10 @@ literally, so every spelling of one place must give one location:
   compares path components, so it still refuses a copy between the two: too careful,
   never destructive.)
 
-Host names are not resolved: ``localhost`` and ``127.0.0.1`` stay two places.
+Host names are not resolved: ``localhost`` and ``127.0.0.1`` stay two places. The one
+exception: AWS's own S3 endpoints (``https://s3.amazonaws.com``,
+``https://s3.eu-west-1.amazonaws.com``...) are "no endpoint", since every bucket of
+AWS's commercial partition is reached through any of them.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "az": "abfs", "abfss": 
 _BUCKETS = {"s3", "gs", "abfs"}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _SLASHES = re.compile("/+")
+#: the endpoints of AWS's commercial partition (global, regional, dual-stack), which
+#: share one bucket namespace with "no endpoint"; China and GovCloud are other partitions
+_AWS_ENDPOINT = re.compile(
+    r"^https://s3(?:[.-](?!us-gov)(?:dualstack\.)?[a-z]{2}-[a-z]+-\d+)?\.amazonaws\.com$")
 
 
 def canonical_scheme(scheme: str) -> str:
@@ -109,4 +116,7 @@ def remote_location(scheme: str, path: str, endpoint: Any) -> tuple[str, str, st
     when ``scheme`` is a chain such as ``"zip::s3a"``."""
     chain = [canonical_scheme(s) for s in scheme.split("::")]
     where = canonical_path(path, chain[0]) if len(chain) == 1 else canonical_url(path)
-    return "::".join(chain), where, canonical_endpoint(endpoint)
+    endpoint = canonical_endpoint(endpoint)
+    if chain[-1] == "s3" and endpoint is not None and _AWS_ENDPOINT.match(endpoint):
+        endpoint = None  # AWS's own endpoints all reach its one bucket namespace
+    return "::".join(chain), where, endpoint
