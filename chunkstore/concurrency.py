@@ -41,7 +41,14 @@ def default_workers() -> int:
         return max(1, int(configured))
     env = os.environ.get("CHUNKSTORE_THREADS")
     if env:
-        return max(1, int(env))
+        try:
+            count = int(env)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise ValueError(f"environment variable CHUNKSTORE_THREADS={env!r}: expected a "
+                             "whole number of threads, at least 1")
+        return count
     return min(32, 4 * _CORES)
 
 
