@@ -633,13 +633,11 @@ def test_node_replaced_same_metadata_reads_fill_not_cached(route):
     np.testing.assert_array_equal(again[...], np.zeros(8, "i4"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Store.delete_many / delete_prefix / set called on chunkstore's own store object of a "
-    "non-revalidated store (fsspec memory://, S3, zip) do not invalidate the decoded-chunk "
-    "cache: an array reading through a cache keeps serving the deleted or replaced "
-    "chunks in the same process"))
 @pytest.mark.parametrize("op", ["delete_many", "delete_prefix", "set"])
 def test_store_level_writes_invalidate_cache(op):
+    """Store.delete_many / delete_prefix / set called on the store object of a store
+    that is not revalidated per read (fsspec memory://) reach the decoded-chunk cache
+    (storage.write_events)."""
     root = f"memory://rt3b-{_uid()}"
     g, r, shared = _cached_on(root)
     if op == "delete_many":

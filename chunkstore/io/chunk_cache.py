@@ -55,6 +55,7 @@ import numpy as np
 
 from ..config import config
 from ..sizes import parse_bytes
+from ..storage import write_events
 from .cache import LRUCache
 
 FILL = object()  # a chunk that is not stored (reads as fill_value)
@@ -370,6 +371,19 @@ def forget_prefix(store: Any, prefix: str) -> None:
 
     for cache in _caches():
         cache._forget(below)
+
+
+def _on_store_write(store: Any, keys: list[str] | None, prefix: str | None) -> None:
+    """A write through a store's own methods (``write_events``): forget what it touched."""
+    if prefix is not None:
+        forget_prefix(store, prefix)
+        return
+    place = store_id(store)
+    if place is not None and keys:
+        _shared.invalidate(place, keys)  # every cache of the process, not only this one
+
+
+write_events.add_listener(_on_store_write)
 
 
 def _caches() -> list[ChunkCache]:

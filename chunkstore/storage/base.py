@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidKeyError, ReadOnlyError
+from . import write_events
 
 ByteRange = tuple[int, int | None]
 BytesLike = bytes | bytearray | memoryview
@@ -129,6 +130,10 @@ class Store(ABC):
     #: every call is a network round trip (milliseconds): batches of small values are
     #: never run inline one after another to probe their cost
     remote: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        write_events.instrument(cls)  # writes reach the chunk cache (see write_events)
 
     def __init__(self, read_only: bool = False) -> None:
         self._read_only = bool(read_only)
