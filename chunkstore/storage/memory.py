@@ -27,6 +27,9 @@ class MemoryStore(Store):
     Pass ``data`` to wrap an existing dict-like mapping of str -> bytes.
     """
 
+    #: values are handed out in place (``get_views``): a few elements of a large raw
+    #: chunk are copied out of it, and its size is checked as on local files
+    zero_copy_views = True
     supports_partial_reads = True
     supports_conditional_writes = True
     supports_conditional_delete = True
@@ -76,6 +79,16 @@ class MemoryStore(Store):
         if value is None:
             return None
         return slice_range(bytes(value), byte_range) if byte_range else bytes(value)
+
+    def get_views(self, keys: Sequence[str]) -> list[BytesLike | None]:
+        """The stored ``bytes`` objects themselves (immutable: no copy); a snapshot of a
+        mutable value a user's mapping holds."""
+        data = self._data
+        out: list[BytesLike | None] = []
+        for key in keys:
+            value = data.get(validate_key(key))
+            out.append(value if value is None or type(value) is bytes else bytes(value))
+        return out
 
     def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         """Each key is looked up once for all of its ranges (one version of its value)."""
