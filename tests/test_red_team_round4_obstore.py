@@ -7,8 +7,6 @@ existing chunks and shards, the backend chosen by ``CHUNKSTORE_S3_BACKEND``, res
 
 from __future__ import annotations
 
-import multiprocessing as mp
-
 import numpy as np
 import pytest
 
