@@ -27,6 +27,7 @@ from ..array import Array
 from ..creation import normalize_chunks
 from ..hierarchy.paths import normalize_path
 from ..io.overlap import refuse_onto_itself
+from ..storage.local import LocalStore
 from ..storage.resolve import looks_like_byte_size, resolve_store
 from .graph import MAX_TASKS_PER_STAGE, PlanGraph, blocks_per_task
 from .io import in_group
@@ -136,7 +137,7 @@ def _local_intermediate(target_store: Any, temp_store: Any) -> bool:
         store = resolve_store(temp_store) if temp_store is not None else target_store
     except Exception:  # noqa: BLE001  (the plan reports a bad temp store when it is used)
         return False
-    return bool(getattr(store, "zero_copy_views", False))
+    return isinstance(store, LocalStore)  # not memory: raw chunks there cost RAM
 
 
 def _plan_for(source: Array | TransposedSource, target: Array, budget: int,
