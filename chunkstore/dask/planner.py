@@ -20,7 +20,8 @@ and writes it piece by piece (``write_piece``: whole target write units), so it 
   first (one piece more), then permutes it into the block;
 * ``encode_copy``: per encoding thread, the codec's output buffer and its trimmed copy
   (two chunks), plus a contiguous copy of the chunk when its place in the block is
-  strided. The IO pool encodes and decodes on every pool thread (local files), so
+  strided; as many threads as ``threading.write_bytes`` of chunks (at least one per
+  core), as the writes themselves do. The IO pool encodes and decodes on every pool thread (local files), so
   ``codec_threads`` is the pool size.
 
 ``task_memory = block + decode_scratch + max(read piece, written piece + encode_copy)``;
@@ -51,6 +52,8 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+
+from ..config import config
 
 #: a task reads and writes its block in about this many pieces (at least a chunk each)
 PIECES = 4
@@ -201,7 +204,14 @@ class Stage:
         # piece counted in ``compressed``: measured, no more than that)
         copies = 2 + (0 if contiguous_in(inner, block) else 1) if per_write > 1 else \
             (0 if contiguous_in(inner, block) else 1)
-        encode = min(self.codec_threads, per_write) * math.prod(inner) * size * copies
+        chunk = math.prod(inner) * size
+        encoders = min(self.codec_threads, per_write)
+        if not self.sharded:  # commit_units keeps ``threading.write_bytes`` of encoded
+            # chunks in flight, with one thread per core at least (pool = 4 per core)
+            budget = int(config.get("threading.write_bytes"))
+            encoders = min(encoders, max(max(2, self.codec_threads // 4),
+                                         budget // max(1, chunk)))
+        encode = encoders * chunk * copies
         read_c = math.prod(read_piece) * size  # for raw chunks: the mapped pages
         write_c = math.prod(write_piece) * size * (2 if self.sharded else 1)
         if self.raw_target and not self.sharded:
