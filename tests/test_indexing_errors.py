@@ -44,6 +44,10 @@ class CountingMemoryStore(cs.MemoryStore):
         self._log("get_ranges", [k for k, _ in requests])
         return [cs.MemoryStore.get(self, k, r) for k, r in requests]
 
+    def get_views(self, keys):
+        self._log("get_views", list(keys))
+        return cs.MemoryStore.get_views(self, keys)
+
     def chunk_keys_read(self) -> list[str]:
         return [k for _, keys in self.calls for k in keys if not k.endswith("zarr.json")]
 
@@ -231,14 +235,15 @@ def test_each_touched_chunk_fetched_once_in_one_batch(kind, compressors):
     np.testing.assert_array_equal(got, expected)
     kinds = [kind for kind, _ in store.calls]
     if compressors == "auto":
-        assert kinds == ["get_many"]  # one batched call
-    else:  # uncompressed: whole chunks in one get_many, small parts in one get_ranges
+        assert kinds == ["get_views"]  # one batched call (values in place)
+    else:  # uncompressed: values in place too (one call), or whole chunks and ranges
         assert sorted(set(kinds)) == sorted(kinds) and "get" not in kinds
     keys = store.chunk_keys_read()
     if compressors is None:  # several ranges of one chunk: still one chunk fetched
         keys = list(dict.fromkeys(k for kind, ks in store.calls if kind == "get_ranges"
                                   for k in ks)) + [k for kind, ks in store.calls
-                                                   if kind == "get_many" for k in ks]
+                                                   if kind in ("get_many", "get_views")
+                                                   for k in ks]
     assert len(keys) == len(set(keys))  # each chunk once
     assert set(keys) == {a.chunk_key(c) for c in touched}  # untouched chunks never read
 
@@ -264,7 +269,7 @@ def test_missing_chunks_read_as_fill_without_error():
     store.calls.clear()
     got = a.oindex[[0, 3], [3, 0]]
     np.testing.assert_array_equal(got, np.array([[7, 1], [7, 7]]))
-    assert [k for k, _ in store.calls] == ["get_many"]
+    assert [k for k, _ in store.calls] == ["get_views"]
 
 
 # -- ranged reads inside uncompressed chunks ---------------------------------------------------
