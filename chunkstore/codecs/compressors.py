@@ -131,14 +131,6 @@ class GzipCodec(BytesBytesCodec):
     def encode(self, data: Any) -> bytes:
         return self._codec.encode(data)
 
-    def compress_array(self, chunk: np.ndarray) -> bytes:
-        """``encode`` of a C-contiguous array of the stored dtype below blosc's 2 GiB
-        limit, without numcodecs' normalisation of the input (a tenth of a tiny chunk's
-        encoding time); the same bytes."""
-        return numcodecs.blosc.compress(chunk, self._cname_bytes, self.clevel,
-                                        _SHUFFLE_NAMES[self.shuffle], self.blocksize,
-                                        self.typesize)
-
     def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
                ) -> Any:
         return bounded_decode(self._codec, data, limit, out=out)
@@ -163,14 +155,6 @@ class ZstdCodec(BytesBytesCodec):
     def encode(self, data: Any) -> bytes:
         return self._codec.encode(data)
 
-    def compress_array(self, chunk: np.ndarray) -> bytes:
-        """``encode`` of a C-contiguous array of the stored dtype below blosc's 2 GiB
-        limit, without numcodecs' normalisation of the input (a tenth of a tiny chunk's
-        encoding time); the same bytes."""
-        return numcodecs.blosc.compress(chunk, self._cname_bytes, self.clevel,
-                                        _SHUFFLE_NAMES[self.shuffle], self.blocksize,
-                                        self.typesize)
-
     def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
                ) -> Any:
         return bounded_decode(self._codec, data, limit, out=out)
@@ -189,14 +173,6 @@ class Crc32cCodec(BytesBytesCodec):
 
     def encode(self, data: Any) -> bytes:
         return self._codec.encode(data)
-
-    def compress_array(self, chunk: np.ndarray) -> bytes:
-        """``encode`` of a C-contiguous array of the stored dtype below blosc's 2 GiB
-        limit, without numcodecs' normalisation of the input (a tenth of a tiny chunk's
-        encoding time); the same bytes."""
-        return numcodecs.blosc.compress(chunk, self._cname_bytes, self.clevel,
-                                        _SHUFFLE_NAMES[self.shuffle], self.blocksize,
-                                        self.typesize)
 
     def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
                ) -> Any:
