@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from .config import config
+from .sizes import whole_number
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -41,14 +42,9 @@ def default_workers() -> int:
         return max(1, int(configured))
     env = os.environ.get("CHUNKSTORE_THREADS")
     if env:
-        try:
-            count = int(env)
-        except ValueError:
-            count = 0
-        if count < 1:
-            raise ValueError(f"environment variable CHUNKSTORE_THREADS={env!r}: expected a "
-                             "whole number of threads, at least 1")
-        return count
+        return whole_number(int(env) if env.strip().lstrip("-").isdigit() else env,
+                            f"environment variable CHUNKSTORE_THREADS={env!r}: expected a "
+                            "whole number of threads, at least 1", minimum=1)
     return min(32, 4 * _CORES)
 
 

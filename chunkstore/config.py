@@ -38,15 +38,13 @@ values on exit. Thread-safe for readers; meant to be set at start-up.
 
 from __future__ import annotations
 
-import math
-import operator
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from .sizes import parse_bytes
+from .sizes import whole_number
 
 _DEFAULTS: dict[str, Any] = {
     "array.write_empty_chunks": False,
@@ -76,24 +74,8 @@ class _Restore:
 
 def _bytes_value(key: str, value: Any) -> int:
     """A ``*_bytes`` key: a number of bytes or a size such as ``"256MiB"``."""
-    what = (f"chunkstore config {key!r} must be a number of bytes (>= 0) or a size such "
-            f"as '256MiB', got {value!r}")
-    if isinstance(value, bool):
-        raise ValueError(what)
-    try:
-        if isinstance(value, str):
-            n = parse_bytes(value)
-        elif isinstance(value, float) or type(value).__name__.startswith("float"):
-            if not (math.isfinite(value) and float(value).is_integer()):
-                raise ValueError(what)
-            n = int(value)
-        else:  # int, numpy integers: anything with __index__
-            n = operator.index(value)
-    except (ValueError, TypeError):
-        raise ValueError(what) from None
-    if n < 0:
-        raise ValueError(what)
-    return n
+    return whole_number(value, f"chunkstore config {key!r} must be a number of bytes "
+                        f"(>= 0) or a size such as '256MiB', got {value!r}", sizes=True)
 
 
 def _flag(key: str, value: Any) -> bool:
@@ -116,22 +98,9 @@ def _workers(key: str, value: Any) -> int | None:
     """None (the default thread count) or a whole number of threads >= 1."""
     if value is None:
         return None
-    what = (f"chunkstore config {key!r} must be None (the default thread count) or a "
-            f"whole number of threads >= 1, got {value!r}")
-    if isinstance(value, bool | np.bool_ | str):
-        raise ValueError(what)
-    try:
-        if isinstance(value, float | np.floating):
-            if not (math.isfinite(value) and float(value).is_integer()):
-                raise ValueError(what)
-            n = int(value)
-        else:
-            n = operator.index(value)
-    except (ValueError, TypeError):
-        raise ValueError(what) from None
-    if n < 1:
-        raise ValueError(what)
-    return n
+    return whole_number(value, f"chunkstore config {key!r} must be None (the default "
+                        f"thread count) or a whole number of threads >= 1, got {value!r}",
+                        minimum=1)
 
 
 def _compressor(key: str, value: Any) -> Any:

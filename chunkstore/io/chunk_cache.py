@@ -44,7 +44,6 @@ What can make an entry stale, by store:
 from __future__ import annotations
 
 import json
-import math
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -53,7 +52,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..config import config
-from ..sizes import parse_bytes
+from ..sizes import whole_number
 from ..storage import write_events
 from .cache import LRUCache
 from .chunk_sizes import contents_nbytes
@@ -75,21 +74,8 @@ def _size_of(entry: tuple[Any, Any, Any]) -> int:
 def byte_budget(value: Any, name: str = "cache") -> int:
     """A byte budget given as a number of bytes or a size (``"256MiB"``), checked: a
     ValueError naming ``name`` for a negative, non-integral or unreadable value."""
-    what = (f"{name} must be a number of bytes (>= 0) or a size such as '256MiB', got "
-            f"{value!r}")
-    if isinstance(value, bool) or not isinstance(value, int | float | str | np.integer
-                                                 | np.floating):
-        raise ValueError(what)
-    if isinstance(value, float | np.floating) and not (math.isfinite(value)
-                                                       and float(value).is_integer()):
-        raise ValueError(what)
-    try:
-        n = parse_bytes(value if isinstance(value, str) else int(value))
-    except ValueError:
-        raise ValueError(what) from None
-    if n < 0:
-        raise ValueError(what)
-    return n
+    return whole_number(value, f"{name} must be a number of bytes (>= 0) or a size such "
+                        f"as '256MiB', got {value!r}", sizes=True)
 
 
 class ChunkCache:
