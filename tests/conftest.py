@@ -153,3 +153,19 @@ def venv_kernel(tmp_path, kernel_tmp, monkeypatch):
         return NOTEBOOK_KERNEL
 
     return make
+
+
+# -- docker-compose.yml's services as processes (tests/compose_services.py) ----------------
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    """docker-compose.yml, parsed."""
+    from tests.compose_services import load_compose
+    return load_compose()
+
+
+@pytest.fixture
+def running(compose, tmp_path):
+    """The compose services as processes on 127.0.0.1, stopped at the end of the test."""
+    from tests.compose_services import services_running
+    with services_running(compose, tmp_path) as svc:
+        yield svc

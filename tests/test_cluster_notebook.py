@@ -21,25 +21,12 @@ import re
 import time
 
 import numpy as np
-import pytest
 
 from chunkstore.dask.memory import MEMORY_EVENTS
-from tests.compose_services import load_compose, services_running
 from tests.notebook_helpers import NOTEBOOKS, run_notebook, stream_text
 
 WORKER_LIMIT, LIMIT_MIB = "256MiB", 256
 MiB = 2**20
-
-
-@pytest.fixture(scope="module")
-def compose() -> dict:
-    return load_compose()
-
-
-@pytest.fixture
-def running(compose, tmp_path):
-    with services_running(compose, tmp_path) as svc:
-        yield svc
 
 
 def jupyter_env(running) -> dict[str, str]:

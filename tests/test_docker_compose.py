@@ -13,22 +13,10 @@ import re
 import tomllib
 
 import numpy as np
-import pytest
 
-from tests.compose_services import ROOT, load_compose, services, services_running
+from tests.compose_services import ROOT, services
 
 PYTHON_SERVICES = ("create-bucket", "scheduler", "worker", "jupyter")
-
-
-@pytest.fixture(scope="module")
-def compose() -> dict:
-    return load_compose()
-
-
-@pytest.fixture
-def running(compose, tmp_path):
-    with services_running(compose, tmp_path) as svc:
-        yield svc
 
 
 # -- the file itself ---------------------------------------------------------------------------
