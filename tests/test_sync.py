@@ -50,8 +50,11 @@ class SlowNoCasStore(SlowReadStore, NoCasLocalStore):
 STORES = {"cas": SlowReadStore, "nocas": SlowNoCasStore}
 
 
-def _increment_own_elements(root: str, writer: int, synchronizer, kind: str = "cas") -> None:
+def _increment_own_elements(root: str, writer: int, synchronizer, kind: str = "cas",
+                            start=None) -> None:
     a = cs.open_array(STORES[kind](root), mode="r+", synchronizer=synchronizer)
+    if start is not None:  # all writers begin together (spawned interpreters start apart)
+        start.wait(120)
     for _ in range(N_ROUNDS):
         a[writer::N_WRITERS] = a[writer::N_WRITERS] + 1
 
@@ -64,7 +67,9 @@ def _make(tmp_path) -> str:
 
 def _run_processes(root: str, synchronizer, kind: str = "cas") -> np.ndarray:
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_increment_own_elements, args=(root, w, synchronizer, kind))
+    start = ctx.Barrier(N_WRITERS)
+    procs = [ctx.Process(target=_increment_own_elements,
+                         args=(root, w, synchronizer, kind, start))
              for w in range(N_WRITERS)]
     for p in procs:
         p.start()

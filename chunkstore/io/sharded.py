@@ -19,6 +19,7 @@ on the inner chunk grid; the layout groups them by shard.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -40,7 +41,9 @@ from .plain import BATCH_BYTES, batches, clear_outside
 from .rmw import WriteUnit, commit_units
 
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
-READ_ATTEMPTS = 16  # reads of a batch whose shards other writers keep replacing
+#: reads of a batch whose shards other writers keep replacing (about 2 s in all with the
+#: back-off: a writer rewriting a small shard every millisecond made 16 too few)
+READ_ATTEMPTS = 48
 
 
 class _StaleIndex(Exception):
@@ -143,7 +146,8 @@ class ShardEngine:
                 except _StaleIndex as e:  # another writer replaced a shard: read it again
                     self.invalidate(e.keys)
                     stale = e.keys
-                    time.sleep(delay)
+                    # jittered: not in step with a writer that rewrites at a steady pace
+                    time.sleep(delay * (0.5 + random.random()))
                     delay = min(0.05, delay * 2)
             else:
                 raise ChunkDecodeError(
