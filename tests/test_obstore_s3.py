@@ -87,16 +87,24 @@ def obs(s3_bucket):
 
 
 # -- selecting the backend -----------------------------------------------------------------
-def test_backend_option_selects_obstore(s3_bucket, monkeypatch):
+def test_obstore_is_the_default_of_s3_urls(s3_bucket, monkeypatch):
     url, options = s3_bucket
     monkeypatch.delenv(BACKEND_VARIABLE, raising=False)
-    assert type(resolve_store(url + "/x", storage_options=options)) is FsspecStore
+    default = resolve_store(url + "/x", storage_options=options)
+    assert type(default) is ObstoreStore and default.backend == "obstore"
+    assert type(resolve_store(url.replace("s3://", "s3a://") + "/x",
+                              storage_options=options)) is ObstoreStore
     st = resolve_store(url + "/x", storage_options={**options, "backend": "obstore"})
     assert type(st) is ObstoreStore and "backend" not in st.storage_options
     ro = resolve_store(url + "/x", mode="r", storage_options={**options, "backend": "obstore"})
     assert type(ro) is ObstoreStore and ro.read_only
     explicit = resolve_store(url + "/x", storage_options={**options, "backend": "fsspec"})
-    assert type(explicit) is FsspecStore
+    assert isinstance(explicit, FsspecStore) and explicit.backend == "fsspec"
+    assert "backend='fsspec'" in explicit.backend_reason and "backend" in repr(explicit)
+    assert "backend" not in explicit.storage_options
+    monkeypatch.setenv(BACKEND_VARIABLE, "fsspec")
+    from_env = resolve_store(url + "/x", storage_options=options)
+    assert isinstance(from_env, FsspecStore) and BACKEND_VARIABLE in from_env.backend_reason
     monkeypatch.setenv(BACKEND_VARIABLE, "obstore")
     assert type(resolve_store(url + "/x", storage_options=options)) is ObstoreStore
     # fsspec stays the backend of every other scheme, whatever the environment says
@@ -107,10 +115,58 @@ def test_backend_option_selects_obstore(s3_bucket, monkeypatch):
         resolve_store(url + "/x", storage_options={**options, "backend": "nope"})
 
 
+def test_options_obstore_cannot_take_fall_back_to_fsspec_visibly(s3_bucket, monkeypatch):
+    url, options = s3_bucket
+    monkeypatch.delenv(BACKEND_VARIABLE, raising=False)
+    extra = {"s3_additional_kwargs": {"ServerSideEncryption": "AES256"}}
+    st = resolve_store(url + "/x", storage_options={**options, **extra})
+    assert type(st) is not ObstoreStore and st.backend == "fsspec"
+    assert "s3_additional_kwargs" in st.backend_reason and "s3_additional_kwargs" in repr(st)
+    st.set("k", b"v")  # and it works, through s3fs
+    assert resolve_store(url + "/x", storage_options=options).get("k") == b"v"
+    # the reason survives pickling and read-only views
+    back = pickle.loads(pickle.dumps(st.with_read_only()))
+    assert back.read_only and back.backend_reason == st.backend_reason and back == st
+    # options that only configure s3fs's caches, or say what obstore does anyway, do not
+    harmless = {"use_listings_cache": False, "skip_instance_cache": True, "version_aware": False,
+                "config_kwargs": {"max_pool_connections": 50, "connect_timeout": 5,
+                                  "s3": {"addressing_style": "path"},
+                                  "request_checksum_calculation": "when_required"}}
+    assert type(resolve_store(url + "/x", storage_options={**options, **harmless})) \
+        is ObstoreStore
+    # asked for explicitly, obstore names what it cannot take
+    with pytest.raises(TypeError, match="s3_additional_kwargs"):
+        resolve_store(url + "/x", storage_options={**options, **extra, "backend": "obstore"})
+
+
+def test_credentials_only_in_aws_files_fall_back_to_fsspec(s3_bucket, monkeypatch, tmp_path):
+    """obstore does not read ~/.aws/credentials or profiles: with no credentials in the
+    options or the environment, botocore (s3fs) is the client that finds them."""
+    url, options = s3_bucket
+    monkeypatch.delenv(BACKEND_VARIABLE, raising=False)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                 "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[default]\naws_access_key_id = testing\n"
+                           "aws_secret_access_key = testing\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    bare = {"client_kwargs": dict(options["client_kwargs"])}
+    st = resolve_store(url + "/x", storage_options=bare)
+    assert st.backend == "fsspec" and "credentials file" in st.backend_reason
+    st.set("k", b"v")
+    assert st.get("k") == b"v"
+    assert type(resolve_store(url + "/x", storage_options=options)) is ObstoreStore
+    monkeypatch.setenv("AWS_PROFILE", "other")
+    assert "AWS_PROFILE" in resolve_store(url + "/x", storage_options=bare).backend_reason
+    assert type(resolve_store(url + "/x", storage_options=options)) is ObstoreStore
+    assert resolve_store(url + "/x", storage_options={**bare, "profile": "p"}).backend == "fsspec"
+
+
 def test_unknown_option_is_named(s3_bucket):
     url, options = s3_bucket
-    with pytest.raises(TypeError, match="requester_pays"):
-        ObstoreStore(url, {**options, "requester_pays": True})
+    with pytest.raises(TypeError, match="session"):
+        ObstoreStore(url, {**options, "session": object()})
 
 
 # -- round trips ----------------------------------------------------------------------------
@@ -118,14 +174,16 @@ def test_array_round_trip_both_ways_with_fsspec(s3_bucket):
     url, options = s3_bucket
     data = np.arange(120 * 70, dtype="f8").reshape(120, 70)
     ob = {**options, "backend": "obstore"}
+    fs = {**options, "backend": "fsspec"}  # the default is obstore now
     a = cs.create_array(url + "/a.zarr", shape=data.shape, chunks=(50, 30), dtype="f8",
                         storage_options=ob)
     assert type(a.store) is ObstoreStore
     a[...] = data
     np.testing.assert_array_equal(cs.open_array(url + "/a.zarr", mode="r",
-                                                storage_options=options)[...], data)
+                                                storage_options=fs)[...], data)
     b = cs.create_array(url + "/b.zarr", shape=data.shape, chunks=(50, 30), dtype="f8",
-                        storage_options=options)
+                        storage_options=fs)
+    assert isinstance(b.store, FsspecStore)
     b[...] = data
     back = cs.open_array(url + "/b.zarr", mode="r", storage_options=ob)
     np.testing.assert_array_equal(back[...], data)

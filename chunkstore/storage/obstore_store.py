@@ -1,8 +1,10 @@
 """ObstoreStore: S3 through ``obstore`` (the Rust ``object_store`` client), optional.
 
-Selected with ``storage_options={"backend": "obstore", ...}`` on an ``s3://`` URL (or
-the ``CHUNKSTORE_S3_BACKEND=obstore`` environment variable, see ``resolve``); needs
-``pip install obstore`` (the ``obstore`` extra). It implements the contract of
+The default store of ``s3://`` URLs when ``obstore`` is installed (``pip install
+obstore``, the ``obstore`` extra) and can express the ``storage_options`` (see
+``s3_backend``: otherwise an FsspecStore serves them and says why);
+``storage_options={"backend": "fsspec" | "obstore"}`` or the ``CHUNKSTORE_S3_BACKEND``
+environment variable choose instead. It implements the contract of
 FsspecStore on S3 with a fraction of the client CPU: requests are signed, sent and
 parsed in Rust threads that do not hold the GIL, where s3fs + aiobotocore do all of it
 in Python on one event-loop thread (signing, event hooks, botocore's response parsing
@@ -28,8 +30,9 @@ process, so opening an array again reuses open connections.
 
 ``storage_options`` take s3fs's spelling, so switching backends is one option:
 ``key``, ``secret``, ``token``, ``anon``, ``endpoint_url`` (also inside
-``client_kwargs``), ``region_name`` (``client_kwargs``) or ``region``; obstore's own
-settings go in ``config`` (S3Config keys), ``client_options`` and ``retry_config``. The
+``client_kwargs``), ``region_name`` (``client_kwargs``) or ``region``, and the parts of
+``config_kwargs`` listed in ``obstore_options``; obstore's own settings go in ``config``
+(S3Config keys), ``client_options`` and ``retry_config``. The
 endpoint comes from the environment as for FsspecStore (``fsspec_setup``); an explicit
 one wins over obstore's own variables (``obstore_setup.effective_endpoint``).
 ``location()`` is canonical (``location``): an FsspecStore's on the same place. Pickling
@@ -79,6 +82,9 @@ class ObstoreStore(ObstoreWrites, Store):
     """A Store on an ``s3://bucket/prefix`` URL through obstore (see the module
     docstring). ``storage_options`` as for FsspecStore on S3."""
 
+    #: which client serves the store (an FsspecStore that resolve_store chose for an
+    #: s3:// URL says "fsspec", and why, see ``s3_backend``)
+    backend = "obstore"
     supports_partial_reads = True
     #: decoded bytes per write batch of the chunk engine (as FsspecStore)
     write_batch_bytes = 64 * 2**20

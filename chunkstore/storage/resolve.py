@@ -10,14 +10,10 @@ from typing import Any
 from .base import Store
 from .errors import InvalidStoreError
 from .fsspec_setup import protocols
-from .fsspec_store import FsspecStore
 from .local import LocalStore
 from .memory import MemoryStore
+from .s3_backend import BACKEND_VARIABLE, BACKENDS, s3_store  # noqa: F401 (re-exported)
 from .zip import ZipStore
-
-#: the environment variable choosing the default backend of s3:// URLs
-BACKEND_VARIABLE = "CHUNKSTORE_S3_BACKEND"
-BACKENDS = ("fsspec", "obstore")
 
 _ZIP_MODES = {"r": "r", "w": "w"}  # every other mode appends
 #: "64MB", "1 GiB", "200kb", "1.5G": what a memory size looks like
@@ -51,26 +47,13 @@ def _local_path(url: str, storage_options: dict | None) -> str | None:
 
 
 def _remote_store(url: str, storage_options: dict | None, read_only: bool) -> Store:
-    """The store of a remote URL: FsspecStore, or ObstoreStore for an ``s3://`` URL whose
-    ``storage_options`` say ``backend="obstore"`` (default: ``CHUNKSTORE_S3_BACKEND``,
-    else fsspec). Every other scheme is fsspec's."""
+    """The store of a remote URL: an ObstoreStore for a plain ``s3://`` URL when obstore
+    is installed and can take ``storage_options``, else an FsspecStore (which says why
+    on S3); ``backend="fsspec" | "obstore"`` in ``storage_options`` (or the
+    ``CHUNKSTORE_S3_BACKEND`` variable) decides instead. See ``s3_backend``."""
     options = dict(storage_options or {})
-    backend = options.pop("backend", None)
-    chain = protocols(url)
-    s3 = len(chain) == 1 and chain[0] in ("s3", "s3a")
-    if backend is None:
-        backend = (os.environ.get(BACKEND_VARIABLE) or "fsspec") if s3 else "fsspec"
-    backend = str(backend).lower()
-    if backend not in BACKENDS:
-        raise InvalidStoreError(f"{url}: unknown storage backend {backend!r} (known: "
-                                f"{', '.join(BACKENDS)})")
-    if backend == "obstore":
-        if not s3:
-            raise InvalidStoreError(f"{url}: the obstore backend takes plain s3:// URLs only; "
-                                    "other URLs use fsspec")
-        from .obstore_store import ObstoreStore
-        return ObstoreStore(url, options, read_only=read_only)
-    return FsspecStore(url, options, read_only=read_only)
+    requested = options.pop("backend", None)
+    return s3_store(url, options, read_only, requested)
 
 
 def _path_store(path: str, mode: str, read_only: bool) -> Store:
@@ -86,9 +69,12 @@ def resolve_store(store: Any, *, mode: str = "a", storage_options: dict | None =
     * a Store -> itself (a read-only view of it in mode ``"r"``)
     * a ``file://`` URL (also behind caching wrappers such as ``simplecache::``) -> the
       store of its path (below), confined like any LocalStore
-    * another URL (``s3://``, ``gs://``, ``memory://``, ``zip::...``) -> FsspecStore, with
-      ``storage_options``; an ``s3://`` URL with ``storage_options={"backend": "obstore"}``
-      (or ``CHUNKSTORE_S3_BACKEND=obstore`` in the environment) -> ObstoreStore
+    * an ``s3://`` URL (or ``s3a://``) -> ObstoreStore when obstore is installed and can
+      express ``storage_options``, else an FsspecStore whose ``backend_reason`` says why;
+      ``storage_options={"backend": "fsspec"}`` (or ``"obstore"``), or the
+      ``CHUNKSTORE_S3_BACKEND`` environment variable, chooses instead (``s3_backend``)
+    * another URL (``gs://``, ``memory://``, ``zip::...``) -> FsspecStore, with
+      ``storage_options``
     * a path ending in ``.zip`` -> ZipStore (mode ``"r"`` -> ``"r"``, ``"w"`` -> ``"w"``,
       anything else -> ``"a"``)
     * any other path -> LocalStore; but a string that reads as a memory size
