@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .. import buffer_pool
 from ..array import Array
 from .planner import Stage
 from .source import copy_block
@@ -29,8 +30,9 @@ def _copy_blocks(source: Any, target: Array, stage: Stage, first: int, count: in
                  *after: Any) -> None:
     """A copy task: blocks ``first .. first + count - 1`` of ``stage``, one at a time."""
     read_piece, write_piece = stage.read_piece, stage.write_piece
-    for j in range(first, min(first + count, stage.ntasks)):
-        copy_block(source, target, stage.block_region(j), read_piece, write_piece)
+    with buffer_pool.retaining(stage.task_memory):  # the next task reuses the blocks
+        for j in range(first, min(first + count, stage.ntasks)):
+            copy_block(source, target, stage.block_region(j), read_piece, write_piece)
     return None
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import buffer_pool
 from ..array import Array
 from ..codecs import scratch
 from .permute import copy_permuted
@@ -49,9 +50,10 @@ class TransposedSource:
         copied into ``out`` transposed, tile by tile (``permute.copy_permuted``: 4x
         faster than NumPy's strided copy of a large transposed array)."""
         source_region = self._source_region(region)
-        buf = np.empty(tuple(s.stop - s.start for s in source_region), dtype=self.dtype)
+        buf = buffer_pool.borrow(tuple(s.stop - s.start for s in source_region), self.dtype)
         self.array.get_basic_selection(source_region, out=buf)
         copy_permuted(out, buf.transpose(self.axes))
+        buffer_pool.give_back(buf)
         del buf
 
     def read_region(self, region: tuple[slice, ...]) -> np.ndarray:
@@ -75,7 +77,7 @@ def copy_block(source: Any, target: Array, region: tuple[slice, ...],
     source chunks) and written ``write_piece`` by ``write_piece`` (whole target units),
     so only one piece's stored bytes are in flight at a time."""
     shape = tuple(s.stop - s.start for s in region)
-    block = np.empty(shape, dtype=target.dtype)
+    block = buffer_pool.borrow(shape, target.dtype)
 
     def local(piece: tuple[slice, ...]) -> tuple[Any, ...]:
         # Ellipsis keeps a view even of a 0-d block (block[()] would be a scalar copy)
@@ -87,6 +89,7 @@ def copy_block(source: Any, target: Array, region: tuple[slice, ...],
             read_into(source, piece, block[local(piece)])
         for piece in pieces_of(region, write_piece):
             target.write_region(piece, block[local(piece)])
+        buffer_pool.give_back(block)  # not on an error: a traceback may hold views of it
     finally:
         del block
         scratch.release_all()  # an idle worker's codec threads hold no chunk buffers
