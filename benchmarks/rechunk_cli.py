@@ -15,7 +15,6 @@ recorded beside the workers'. Every process is terminated when the run ends.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from typing import Any
 
 import psutil
 
+from benchmarks.processes import free_port, stop_in_order
 from benchmarks.rechunk_measure import HEADROOM, MB, check, run_on_cluster
 
 METHOD = "chunkstore-cli-s3"
@@ -32,13 +32,6 @@ BUCKET = "bench-rechunk"
 AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
        "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": os.devnull,
        "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class CliCluster:
@@ -126,17 +119,8 @@ class CliCluster:
                 family += psutil.Process(proc.pid).children(recursive=True)
             except psutil.Error:
                 pass
-        workers = [p for name, p in self.procs if name.startswith("worker")]
-        others = [p for name, p in reversed(self.procs) if not name.startswith("worker")]
-        for group in (workers, *([p] for p in others)):
-            for proc in group:
-                proc.terminate()
-            for proc in group:
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+        stop_in_order([p for name, p in self.procs if name.startswith("worker")],
+                      [p for name, p in reversed(self.procs) if not name.startswith("worker")])
         for child in family:  # e.g. a worker process whose nanny was killed
             try:
                 child.kill()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import free_port
+from benchmarks.processes import free_port, stop_in_order
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,16 +128,7 @@ class Services:
         the scheduler still answers (a worker whose scheduler is gone waits 8 s for it
         before its nanny kills it), then the scheduler, then S3."""
         workers = [p for p in self.procs if self.service_of[p.pid] == "worker"]
-        others = [p for p in reversed(self.procs) if p not in workers]
-        for group in (workers, *([p] for p in others)):
-            for proc in group:
-                proc.terminate()
-            for proc in group:
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+        stop_in_order(workers, [p for p in reversed(self.procs) if p not in workers], timeout=20)
 
     def chunkstore(self, *argv: str, env_of: str = "worker", drop: str | None = None
                    ) -> subprocess.CompletedProcess:
