@@ -119,6 +119,22 @@ def s3_bucket(s3_endpoint):
         s3fs.S3FileSystem.clear_instance_cache()
 
 
+S3_BACKENDS = ("fsspec", "obstore")
+
+
+@pytest.fixture(params=S3_BACKENDS)
+def s3_bucket_both(s3_bucket, request):
+    """``s3_bucket`` once per S3 backend: ``(url, options)`` whose options name the
+    backend (``"backend": "fsspec" | "obstore"``; obstore is the default of s3:// URLs
+    when installed), for behaviour users rely on whichever client serves them. Skipped
+    for obstore when it is not installed. (FsspecStore(...)/ObstoreStore(...) take the
+    options without "backend": give them to ``resolve_store`` instead.)"""
+    if request.param == "obstore":
+        pytest.importorskip("obstore")
+    url, options = s3_bucket
+    return url, {**options, "backend": request.param}
+
+
 # -- a kernel for the notebook tests -------------------------------------------------------
 NOTEBOOK_KERNEL = "chunkstore-test-venv"
 # Settings that would point a notebook at a real cluster or bucket: blank them for the test.

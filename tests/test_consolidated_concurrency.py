@@ -41,13 +41,13 @@ def test_update_node_in_four_processes_loses_nothing(tmp_path, fmt):
     assert read_node(store, "x").shape == (400, 3)
 
 
-def test_update_node_on_s3_loses_nothing(s3_bucket):
-    url, options = s3_bucket
+def test_update_node_on_s3_loses_nothing(s3_bucket_both):
+    url, options = s3_bucket_both  # options name the backend
     where = f"{url}/g.zarr"
     store = resolve_store(where, mode="a", storage_options=options)
     if not store.supports_conditional_writes:
-        pytest.skip("FsspecStore has no conditional commits yet (storage/fsspec_store.py): "
-                    "concurrent writers of one S3 object need a synchronizer until it does")
+        pytest.skip(f"{store!r} has no conditional commits: concurrent writers of one S3 "
+                    "object need a synchronizer")
     cs.create_array(store, "x", shape=(0,), chunks=(10,), dtype="i4")
     _run(_grow, lambda i: (where, options, "x", 25))
     assert read_node(resolve_store(where, mode="r", storage_options=options), "x").shape == (100,)
@@ -155,8 +155,8 @@ def test_consolidate_then_nested_consolidation_both_follow(tmp_path):
     assert sub["a2"].shape == (9,)
 
 
-def test_s3_appenders_keep_the_root_copy_current(s3_bucket):
-    url, options = s3_bucket
+def test_s3_appenders_keep_the_root_copy_current(s3_bucket_both):
+    url, options = s3_bucket_both  # options name the backend
     where = f"{url}/g.zarr"
     if not resolve_store(where, mode="a", storage_options=options).supports_conditional_writes:
         pytest.skip("FsspecStore has no conditional commits yet (storage/fsspec_store.py)")

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
+from chunkstore.storage.resolve import resolve_store
 from tests.multiproc import run_together
 
 N = 4  # writers
@@ -67,18 +68,19 @@ def test_mp_strided_writers_unsharded_local(tmp_path):
 
 
 def _s3_store(s3_bucket, name):
+    """``(url, options naming the backend, store)`` of ``s3_bucket_both``: every
+    process opens the same backend."""
     url, options = s3_bucket
     where = f"{url}/{name}"
-    store = cs.FsspecStore(where, options)
+    store = resolve_store(where, storage_options=options)
     if not store.supports_conditional_writes:
-        pytest.skip("FsspecStore(...).supports_conditional_writes is False: this s3fs/"
-                    "botocore cannot send If-Match/If-None-Match, S3 writers need a "
-                    "synchronizer")
+        pytest.skip(f"{store!r}.supports_conditional_writes is False: this S3 client "
+                    "cannot send If-Match/If-None-Match, S3 writers need a synchronizer")
     return where, options, store
 
 
-def test_mp_strided_writers_across_shards_s3(s3_bucket):
-    where, options, store = _s3_store(s3_bucket, "s.zarr")
+def test_mp_strided_writers_across_shards_s3(s3_bucket_both):
+    where, options, store = _s3_store(s3_bucket_both, "s.zarr")
     shape = (512,)
     cs.create_array(store, shape=shape, chunks=(32,), shards=(128,), dtype="i4", fill_value=-1)
     _run(_strided_writer, lambda i: (where, options, i))
@@ -96,8 +98,8 @@ def _aligned_inner_writer(where, options, proc, start):
             a[i * inner:(i + 1) * inner] = 1000 * r + i
 
 
-def test_mp_aligned_inner_chunks_one_shard_s3(s3_bucket):
-    where, options, store = _s3_store(s3_bucket, "a.zarr")
+def test_mp_aligned_inner_chunks_one_shard_s3(s3_bucket_both):
+    where, options, store = _s3_store(s3_bucket_both, "a.zarr")
     cs.create_array(store, shape=(512,), chunks=(32,), shards=(512,), dtype="i4")
     _run(_aligned_inner_writer, lambda i: (where, options, i))
     got = cs.open_array(where, mode="r", storage_options=options)[:]
@@ -139,8 +141,8 @@ def test_mp_strided_writers_and_appenders_local(tmp_path):
     _check_mixed(cs.open_array(where, mode="r")[:])
 
 
-def test_mp_strided_writers_and_appenders_s3(s3_bucket):
-    where, options, store = _s3_store(s3_bucket, "m.zarr")
+def test_mp_strided_writers_and_appenders_s3(s3_bucket_both):
+    where, options, store = _s3_store(s3_bucket_both, "m.zarr")
     cs.create_array(store, shape=(BASE,), chunks=(32,), shards=(128,), dtype="i4",
                     fill_value=-1)
     _run(_mixed_worker, lambda i: (where, options, i))
@@ -453,9 +455,9 @@ def test_threads_strided_writers_and_appenders(tmp_path, shared):
     _check_mixed(cs.open_array(where, mode="r")[:])
 
 
-def test_mp_fill_toggling_on_s3(s3_bucket):
+def test_mp_fill_toggling_on_s3(s3_bucket_both):
     """Shards become empty (conditional DELETE with If-Match) and come back."""
-    where, options, store = _s3_store(s3_bucket, "we.zarr")
+    where, options, store = _s3_store(s3_bucket_both, "we.zarr")
     cs.create_array(store, shape=(128,), chunks=(16,), shards=(64,), dtype="i4", fill_value=0)
     _run(_empty_toggler_s3, lambda i: (where, options, i))
     expected = (np.arange(128) % N + 1).astype("i4")
@@ -549,9 +551,9 @@ def _chunk_flipper(where, options, seconds, start):
         k += 1
 
 
-def test_ranged_read_of_one_chunk_is_never_torn_s3(s3_bucket):
+def test_ranged_read_of_one_chunk_is_never_torn_s3(s3_bucket_both):
     """The same on S3: the ranges of one chunk are separate GETs (``cat_ranges``)."""
-    where, options, store = _s3_store(s3_bucket, "rr.zarr")
+    where, options, store = _s3_store(s3_bucket_both, "rr.zarr")
     a = cs.create_array(store, shape=(32, 2048), chunks=(32, 2048), dtype="i4",
                         compressors=None)
     a[:] = 1

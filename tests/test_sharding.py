@@ -56,21 +56,22 @@ class CountingMixin:
             self._count(values)
         return found
 
-    def get(self, key, byte_range=None):
+    # keyword arguments (bounds such as ``max_bytes``) go through to the store
+    def get(self, key, byte_range=None, **kw):
         return self._batch("get", 1, [(key, byte_range)], lambda: [super(CountingMixin, self)
-                                                                   .get(key, byte_range)])[0]
+                                                                   .get(key, byte_range, **kw)])[0]
 
-    def get_many(self, keys):
+    def get_many(self, keys, **kw):
         return self._batch("get_many", len(keys), [(k, None) for k in keys],
-                           super().get_many, keys)
+                           lambda: super(CountingMixin, self).get_many(keys, **kw))
 
     def get_versioned_many(self, keys):
         return self._batch("get_versioned_many", len(keys), [(k, None) for k in keys],
                            super().get_versioned_many, keys)
 
-    def get_ranges(self, requests):
-        return self._batch("get_ranges", len(requests), list(requests), super().get_ranges,
-                           requests)
+    def get_ranges(self, requests, **kw):
+        return self._batch("get_ranges", len(requests), list(requests),
+                           lambda: super(CountingMixin, self).get_ranges(requests, **kw))
 
 
 class CountingMemoryStore(CountingMixin, MemoryStore):
@@ -266,18 +267,23 @@ def test_stale_cached_index_is_reread():
     np.testing.assert_array_equal(reader[2:8], ref[2:8])
 
 
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
 @pytest.mark.parametrize("location", ["start", "end"])
-def test_s3_reads_index_and_one_range(s3_bucket, location):
-    from chunkstore.storage import FsspecStore
+def test_s3_reads_index_and_one_range(s3_bucket, location, backend):
+    if backend == "obstore":
+        pytest.importorskip("obstore")
+        from chunkstore.storage.obstore_store import ObstoreStore as Backend
+    else:
+        from chunkstore.storage import FsspecStore as Backend
 
-    class CountingFsspecStore(CountingMixin, FsspecStore):
+    class CountingS3Store(CountingMixin, Backend):
         pass
 
     url, options = s3_bucket
     data = np.arange(32 * 32, dtype="i4").reshape(32, 32)
-    cs.array(data, store=f"{url}/x.zarr", storage_options=options, chunks=(4, 4),
-             shards={"shape": (32, 32), "index_location": location})
-    store = CountingFsspecStore(f"{url}/x.zarr", options)
+    cs.array(data, store=f"{url}/x.zarr", storage_options={**options, "backend": backend},
+             chunks=(4, 4), shards={"shape": (32, 32), "index_location": location})
+    store = CountingS3Store(f"{url}/x.zarr", options)
     a = cs.open_array(store, mode="r+")
     store.reset()
     np.testing.assert_array_equal(a[4:8, 8:12], data[4:8, 8:12])

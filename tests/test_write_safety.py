@@ -16,6 +16,7 @@ import pytest
 import chunkstore as cs
 from chunkstore.errors import SameLocationError
 from chunkstore.storage import LocalStore
+from chunkstore.storage.resolve import resolve_store
 from tests.multiproc import NoCasLocalStore, run_together
 
 N_PROCS = 4
@@ -57,10 +58,10 @@ def test_aligned_writers_of_one_shard_lose_nothing(tmp_path):
     np.testing.assert_array_equal(cs.open_array(where, mode="r")[:], _expected_shard())
 
 
-def test_aligned_writers_of_one_shard_on_s3_lose_nothing(s3_bucket):
-    url, options = s3_bucket
+def test_aligned_writers_of_one_shard_on_s3_lose_nothing(s3_bucket_both):
+    url, options = s3_bucket_both  # options name the backend, each process opens it
     where = f"{url}/shard.zarr"
-    store = cs.FsspecStore(where, options)
+    store = resolve_store(where, storage_options=options)
     if not store.supports_conditional_writes:
         pytest.skip("this S3 client/server pair offers no conditional PUT")
     cs.create_array(store, shape=SHARD_SHAPE, chunks=INNER, shards=SHARD_SHAPE, dtype="i4")

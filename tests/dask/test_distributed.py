@@ -5,6 +5,7 @@ import pytest
 
 import chunkstore as cs
 import chunkstore.dask as csd
+from chunkstore.storage.resolve import resolve_store
 
 distributed = pytest.importorskip("distributed")
 
@@ -47,12 +48,18 @@ def test_rechunk_and_transpose_on_cluster(client, tmp_path, data):
     np.testing.assert_array_equal(out[:], data.T)
 
 
-def test_rechunk_transpose_on_s3_through_the_cluster(client, s3_bucket, data):
-    """Workers re-open an FsspecStore on a real S3 endpoint (moto) from the pickled Array."""
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+def test_rechunk_transpose_on_s3_through_the_cluster(client, s3_bucket, data, backend):
+    """Workers re-open the store (FsspecStore, or ObstoreStore: the default of s3:// URLs
+    when obstore is installed) on a real S3 endpoint (moto) from the pickled Array."""
+    if backend == "obstore":
+        pytest.importorskip("obstore")
     root, options = s3_bucket
+    options = {**options, "backend": backend}
     src = cs.array(data, store=f"{root}/src.zarr", chunks=(8, 48, 2), storage_options=options)
-    assert isinstance(src.store, cs.FsspecStore)
-    store = cs.FsspecStore(f"{root}/out.zarr", storage_options=options)
+    assert src.store.backend == backend
+    store = resolve_store(f"{root}/out.zarr", storage_options=options)
+    assert type(store) is type(src.store)
     plan = csd.rechunk(src, (64, 4, 20), store, path="re", max_mem="200KB")
     assert len(plan.stages) == 2
     out = plan.execute()
@@ -68,7 +75,8 @@ def test_rechunk_transpose_on_s3_through_the_cluster(client, s3_bucket, data):
 def test_to_store_on_an_s3_url_with_storage_options(client, s3_bucket, data):
     """``to_store(x, "s3://...", storage_options=...)`` (the notebook's call): the options
     open the target once (they were passed a second time to a resolved store: TypeError),
-    both when creating it and when writing a region into it."""
+    both when creating it and when writing a region into it. (The default backend:
+    obstore when installed.)"""
     import dask.array as da
     root, options = s3_bucket
     x = da.from_array(data, chunks=(8, 48, 5))

@@ -12,6 +12,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.storage import FsspecStore, LocalStore, MemoryStore, ZipStore
+from chunkstore.storage.obstore_setup import available as obstore_available
 from chunkstore.storage.resolve import resolve_store
 
 zarr = pytest.importorskip("zarr")
@@ -125,22 +126,31 @@ def test_s3_zarr_to_chunkstore(s3_bucket, zarr_format):
     check_with_chunkstore(FsspecStore(url + "/z.zarr", storage_options=options))
 
 
-def test_s3_create_array_by_url(s3_bucket):
+@pytest.mark.parametrize("backend", [None, "fsspec", "obstore"])
+def test_s3_create_array_by_url(s3_bucket, backend):
+    """Both S3 backends (None: the default, obstore when installed) against zarr-python
+    (which reads and writes through s3fs)."""
+    if backend == "obstore":
+        pytest.importorskip("obstore")
     url, options = s3_bucket
+    ours = {**options, "backend": backend} if backend else options
     data = np.arange(60, dtype="f8").reshape(6, 10)
     a = cs.create_array(url + "/x.zarr", shape=data.shape, dtype="f8", chunks=(4, 4),
-                        storage_options=options)
-    assert isinstance(a.store, FsspecStore)
+                        storage_options=ours)
+    expected = backend or ("obstore" if obstore_available() else "fsspec")
+    assert a.store.backend == expected
+    assert isinstance(a.store, FsspecStore) == (expected == "fsspec")
     a[:] = data
     back = zarr.open_array(url + "/x.zarr", mode="r", storage_options=options)
     np.testing.assert_array_equal(back[:], data)
     z = zarr.create_array(url + "/y.zarr", shape=(5,), dtype="i2", chunks=(2,),
                           storage_options=options)
     z[:] = [1, 2, 3, 4, 5]
-    mine = cs.open_array(url + "/y.zarr", mode="r", storage_options=options)
+    mine = cs.open_array(url + "/y.zarr", mode="r", storage_options=ours)
+    assert mine.store.backend == expected
     np.testing.assert_array_equal(mine[:], [1, 2, 3, 4, 5])
     np.testing.assert_array_equal(
-        cs.open(url + "/y.zarr", mode="r", storage_options=options)[1:3], [2, 3])
+        cs.open(url + "/y.zarr", mode="r", storage_options=ours)[1:3], [2, 3])
 
 
 # -- resolve_store --------------------------------------------------------------------------
