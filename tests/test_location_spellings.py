@@ -230,6 +230,7 @@ def _spellings(url, options):
         "endpoint-upper-scheme": (url, upper),
         "endpoint-top-level": (url, {**top, "endpoint_url": endpoint + "/"}),
         "s3a-obstore": (url.replace("s3://", "s3a://"), {**slash, "backend": "obstore"}),
+        "s3a-fsspec": (url.replace("s3://", "s3a://"), {**slash, "backend": "fsspec"}),
         "env-variable": (url.replace("s3://", "s3a://"), top),
     }
 
@@ -250,8 +251,10 @@ def _intact(url, options, data, name="src.zarr"):
 @pytest.mark.parametrize("op", ["copy", "rechunk"])
 @pytest.mark.parametrize("spelling", sorted(_spellings("s3://b", {"client_kwargs": {
     "endpoint_url": "http://h"}})))
-def test_onto_itself_refused_for_every_spelling(s3_bucket, monkeypatch, spelling, op):
-    url, options = s3_bucket
+def test_onto_itself_refused_for_every_spelling(s3_bucket_both, monkeypatch, spelling, op):
+    """The source on either backend (its options name it; so do the spellings' but the
+    ``-obstore`` / ``-fsspec`` ones, which cross to the other backend)."""
+    url, options = s3_bucket_both
     src, data = _source(url, options)
     other_url, other_options = _spellings(url, options)[spelling]
     if spelling == "s3a-obstore":
@@ -289,9 +292,9 @@ def second_bucket(s3_bucket):
 
 
 @pytest.mark.parametrize("target", ["other-path", "sibling-prefix", "other-bucket",
-                                    "other-bucket-s3a-obstore"])
-def test_other_places_are_not_refused(s3_bucket, second_bucket, target):
-    url, options = s3_bucket
+                                    "other-bucket-s3a-obstore", "other-bucket-s3a-fsspec"])
+def test_other_places_are_not_refused(s3_bucket_both, second_bucket, target):
+    url, options = s3_bucket_both
     src, data = _source(url, options)
     where, opts = {
         "other-path": (f"{url}/dst.zarr", options),
@@ -299,6 +302,8 @@ def test_other_places_are_not_refused(s3_bucket, second_bucket, target):
         "other-bucket": (f"{second_bucket}/src.zarr", options),
         "other-bucket-s3a-obstore": (second_bucket.replace("s3://", "s3a://") + "/src.zarr",
                                      {**options, "backend": "obstore"}),
+        "other-bucket-s3a-fsspec": (second_bucket.replace("s3://", "s3a://") + "/src.zarr",
+                                    {**options, "backend": "fsspec"}),
     }[target]
     if "obstore" in target:
         pytest.importorskip("obstore")
@@ -307,11 +312,11 @@ def test_other_places_are_not_refused(s3_bucket, second_bucket, target):
     _intact(url, options, data)
 
 
-def test_different_endpoint_is_not_refused(s3_bucket):
+def test_different_endpoint_is_not_refused(s3_bucket_both):
     """The source's own path on another endpoint is not refused (``localhost`` for the
     server on 127.0.0.1: host names are not resolved, so not the same place), and a copy
     there (to another path: it is the same server after all) is written."""
-    url, options = s3_bucket
+    url, options = s3_bucket_both
     src, data = _source(url, options)
     other = copy.deepcopy(options)
     other["client_kwargs"]["endpoint_url"] = options["client_kwargs"]["endpoint_url"].replace(

@@ -34,6 +34,11 @@ def _ob(options: dict) -> dict:
     return {**options, "backend": "obstore"}
 
 
+def _fs(options: dict) -> dict:
+    """The fsspec backend, named: obstore is the default of s3:// URLs when installed."""
+    return {**options, "backend": "fsspec"}
+
+
 # -- four processes writing one shard -------------------------------------------------------
 def _shard_writer(where, options, proc, rounds, start):
     a = cs.open_array(where, mode="r+", storage_options=_ob(options), cache=0)
@@ -72,7 +77,7 @@ def test_four_processes_write_inner_chunks_of_one_shard(s3_bucket):
     got = cs.open_array(where, mode="r", storage_options=_ob(options))[...]
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(
-        cs.open_array(where, mode="r", storage_options=options)[...], expected)
+        cs.open_array(where, mode="r", storage_options=_fs(options))[...], expected)
 
 
 def _element_writer(where, options, proc, start):
@@ -91,7 +96,7 @@ def test_four_processes_interleaved_elements_across_shards(s3_bucket):
     run_together(_element_writer, lambda i: (where, options, i), n=4, timeout=300)
     expected = (10 + np.arange(48) % 4).astype("i2")
     np.testing.assert_array_equal(
-        cs.open_array(where, mode="r", storage_options=options)[...], expected)
+        cs.open_array(where, mode="r", storage_options=_fs(options))[...], expected)
 
 
 # -- missing bucket, credentials, options --------------------------------------------------
@@ -190,7 +195,7 @@ def test_odd_member_names_through_arrays(s3_bucket):
         a = g.create_array(name, shape=(6,), chunks=(2,), dtype="i4", fill_value=0)
         a[...] = np.arange(6) + i
         a[0:2] = 0  # a conditional delete of an odd key
-    for backend in (_ob(options), options):
+    for backend in (_ob(options), _fs(options)):
         back = cs.open_group(root, mode="r", storage_options=backend)
         assert sorted(n for n, _ in back.members()) == sorted(names)
         for i, name in enumerate(names):
@@ -484,8 +489,8 @@ def test_cache_sees_write_through_other_backend_same_process(s3_bucket):
                         storage_options=_ob(options), cache="1MiB")
     a[...] = 1
     np.testing.assert_array_equal(a[...], np.ones(8, "i4"))
-    b = cs.open_array(where, mode="r+", storage_options=options, cache=0)
-    assert b.store.location() == a.store.location()
+    b = cs.open_array(where, mode="r+", storage_options=_fs(options), cache=0)
+    assert b.store.backend == "fsspec" and b.store.location() == a.store.location()
     b[...] = 2
     np.testing.assert_array_equal(a[...], np.full(8, 2, "i4"))
 
@@ -508,7 +513,7 @@ def test_cache_on_s3_foreign_process_then_clear(s3_bucket):
     a[0] = 5  # a write through the cached array itself: seen at once
     np.testing.assert_array_equal(a[...], [5, 1, 1, 1, 1, 1, 1, 1])
     ctx = mp.get_context("spawn")
-    p = ctx.Process(target=_s3_rewrite, args=(where, options, 3))
+    p = ctx.Process(target=_s3_rewrite, args=(where, _fs(options), 3))
     p.start()
     p.join(180)
     assert p.exitcode == 0
@@ -548,7 +553,7 @@ def test_forked_child_is_refused_not_hung_and_fsspec_still_works(s3_bucket):
     ctx = mp.get_context("fork")
     for target, args in ((_forked_get, (st,)),
                          (_forked_get, (ObstoreStore(url + "/fork.zarr", options),)),
-                         (_forked_fsspec_read, (url + "/forkarr.zarr", options))):
+                         (_forked_fsspec_read, (url + "/forkarr.zarr", _fs(options)))):
         parent, child = ctx.Pipe()
         p = ctx.Process(target=target, args=(*args, child))
         p.start()

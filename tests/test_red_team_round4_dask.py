@@ -140,12 +140,12 @@ def _s3_spellings(url, options):
 
 @pytest.mark.parametrize("op", sorted(OPS))
 @pytest.mark.parametrize("spelling", ["same", "endpoint-trailing-slash", "s3a-scheme"])
-def test_onto_itself_on_s3_refused_source_intact(s3_bucket, op, spelling):
+def test_onto_itself_on_s3_refused_source_intact(s3_bucket_both, op, spelling):
     """The same S3 objects reached with ``s3a://`` or with a trailing slash on the
     endpoint URL are the same place: an ``overwrite=True`` copy / rechunk / transpose
     / to_store there must be refused like the plain spelling, not delete the source
-    before reading it."""
-    url, options = s3_bucket
+    before reading it. (Each S3 backend: the options name it.)"""
+    url, options = s3_bucket_both
     where = url + "/src.zarr"
     data = np.arange(24, dtype="i4").reshape(6, 4)
     src = cs.create_array(where, shape=(6, 4), chunks=(3, 3), dtype="i4",
