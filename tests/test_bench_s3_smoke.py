@@ -9,6 +9,7 @@ pytest.importorskip("s3fs")
 pytest.importorskip("zarr")
 
 from benchmarks import bench_s3  # noqa: E402
+from chunkstore.storage.obstore_setup import available  # noqa: E402
 
 KINDS = {"GET", "PUT", "HEAD", "LIST", "DELETE", "POST"}
 
@@ -19,7 +20,7 @@ def test_bench_s3_tiny(tmp_path, monkeypatch):
     array_cases = {"write", "read", "open array", "read one chunk", "read one element"}
     group_cases = {"create 2 groups of 3 arrays", "open group of 3 (plain)",
                    "open group of 3 (consolidated)"}
-    ours = ("chunkstore", "chunkstore-obstore")
+    ours = ("chunkstore", "chunkstore-fsspec")
     # zarrs is skipped (saying why) where it has no adapter for zarr-python's S3 store
     ran = {r["method"] for r in rows}
     assert ran >= {*ours, "zarr-python", "tensorstore"} and ran <= set(bench_s3.METHODS)
@@ -34,19 +35,34 @@ def test_bench_s3_tiny(tmp_path, monkeypatch):
         assert r["requests"] >= 1 and r["peak_rss_mb"] >= 0
     for method in ours:
         _check_requests({r["case"]: r for r in rows if r["method"] == method})
+    _check_backends(rows)
     assert (tmp_path / "bench-out" / "bench_s3.json").exists()
 
 
 def test_bench_s3_tiny_with_latency(tmp_path, monkeypatch):
-    """The 20 ms latency rows are labelled as such (chunkstore's two backends only)."""
+    """The 20 ms latency rows are labelled as such (chunkstore's two backends only; obstore
+    named too)."""
     monkeypatch.chdir(tmp_path)
     rows = bench_s3.main(["--tiny", "--repeats", "1", "--group-size", "2", "--latency-ms",
-                          "20", "--methods", "chunkstore,chunkstore-obstore"])
-    assert {r["method"] for r in rows} == {"chunkstore", "chunkstore-obstore"}
+                          "20", "--methods", "chunkstore,chunkstore-fsspec,chunkstore-obstore"])
+    assert {r["method"] for r in rows} == {"chunkstore", "chunkstore-fsspec",
+                                           "chunkstore-obstore"}
+    _check_backends(rows)
     for r in rows:
         assert r["correct"] and r["case"].endswith("(20 ms latency)") and r["latency_ms"] == 20
         # every request waits 20 ms at the server
         assert r["wall_s"] >= 0.02
+
+
+def _check_backends(rows: list) -> None:
+    """Each row names the S3 client that served it: the default is obstore when it is
+    installed, and an fsspec row stays."""
+    default = "obstore" if available() else "fsspec"
+    expected = {"chunkstore": default, "chunkstore-fsspec": "fsspec",
+                "chunkstore-obstore": "obstore", "zarr-python": "fsspec", "zarrs": "fsspec",
+                "tensorstore": "tensorstore"}
+    for r in rows:
+        assert r["backend"] == expected[r["method"]], r
 
 
 def _check_requests(mine: dict) -> None:

@@ -60,7 +60,13 @@ def test_generations_are_etags(s3_bucket):
     assert generation.value.strip('"') == st.fs.info(st.root + "/k")["ETag"].strip('"')
 
 
-def test_endpoint_from_environment(s3_bucket, monkeypatch, tmp_path):
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+def test_endpoint_from_environment(s3_bucket, monkeypatch, tmp_path, backend):
+    """Through either S3 backend (CHUNKSTORE_S3_BACKEND, which the CLI's process sees
+    too; unset, obstore is the default when installed)."""
+    if backend == "obstore":
+        pytest.importorskip("obstore")
+    monkeypatch.setenv("CHUNKSTORE_S3_BACKEND", backend)
     url, options = s3_bucket
     endpoint = options["client_kwargs"]["endpoint_url"]
     cs.create_array(url + "/env.zarr", shape=(3,), chunks=(2,), dtype="i2",
@@ -72,6 +78,7 @@ def test_endpoint_from_environment(s3_bucket, monkeypatch, tmp_path):
     st = FsspecStore(url + "/env.zarr", bare)
     assert st.endpoint == endpoint and st.location()[2] == endpoint
     a = cs.open_array(url + "/env.zarr", mode="r", storage_options=bare)
+    assert a.store.backend == backend and a.store.endpoint == endpoint
     np.testing.assert_array_equal(a[:], [1, 2, 3])
     out = subprocess.run([sys.executable, "-m", "chunkstore", "info", url + "/env.zarr"],
                          capture_output=True, text=True, cwd=REPO, timeout=120,

@@ -1,0 +1,234 @@
+"""The libraries of ``bench_s3``: each one's way of writing, opening and reading an
+array and a group on S3 (chunkstore with its default backend, chunkstore with fsspec
+named, zarr-python, zarr-python with zarrs, tensorstore)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Peer:
+    """One library's way of doing each case (subclasses below)."""
+
+    name = ""
+    #: the S3 client underneath, shown with each row
+    backend = ""
+
+    def __init__(self, endpoint: str, bucket: str, options: dict, group_size: int = 31) -> None:
+        self.endpoint, self.bucket, self.options = endpoint, bucket, options
+        self.group_size = group_size
+        self.key = f"{self.name}.zarr"
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+    def warm(self, data, chunks) -> None:
+        """Write and read a small array first, so sessions and connections exist."""
+        key, self.key = self.key, f"{self.name}-warm.zarr"
+        try:
+            self.create_and_write(data[tuple(slice(0, c) for c in chunks)], chunks)
+            self.read_all(self.open())
+        finally:
+            self.key = key
+
+    def create_and_write(self, data, chunks) -> None: ...
+    def open(self) -> Any: ...
+    def read_all(self, a) -> Any: return a[...]
+    def read_chunk(self, a, chunks) -> Any: return a[tuple(slice(0, c) for c in chunks)]
+    def read_element(self, a) -> Any: return a[1, 1]
+    def make_groups(self) -> None: ...
+    def open_group(self, consolidated: bool) -> int: ...
+
+
+class Chunkstore(Peer):
+    """chunkstore as users get it: no backend named, so obstore when it is installed (and
+    the options translate), else fsspec; ``backend`` says which one served the row."""
+
+    name = "chunkstore"
+
+    @property
+    def backend(self) -> str:  # type: ignore[override]
+        from chunkstore.storage.resolve import resolve_store
+        return resolve_store(self.url, mode="r", storage_options=self.options).backend
+
+    def create_and_write(self, data, chunks) -> None:
+        import numcodecs
+
+        import chunkstore as cs
+        a = cs.create_array(self.url, shape=data.shape, dtype=data.dtype, chunks=chunks,
+                            compressors=numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE),
+                            storage_options=self.options)
+        a[...] = data
+
+    def open(self):
+        import chunkstore as cs
+        return cs.open_array(self.url, mode="r", storage_options=self.options)
+
+    def make_groups(self) -> None:
+        import chunkstore as cs
+        for kind in ("plain", "consolidated"):
+            g = cs.group(f"s3://{self.bucket}/cs-group-{kind}.zarr",
+                         storage_options=self.options)
+            for i in range(self.group_size):
+                g.create_array(f"a{i}", shape=(100,), dtype="f4", chunks=(10,))
+        cs.consolidate_metadata(f"s3://{self.bucket}/cs-group-consolidated.zarr",
+                                storage_options=self.options)
+
+    def open_group(self, consolidated: bool) -> int:
+        import chunkstore as cs
+        kind = "consolidated" if consolidated else "plain"
+        g = cs.open_group(f"s3://{self.bucket}/cs-group-{kind}.zarr", mode="r",
+                          storage_options=self.options, use_consolidated=consolidated)
+        return len(g.members())
+
+
+class ChunkstoreFsspec(Chunkstore):
+    """chunkstore with ``storage_options={"backend": "fsspec"}`` (s3fs + aiobotocore), the
+    default of s3:// URLs before obstore was."""
+
+    name = "chunkstore-fsspec"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.options = {**self.options, "backend": "fsspec"}
+
+
+class ChunkstoreObstore(Chunkstore):
+    """chunkstore with ``storage_options={"backend": "obstore"}`` (obstore's S3 client):
+    the ``chunkstore`` row itself when obstore is installed, so not run by default."""
+
+    name = "chunkstore-obstore"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        from chunkstore.storage import obstore_setup
+        if not obstore_setup.available():
+            raise ImportError("obstore is not installed")
+        self.options = {**self.options, "backend": "obstore"}
+
+
+class ZarrPython(Peer):
+    name = "zarr-python"
+    backend = "fsspec"
+
+    def _store(self, url: str, read_only: bool = False):
+        import zarr
+        return zarr.storage.FsspecStore.from_url(url, storage_options=self.options,
+                                                 read_only=read_only)
+
+    def create_and_write(self, data, chunks) -> None:
+        import zarr
+        from zarr.codecs import BloscCodec
+        z = zarr.create_array(self._store(self.url), shape=data.shape, dtype=data.dtype,
+                              chunks=chunks, compressors=BloscCodec(cname="lz4", clevel=5,
+                                                                    shuffle="shuffle"))
+        z[...] = data
+
+    def open(self):
+        import zarr
+        return zarr.open_array(self._store(self.url, True), mode="r")
+
+    def make_groups(self) -> None:
+        import zarr
+        for kind in ("plain", "consolidated"):
+            store = self._store(f"s3://{self.bucket}/zarr-group-{kind}.zarr")
+            g = zarr.open_group(store, mode="w")
+            for i in range(self.group_size):
+                g.create_array(f"a{i}", shape=(100,), dtype="f4", chunks=(10,))
+            if kind == "consolidated":
+                zarr.consolidate_metadata(store)
+
+    def open_group(self, consolidated: bool) -> int:
+        import zarr
+        kind = "consolidated" if consolidated else "plain"
+        store = self._store(f"s3://{self.bucket}/zarr-group-{kind}.zarr", True)
+        g = zarr.open_group(store, mode="r", use_consolidated=consolidated)
+        return len(list(g.members()))
+
+
+class Zarrs(ZarrPython):
+    """zarr-python with the zarrs codec pipeline (Rust). zarrs reads and writes through
+    its own store adapters; for a store it has none for (fsspec's S3 here), zarr-python
+    silently builds its own pipeline instead, which would only measure zarr-python
+    again: the peer is then skipped, saying so."""
+
+    name = "zarrs"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        import zarrs  # noqa: F401
+
+    @staticmethod
+    def _pipeline():
+        import zarr
+        return zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"})
+
+    def _check(self, z) -> Any:
+        pipeline = type(z._async_array.codec_pipeline).__name__
+        if pipeline != "ZarrsCodecPipeline":
+            raise ImportError(f"zarrs has no adapter for this store ({type(z.store).__name__}"
+                              f" on s3://): zarr-python used its own {pipeline}")
+        return z
+
+    def warm(self, data, chunks) -> None:
+        super().warm(data, chunks)
+        key, self.key = self.key, f"{self.name}-warm.zarr"
+        try:
+            self._check(self.open())
+        finally:
+            self.key = key
+
+    def create_and_write(self, data, chunks) -> None:
+        with self._pipeline():
+            super().create_and_write(data, chunks)
+
+    def open(self):
+        with self._pipeline():
+            return super().open()
+
+
+class TensorStore(Peer):
+    name = "tensorstore"
+    backend = "tensorstore"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        import tensorstore as ts
+        self.context = ts.Context()
+
+    def _spec(self) -> dict:
+        return {"driver": "zarr3", "kvstore": {
+            "driver": "s3", "bucket": self.bucket, "path": f"{self.key}/",
+            "endpoint": self.endpoint, "aws_region": "us-east-1"}}
+
+    def create_and_write(self, data, chunks) -> None:
+        import tensorstore as ts
+        codecs = [{"name": "bytes", "configuration": {"endian": "little"}},
+                  {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5,
+                                                      "shuffle": "shuffle", "typesize": 4}}]
+        t = ts.open(self._spec(), create=True, dtype=ts.float32, shape=data.shape,
+                    chunk_layout=ts.ChunkLayout(chunk_shape=chunks),
+                    codec=ts.CodecSpec({"driver": "zarr3", "codecs": codecs}),
+                    context=self.context).result()
+        t.write(data).result()
+
+    def open(self):
+        import tensorstore as ts
+        return ts.open(self._spec(), open=True, read=True, context=self.context).result()
+
+    def read_all(self, a):
+        return a.read().result()
+
+    def read_chunk(self, a, chunks):
+        return a[tuple(slice(0, c) for c in chunks)].read().result()
+
+    def read_element(self, a):
+        return a[1, 1].read().result()
+
+
+PEERS: dict[str, type[Peer]] = {"chunkstore": Chunkstore,
+                                 "chunkstore-fsspec": ChunkstoreFsspec,
+                                 "chunkstore-obstore": ChunkstoreObstore,
+                                 "zarr-python": ZarrPython, "zarrs": Zarrs,
+                                 "tensorstore": TensorStore}
