@@ -106,17 +106,14 @@ def test_chunk_key_that_is_a_directory(tmp_path):
 SPARSE = 1 << 30
 
 
-@pytest.mark.xfail(strict=False, reason="known gap (issue 11 closing note): a stored object is "
-                   "read whole (its apparent size) before its size is checked against the "
-                   "chunk's largest legitimate encoding; needs a max_bytes on the Store's "
-                   "batched reads, passed by the engines")
 @pytest.mark.parametrize("op", ["a.__setitem__(5, 7)", "a.read_chunk((0,))"])
 @pytest.mark.parametrize("layout", ["plain", "raw", "v2-zlib", "sharded"])
 def test_sparse_chunk_file_costs_bounded_memory(tmp_path, layout, op):
     """A chunk file truncated up to 1 GiB (sparse: nothing on disk). The declared chunk
-    is 1 KiB; decoding it must be refused before its bytes are read.
+    is 1 KiB; decoding it must be refused before its bytes are read (the engines pass
+    the chunk's or shard's largest legitimate encoding to the store as ``max_bytes``).
 
-    Observed: MemoryError under a 256 MiB address-space cap (the partial write's
+    Was observed: MemoryError under a 256 MiB address-space cap (the partial write's
     versioned read and ``read_chunk`` read the whole file: ``read_all`` / ``read_exact``
     of ``st_size`` bytes) -- without a cap, +1 GiB of RSS per chunk."""
     root = str(tmp_path / "sp.zarr")

@@ -568,13 +568,9 @@ def test_forked_child_is_refused_not_hung_and_fsspec_still_works(s3_bucket):
     assert st.get("k") == b"v"  # the parent still works
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ObstoreStore (S3): a partial read of an uncompressed chunk of the wrong size (8192 or "
-    "2000 bytes for a 4096-byte chunk) returns values through byte ranges instead of the "
-    "ChunkDecodeError a whole read (or LocalStore) gives; S3's Content-Range already "
-    "carries the object's size"))
 @pytest.mark.parametrize("change", ["oversized", "truncated"])
 def test_partial_read_of_wrong_size_chunk_on_s3(s3_bucket, change):
+    """The size comes with each ranged GET (obstore's metadata, from Content-Range)."""
     url, options = s3_bucket
     where = f"{url}/ranged-{change}.zarr"
     a = cs.create_array(where, shape=(1024,), chunks=(1024,), dtype="i4", compressors=None,

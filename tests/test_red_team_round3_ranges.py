@@ -38,10 +38,7 @@ def _corrupt(kind, tmp_path, change):
 @pytest.mark.parametrize("kind", [
     "local",
     "dict",  # MemoryStore hands out its values in place: sizes checked as on files
-    pytest.param("memory-url", marks=pytest.mark.xfail(strict=True, reason=(
-        "FsspecStore: a partial read of an uncompressed chunk of the wrong size returns "
-        "values through byte ranges instead of the ChunkDecodeError a whole read (or "
-        "LocalStore) gives"))),
+    "memory-url",  # FsspecStore: the object's size from ``info`` (S3: Content-Range)
 ])
 def test_partial_read_of_wrong_size_chunk_is_chunk_decode_error(tmp_path, kind, change):
     r = _corrupt(kind, tmp_path, (lambda b: b + b"\x00" * 4096) if change == "oversized"

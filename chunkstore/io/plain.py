@@ -7,6 +7,12 @@ chunk is decoded straight from its view by the thread that fetched it, and uncom
 chunks are indexed directly, only the selected elements being copied. Uncompressed
 chunks of other stores of which only a little is needed are read as byte ranges.
 
+Every whole-chunk read passes the store the largest legitimate size of an encoded chunk
+(``codecs.limits.stored_bound``) as ``max_bytes``, and every ranged read the exact size
+of a raw chunk as ``object_size``: an object of another size (a sparse file of
+gigabytes, a hostile upload) is a ChunkDecodeError naming the array and key, refused by
+the store before it is read, not after.
+
 Writes: every touched chunk is a write unit (``io.rmw``): a chunk covered whole is
 encoded and committed without reading; a partly covered one is read with its
 generation, assembled, encoded and committed only if unchanged (else redone). Chunks
@@ -15,17 +21,26 @@ that end up all fill_value are deleted instead of written.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 from ..codecs import Pipeline
+from ..codecs.limits import stored_bound
 from ..codecs.scratch import scratch_buffer
 from ..concurrency import INLINE_ITEM_BYTES, default_workers, run_batched
 from ..errors import ChunkDecodeError
 from ..indexing import ChunkProjection, OrthogonalIndexer
 from ..storage.base import Store
+from ..storage.bounds import (
+    ObjectSizeError,
+    bounded_get,
+    bounded_get_many,
+    bounded_get_views,
+    sized_get_ranges,
+)
 from . import chunk_cache
 from .chunk_codec import ChunkCodec
 from .layout import ChunkLayout
@@ -71,6 +86,8 @@ class PlainEngine:
         self.chunk_shape, self.dtype = self.codec.chunk_shape, self.codec.dtype
         self.read_fill, self.chunk_nbytes = self.codec.read_fill, self.codec.nbytes
         self.key_of = layout.unit_key
+        #: the largest a stored chunk may be (None: unknown, e.g. variable-length items)
+        self.max_stored = stored_bound(pipeline)
         # chunks stored as raw C-ordered bytes: read in place through views of a
         # zero-copy store, else just the byte ranges a small selection needs
         self.raw_dtype: np.dtype | None = None
@@ -118,8 +135,18 @@ class PlainEngine:
                 else:
                     ranged.append((p, plan))
         keys = [self.key_of(p.chunk_coords) for p in whole]
-        blobs = self.store.get_many(keys) if keys else []
-        return whole, keys, blobs, self._fetch_ranged(ranged) if ranged else []
+        with self._named():
+            blobs = bounded_get_many(self.store, keys, self.max_stored) if keys else []
+            return whole, keys, blobs, self._fetch_ranged(ranged) if ranged else []
+
+    @contextlib.contextmanager
+    def _named(self) -> Iterator[None]:
+        """A store's refusal of an object of the wrong size, naming this array too."""
+        try:
+            yield
+        except ObjectSizeError as e:
+            raise ChunkDecodeError(f"array {self.name!r}: cannot decode chunk {e.key!r}: "
+                                   f"{e}") from e
 
     def _place(self, fetched: tuple[list, list, list, list], out: np.ndarray) -> None:
         whole, keys, blobs, ranged = fetched
@@ -143,7 +170,8 @@ class PlainEngine:
             chunk = cache.get(sid, key, toks[i] if check else None, check)
             (misses if chunk is None else hits).append((p, chunk) if chunk is not None else i)
         if misses:
-            blobs = store.get_many([keys[i] for i in misses])
+            with self._named():
+                blobs = bounded_get_many(store, [keys[i] for i in misses], self.max_stored)
 
             def decode(j: int) -> tuple[ChunkProjection, Any]:
                 i, blob = misses[j], blobs[j]
@@ -171,7 +199,7 @@ class PlainEngine:
         """Chunks read in place (no copy of the stored bytes). Compressed chunks are each
         fetched by the thread that decodes it, so fetching overlaps decoding; raw or small
         ones are fetched a group at a time, with one store call."""
-        store, key_of = self.store, self.key_of
+        store, key_of, bound = self.store, self.key_of, self.max_stored
         if self.raw_dtype is not None:  # a copy per chunk: a few elements, or whole chunks
             # whole chunks are worth a pool thread each; a few elements are copied inline
             read = self._read_view
@@ -185,14 +213,18 @@ class PlainEngine:
             for start in range(0, len(batch), per_group):
                 group = batch[start:start + per_group]
                 keys = [key_of(p.chunk_coords) for p in group]
-                items = list(zip(group, keys, store.get_views(keys), strict=True))
+                with self._named():
+                    views = bounded_get_views(store, keys, bound)
+                items = list(zip(group, keys, views, strict=True))
                 run_batched(lambda item: read(out, *item), items, item_bytes=size,
                             cpu_bound=True)
             return
 
         def one(p: ChunkProjection) -> None:
             key = key_of(p.chunk_coords)
-            read(out, p, key, store.get_views((key,))[0])
+            with self._named():
+                view = bounded_get_views(store, (key,), bound)[0]
+            read(out, p, key, view)
 
         run_batched(one, batch, item_bytes=size, cpu_bound=True)
 
@@ -213,8 +245,11 @@ class PlainEngine:
         keys = [self.key_of(p.chunk_coords) for p, _ in items]  # once per chunk, not range
         requests = [(key, r) for key, (_, plan) in zip(keys, items, strict=True)
                     for r in plan.ranges]
-        # a missing chunk answers None to every range
-        parts = self.store.get_ranges(requests) if requests else []
+        # a missing chunk answers None to every range; a stored one must have the exact
+        # size of a raw chunk (a range inside a truncated or oversized one is no answer)
+        size = self.ranges.nelements * self.ranges.itemsize
+        with self._named():
+            parts = sized_get_ranges(self.store, requests, size) if requests else []
         found, pos = [], 0
         for key, (proj, plan) in zip(keys, items, strict=True):
             n = len(plan.ranges)
@@ -243,7 +278,8 @@ class PlainEngine:
     def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
         """The whole (unclipped) decoded chunk, fill_value if it is not stored."""
         key = self.key_of(coords)
-        blob = self.store.get(key)
+        with self._named():
+            blob = bounded_get(self.store, key, self.max_stored)
         if blob is None:
             return self.codec.fill_chunk()
         chunk = self.codec.decode(key, blob)
@@ -286,7 +322,8 @@ class PlainEngine:
             def build(old: Any) -> Any:
                 return codec.encode(codec.assemble(proj, key, old, value))
         return WriteUnit(key, build, needs_old=not proj.is_complete,
-                         fallback=codec.fill_encoded, label=f"array {self.name!r}")
+                         fallback=codec.fill_encoded, label=f"array {self.name!r}",
+                         max_bytes=self.max_stored)
 
     def write_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:
         """Encode and store one whole chunk (deleted instead when it is all fill)."""

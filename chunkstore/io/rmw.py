@@ -26,8 +26,9 @@ from typing import Any
 
 from ..concurrency import pool_threads, run_batched
 from ..config import config
-from ..errors import ConcurrentWriteError
+from ..errors import ChunkDecodeError, ConcurrentWriteError
 from ..storage.base import ABSENT, ANY, BytesLike, Store
+from ..storage.bounds import ObjectSizeError, bounded_get_versioned
 
 #: what ``build`` returns to leave the object as it is (nothing to commit)
 UNCHANGED = object()
@@ -44,13 +45,16 @@ class WriteUnit:
     always None when ``needs_old`` is False) and returns the new bytes, None to delete the
     object, or ``UNCHANGED``. ``fallback(new_none)``: bytes to write instead of a delete on
     stores that cannot delete conditionally (e.g. the encoded all-fill chunk); None means
-    "delete unconditionally is acceptable"."""
+    "delete unconditionally is acceptable". ``max_bytes``: the largest the stored object
+    can legitimately be (a chunk's or shard's largest encoding): a larger one is refused
+    by the store before it is read (ObjectSizeError naming ``label`` and the key)."""
 
     key: str
     build: Callable[[bytes | None], Any]
     needs_old: bool = True
     fallback: Callable[[], BytesLike] | None = None
     label: str = ""
+    max_bytes: int | None = None
 
 
 class _Outcomes(list):
@@ -141,7 +145,7 @@ def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[i
         reads = [j for j, i in enumerate(pending) if units[i].needs_old]
         olds: list[tuple[bytes | None, Any]] = [(None, ANY)] * len(pending)
         if reads:
-            got = store.get_versioned_many([units[pending[j]].key for j in reads])
+            got = _read_old(store, [units[pending[j]] for j in reads])
             for j, old in zip(reads, got, strict=True):
                 olds[j] = old
 
@@ -175,6 +179,27 @@ def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[i
         f"{first.label or repr(store)}: key {first.key!r} kept changing under "
         f"{MAX_ATTEMPTS} read-modify-write attempts (other writers); nothing of this "
         "update was committed for it")
+
+
+def _read_old(store: Store, units: list[WriteUnit]) -> list[tuple[bytes | None, Any]]:
+    """The versioned values of ``units``, each bounded by its ``max_bytes`` (the largest
+    of the batch is passed to the store, each unit's own checked after)."""
+    keys = [u.key for u in units]
+    bounds = [u.max_bytes for u in units]
+    bound = None if None in bounds else max(bounds, default=None)
+    try:
+        found = bounded_get_versioned(store, keys, bound)
+        if bound is not None:
+            for unit, (value, _) in zip(units, found, strict=True):
+                if value is not None and len(value) > unit.max_bytes:
+                    raise ObjectSizeError(f"key {unit.key!r} of {store!r} holds {len(value)} "
+                                          f"bytes, more than the {unit.max_bytes} its "
+                                          "largest legitimate encoding takes", unit.key,
+                                          len(value))
+    except ObjectSizeError as e:
+        label = next((u.label for u in units if u.key == e.key), "") or repr(store)
+        raise ChunkDecodeError(f"{label}: cannot decode {e.key!r}: {e}") from e
+    return found
 
 
 def update_object(store: Store, key: str, build: Callable[[bytes | None], Any], *,

@@ -15,6 +15,10 @@ on the inner chunk grid; the layout groups them by shard.
   change meanwhile (else redone), so writers of distinct inner chunks of one shard
   never lose an update. Untouched inner chunks keep their stored bytes; inner chunks
   equal to the fill value are left out; a shard left empty is deleted.
+* Bounds: a shard read whole (a partial write) is passed to the store with the largest
+  a shard can legitimately take (``codecs.limits.shard_bound``), and an index entry
+  claiming more bytes than an inner chunk's largest encoding is refused before its
+  range is requested: a hostile shard costs no more memory than a legitimate one.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..codecs.limits import shard_bound, stored_bound
 from ..codecs.pipeline import CodecPipeline, Pipeline
 from ..codecs.sharding import EMPTY, ShardingCodec
 from ..concurrency import run_batched
@@ -81,6 +86,8 @@ class ShardEngine:
         self.chunk_shape, self.dtype = self.inner.chunk_shape, self.inner.dtype
         self.read_fill = self.inner.read_fill
         self.shard_nbytes = self.inner.nbytes * layout.chunks_per_unit
+        #: the largest a stored shard / inner chunk may be (None: unknown)
+        self.max_shard, self.max_inner = shard_bound(codec), stored_bound(codec.inner)
         # key -> (raw index bytes, parsed index)
         # parsed indexes kept per open array (an index of 64 inner chunks is 1 KiB)
         self._indexes = LRUCache(max_entries=65536,
@@ -174,6 +181,12 @@ class ShardEngine:
                     fill_projs.append(p)
                 else:
                     located.append((p, local, int(offset), int(nbytes)))
+                    if self.max_inner is not None and located[-1][3] > self.max_inner:
+                        raise ChunkDecodeError(
+                            f"array {self.name!r}: cannot decode chunk "
+                            f"{self._label(key, local)!r}: its index entry claims "
+                            f"{int(nbytes)} bytes, more than the {self.max_inner} its "
+                            "largest legitimate encoding takes")
             located.sort(key=lambda t: t[2])
             starts = np.array([t[2] for t in located], np.int64)
             stops = starts + np.array([t[3] for t in located], np.int64)
@@ -287,7 +300,7 @@ class ShardEngine:
             return None if built is None else built[0]
 
         return WriteUnit(key, build, needs_old=not covered, fallback=self._empty_shard,
-                         label=f"array {self.name!r}")
+                         label=f"array {self.name!r}", max_bytes=self.max_shard)
 
     def _empty_shard(self) -> bytes:
         """A shard of no inner chunks (just its index): written instead of a delete where

@@ -5,6 +5,15 @@ bytes. A missing key reads as ``None``; it is never an error at this layer.
 
 Byte ranges are ``(start, stop)`` half-open pairs: ``stop=None`` means "to the end",
 a negative ``start`` with ``stop=None`` means "the last ``-start`` bytes".
+
+Bounded reads: the whole-value reads (``get``, ``get_many``, ``get_views``,
+``get_versioned_many``) take an optional ``max_bytes``, the largest value the caller
+can use (a chunk engine: the largest legitimate encoding of a chunk or shard). A store
+refuses a larger value with :class:`ObjectSizeError` before reading it where it learns
+the size first (a file's ``fstat``, a dict's ``len``, a zip entry's header, an HTTP
+response's headers) and otherwise reads at most ``max_bytes + 1`` bytes of it.
+``get_ranges`` takes an optional ``object_size``: every value read must have exactly
+that size (the ranges of an uncompressed chunk). Without them a read is unbounded.
 """
 
 from __future__ import annotations
@@ -15,6 +24,12 @@ from typing import Any
 
 from ..errors import InvalidKeyError, ReadOnlyError
 from . import write_events
+from .bounds import (  # noqa: F401 (ObjectSizeError: re-exported)
+    ObjectSizeError,
+    bounded_get_many,
+    check_sizes,
+    wrong_size,
+)
 
 ByteRange = tuple[int, int | None]
 BytesLike = bytes | bytearray | memoryview
@@ -209,10 +224,13 @@ class Store(ABC):
         generation is ``ABSENT``."""
         return self.get_versioned_many([key])[0]
 
-    def get_versioned_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, Any]]:
-        """``get_versioned`` of several keys as one batch. Default (no conditional
-        support): plain values, each with the generation ``ANY`` (or ``ABSENT``)."""
-        return [(v, ABSENT if v is None else ANY) for v in self.get_many(keys)]
+    def get_versioned_many(self, keys: Sequence[str], max_bytes: int | None = None
+                           ) -> list[tuple[bytes | None, Any]]:
+        """``get_versioned`` of several keys as one batch (``max_bytes``: see the module
+        docstring). Default (no conditional support): plain values, each with the
+        generation ``ANY`` (or ``ABSENT``)."""
+        values = bounded_get_many(self, keys, max_bytes)
+        return [(v, ABSENT if v is None else ANY) for v in values]
 
     def commit_many(self, items: Sequence[Commit]) -> list[bool]:
         """Apply ``(key, value, generation)`` items as one batch: store ``value`` at
@@ -264,22 +282,39 @@ class Store(ABC):
         return self.list_prefix("")
 
     # -- batched operations ----------------------------------------------------------
-    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """Values of ``keys`` in order (None for missing ones), fetched as one batch."""
-        return [self.get(k) for k in keys]
+    def get_many(self, keys: Sequence[str], max_bytes: int | None = None
+                 ) -> list[bytes | None]:
+        """Values of ``keys`` in order (None for missing ones), fetched as one batch; a
+        value larger than ``max_bytes`` is an ObjectSizeError naming its key (the default
+        checks after reading: stores that learn sizes first override it)."""
+        values = [self.get(k) for k in keys]
+        check_sizes(self, keys, values, max_bytes)
+        return values
 
-    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        """Byte ranges of several keys, in order, as one batch."""
-        return [self.get(k, r) for k, r in requests]
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]],
+                   object_size: int | None = None) -> list[bytes | None]:
+        """Byte ranges of several keys, in order, as one batch. With ``object_size``,
+        every key found must hold exactly that many bytes (else ObjectSizeError naming
+        it; the default asks ``getsize`` of each key found)."""
+        values = [self.get(k, r) for k, r in requests]
+        if object_size is not None:
+            found = {k for (k, _), v in zip(requests, values, strict=True) if v is not None}
+            for key in sorted(found):
+                size = self.getsize(key)
+                if size is not None and size != object_size:
+                    raise wrong_size(self, key, size, object_size)
+        return values
 
-    def get_views(self, keys: Sequence[str]) -> list[BytesLike | None]:
-        """Values of ``keys`` as read-only buffers, as one batch (None for missing ones).
+    def get_views(self, keys: Sequence[str], max_bytes: int | None = None
+                  ) -> list[BytesLike | None]:
+        """Values of ``keys`` as read-only buffers, as one batch (None for missing ones;
+        ``max_bytes`` as for ``get_many``).
 
         A view shows the value stored when it was looked up (writes replace values, they
         do not change a view handed out). Only ``zero_copy_views`` stores avoid copies;
         the default is ``get_many``.
         """
-        return self.get_many(keys)
+        return bounded_get_many(self, keys, max_bytes)
 
     def set_many(self, items: Mapping[str, BytesLike] | Iterable[tuple[str, BytesLike]]) -> None:
         """Store several values as one batch (each key replaced atomically)."""
@@ -295,3 +330,4 @@ class Store(ABC):
     def delete_prefix(self, prefix: str) -> None:
         """Delete every key under the directory ``prefix`` (``""`` clears the store)."""
         self.delete_many(list(self.list_prefix(normalize_prefix(prefix))))
+

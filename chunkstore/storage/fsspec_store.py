@@ -23,6 +23,10 @@ Atomicity, per backend:
 Conditional commits (``supports_conditional_writes``) are real on S3 only (see
 ``s3_conditional``: ``If-Match`` / ``If-None-Match`` PUTs and ``If-Match`` DELETEs);
 elsewhere ``commit_many`` writes unchecked and writers of one object need a synchronizer.
+Bounded reads (``max_bytes``) fetch at most ``max_bytes + 1`` bytes of each object (one
+ranged GET, as a whole read is one GET); ranged reads with an ``object_size`` learn the
+size from the same GET on S3, from ``info`` elsewhere (``fsspec_sized``).
+
 Errors of the backend while reading or writing (an unreachable endpoint, a refused
 request) become a StoreError naming the key, the URL and the endpoint; a URL whose
 backend package is missing is a MissingBackendError naming the package at creation.
@@ -51,7 +55,7 @@ from .base import ByteRange, validate_key
 from .errors import BadArchiveError, MissingBackendError, StoreError
 from .fsspec_listing import FsspecListing
 from .fsspec_setup import check_backends, explicit_endpoint, protocols, with_endpoint
-from .fsspec_writes import FsspecWrites
+from .fsspec_sized import FsspecSizedReads, is_s3
 from .local_temp import temp_name
 from .location import remote_location
 
@@ -81,7 +85,7 @@ def _backend_errors() -> tuple[type[BaseException], ...]:
     return (OSError, BotoCoreError, ClientError)
 
 
-class FsspecStore(FsspecWrites, FsspecListing):
+class FsspecStore(FsspecSizedReads, FsspecListing):
     """A Store on an fsspec URL, e.g. ``"s3://bucket/data.zarr"`` or ``"memory://x"``.
 
     ``storage_options`` are passed to the filesystem (credentials, ``endpoint_url``
@@ -260,13 +264,20 @@ class FsspecStore(FsspecWrites, FsspecListing):
 
     # -- reads --------------------------------------------------------------------------
     # public calls use private helpers, never each other, so wrappers count calls exactly
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+    def get(self, key: str, byte_range: ByteRange | None = None,
+            max_bytes: int | None = None) -> bytes | None:
+        if max_bytes is not None and byte_range is None:
+            return self._read_bounded([key], max_bytes)[0]
         return self._read([(key, byte_range)])[0]
 
-    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """All values with one concurrent ``fs.cat`` (missing keys -> None)."""
+    def get_many(self, keys: Sequence[str], max_bytes: int | None = None
+                 ) -> list[bytes | None]:
+        """All values with one concurrent ``fs.cat`` (missing keys -> None); with
+        ``max_bytes``, one ``cat_ranges`` of at most ``max_bytes + 1`` bytes each."""
         if not keys:
             return []
+        if max_bytes is not None:
+            return self._read_bounded(keys, max_bytes)
         paths = [self._path(k) for k in keys]
         plain = [p for p in paths if not _GLOB_MAGIC.search(p)]
         found: dict[str, Any] = {}
@@ -283,11 +294,14 @@ class FsspecStore(FsspecWrites, FsspecListing):
                                                       FileNotFoundError(path))))
         return results
 
-    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        """Byte ranges of several keys with one concurrent ``fs.cat_ranges``."""
-        return self._read(requests)
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]],
+                   object_size: int | None = None) -> list[bytes | None]:
+        """Byte ranges of several keys with one concurrent ``fs.cat_ranges`` (on S3 with
+        ``object_size``: GETs that also return the object's size)."""
+        return self._read(requests, object_size)
 
-    def _read(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+    def _read(self, requests: Sequence[tuple[str, ByteRange | None]],
+              object_size: int | None = None) -> list[bytes | None]:
         if not requests:
             return []
         paths, starts, ends, positions = [], [], [], []
@@ -303,14 +317,21 @@ class FsspecStore(FsspecWrites, FsspecListing):
             starts.append(start)
             ends.append(stop)
             positions.append(i)
+        sizes: dict[str, int | None] = {}
         if paths:
-            with self._remote("reading", [requests[i][0] for i in positions]):
-                out = self.fs.cat_ranges(paths, starts, ends, on_error="return",
-                                         **self._cat_kwargs)
+            keys = [requests[i][0] for i in positions]
+            with self._remote("reading", keys):
+                if object_size is not None and is_s3(self.fs):  # sizes from the GETs
+                    out = self._get_sized(keys, paths, starts, ends, sizes)
+                else:
+                    out = self.fs.cat_ranges(paths, starts, ends, on_error="return",
+                                             **self._cat_kwargs)
             for i, value, start in zip(positions, out, starts, strict=True):
                 results[i] = self._ranged_value(requests[i][0], value, start)
         for i in empty:
             results[i] = b"" if self._size(requests[i][0]) is not None else None
+        if object_size is not None:
+            self._check_sizes(requests, results, sizes, object_size)
         return results
 
     def _value(self, key: str, value: Any) -> bytes | None:

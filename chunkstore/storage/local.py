@@ -171,8 +171,13 @@ class LocalStore(LocalReads, Store):
         return [None if st is None else signature(st) for st in self._stats(keys)]
 
     # -- reads -----------------------------------------------------------------------
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
-        return self.get_ranges([(key, byte_range)])[0]
+    def get(self, key: str, byte_range: ByteRange | None = None,
+            max_bytes: int | None = None) -> bytes | None:
+        """The value (or a byte range of it); a file larger than ``max_bytes`` read whole
+        is an ObjectSizeError, refused unread."""
+        if max_bytes is None:
+            return self.get_ranges([(key, byte_range)])[0]
+        return self._read_ranges([(key, byte_range)], max_bytes=max_bytes)[0]
 
     def exists(self, key: str) -> bool:
         return self._stat(key) is not None

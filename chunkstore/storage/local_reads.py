@@ -3,6 +3,10 @@ and values with their generation.
 
 A mixin of :class:`~chunkstore.storage.local.LocalStore`, which provides the confined
 walk (``_walk``, ``_locate``, ``_open``) and the map-cache prefix (``_prefix``).
+
+Bounds (``max_bytes``, ``object_size``: see ``base``) are checked against the ``fstat``
+every read already makes of the file it opened, before a byte is read or mapped: a
+sparse file of a terabyte costs nothing to refuse, and the check costs no syscall.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import Any
 
 from ..concurrency import run_batched
 from .base import ABSENT, ByteRange, BytesLike
-from .local_locks import versioned
+from .bounds import too_large, wrong_size
+from .local_locks import LocalGeneration
 from .local_maps import _maps, signature
 from .local_paths import DIRS_PER_SLICE, Walk, dir_slices, read_exact, read_range
 
@@ -26,10 +31,12 @@ _MAP_MIN_BYTES = 64 * 1024  # smaller files are read, not mapped
 class LocalReads:
     """Read methods of LocalStore (see the module docstring)."""
 
-    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+    def get_many(self, keys: Sequence[str], max_bytes: int | None = None
+                 ) -> list[bytes | None]:
         """Files are read inline while they are small (the per-file work is syscalls
         and Python; threads would only contend for the GIL); from the first large one
-        on, the rest are read in the pool."""
+        on, the rest are read in the pool. A file larger than ``max_bytes`` is refused
+        unread (ObjectSizeError)."""
         located = self._locate(keys)
         results: list[bytes | None] = []
         with self._walk() as w:
@@ -41,7 +48,11 @@ class LocalReads:
                     return None
                 try:
                     st = os.fstat(fd)  # a directory or a FIFO at a key reads as missing
-                    return read_exact(fd, 0, st.st_size) if stat.S_ISREG(st.st_mode) else None
+                    if not stat.S_ISREG(st.st_mode):
+                        return None
+                    if max_bytes is not None and st.st_size > max_bytes:
+                        raise too_large(self, keys[i], st.st_size, max_bytes)
+                    return read_exact(fd, 0, st.st_size)
                 finally:
                     os.close(fd)
 
@@ -55,9 +66,11 @@ class LocalReads:
                 w.release()
         return results
 
-    def get_views(self, keys: Sequence[str]) -> list[BytesLike | None]:
+    def get_views(self, keys: Sequence[str], max_bytes: int | None = None
+                  ) -> list[BytesLike | None]:
         """Memory maps of the files (cached, see the module docstring), the bytes of small
-        files; a directory or a missing file gives None."""
+        files; a directory or a missing file gives None; a file larger than ``max_bytes``
+        is an ObjectSizeError (before it is mapped)."""
         located = self._locate(keys)
         prefix, cached = self._prefix, _maps.get
         views: list[BytesLike | None] = []
@@ -78,12 +91,15 @@ class LocalReads:
                         views.append(None)
                         continue
                     if signature(st) == entry[0]:
+                        if max_bytes is not None and st.st_size > max_bytes:
+                            raise too_large(self, key, st.st_size, max_bytes)
                         views.append(entry[1])
                         continue
-                views.append(self._view(w, dir_fd, head, name, key))
+                views.append(self._view(w, dir_fd, head, name, key, max_bytes))
         return views
 
-    def _view(self, w: Walk, dir_fd: int, head: str, name: str, key: str) -> BytesLike | None:
+    def _view(self, w: Walk, dir_fd: int, head: str, name: str, key: str,
+              max_bytes: int | None = None) -> BytesLike | None:
         fd = self._open(w, dir_fd, head, name, key)
         if fd is None:
             return None
@@ -91,6 +107,8 @@ class LocalReads:
             st = os.fstat(fd)  # what is mapped, which the next stat is compared with
             if not stat.S_ISREG(st.st_mode):
                 return None
+            if max_bytes is not None and st.st_size > max_bytes:
+                raise too_large(self, key, st.st_size, max_bytes)
             if st.st_size < _MAP_MIN_BYTES:  # a map costs more than a copy
                 return read_exact(fd, 0, st.st_size)
             mapped = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
@@ -99,8 +117,16 @@ class LocalReads:
         _maps.put(self._prefix + key, signature(st), mapped, self._prefix)
         return mapped
 
-    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        """Each file is opened once for all of its ranges; files are read in parallel."""
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]],
+                   object_size: int | None = None) -> list[bytes | None]:
+        """Each file is opened once for all of its ranges; files are read in parallel.
+        With ``object_size``, a file of another size is an ObjectSizeError."""
+        return self._read_ranges(requests, object_size=object_size)
+
+    def _read_ranges(self, requests: Sequence[tuple[str, ByteRange | None]],
+                     max_bytes: int | None = None, object_size: int | None = None
+                     ) -> list[bytes | None]:
+        """``get_ranges``; ``max_bytes`` bounds the files read whole (range None)."""
         by_key: dict[str, list[int]] = {}
         for i, (key, _) in enumerate(requests):
             by_key.setdefault(key, []).append(i)
@@ -116,9 +142,15 @@ class LocalReads:
                     return
                 try:
                     st = os.fstat(fd)
-                    if stat.S_ISREG(st.st_mode):
-                        for i in by_key[keys[j]]:
-                            results[i] = read_range(fd, st.st_size, requests[i][1])
+                    if not stat.S_ISREG(st.st_mode):
+                        return
+                    if object_size is not None and st.st_size != object_size:
+                        raise wrong_size(self, keys[j], st.st_size, object_size)
+                    for i in by_key[keys[j]]:
+                        if max_bytes is not None and st.st_size > max_bytes and (
+                                requests[i][1] is None):
+                            raise too_large(self, keys[j], st.st_size, max_bytes)
+                        results[i] = read_range(fd, st.st_size, requests[i][1])
                 finally:
                     os.close(fd)
 
@@ -127,8 +159,10 @@ class LocalReads:
                 w.release()
         return results
 
-    def get_versioned_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, Any]]:
-        """Values with their generation (signature and bytes, see ``local_locks``)."""
+    def get_versioned_many(self, keys: Sequence[str], max_bytes: int | None = None
+                           ) -> list[tuple[bytes | None, Any]]:
+        """Values with their generation (signature and bytes, see ``local_locks``); a
+        file larger than ``max_bytes`` is refused unread (ObjectSizeError)."""
         located = self._locate(keys)
         with self._walk() as w:
             def one(i: int) -> tuple[bytes | None, Any]:
@@ -138,7 +172,13 @@ class LocalReads:
                 if fd is None:
                     return None, ABSENT
                 try:
-                    return versioned(fd)
+                    st = os.fstat(fd)
+                    if not stat.S_ISREG(st.st_mode):  # a directory or FIFO: missing
+                        return None, ABSENT
+                    if max_bytes is not None and st.st_size > max_bytes:
+                        raise too_large(self, keys[i], st.st_size, max_bytes)
+                    data = read_exact(fd, 0, st.st_size)
+                    return data, LocalGeneration(signature(st), data)
                 finally:
                     os.close(fd)
 

@@ -18,6 +18,7 @@ from .base import (
     validate_key,
     validate_prefix,
 )
+from .bounds import too_large, wrong_size
 
 
 class MemoryStore(Store):
@@ -74,29 +75,54 @@ class MemoryStore(Store):
     def __dask_tokenize__(self) -> tuple[Any, ...]:
         return ("MemoryStore", id(self._data))
 
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+    def _value(self, key: str, max_bytes: int | None) -> Any:
+        """The stored object at ``key`` (None if missing), refused when larger than
+        ``max_bytes`` (its ``len``, before any copy)."""
         value = self._data.get(validate_key(key))
+        if value is not None and max_bytes is not None:
+            size = memoryview(value).nbytes
+            if size > max_bytes:
+                raise too_large(self, key, size, max_bytes)
+        return value
+
+    def get(self, key: str, byte_range: ByteRange | None = None,
+            max_bytes: int | None = None) -> bytes | None:
+        value = self._value(key, None if byte_range else max_bytes)
         if value is None:
             return None
         return slice_range(bytes(value), byte_range) if byte_range else bytes(value)
 
-    def get_views(self, keys: Sequence[str]) -> list[BytesLike | None]:
+    def get_many(self, keys: Sequence[str], max_bytes: int | None = None
+                 ) -> list[bytes | None]:
+        """The values (ObjectSizeError for one larger than ``max_bytes``, checked before
+        any is copied); each read through ``get``."""
+        if max_bytes is not None:
+            for key in keys:
+                self._value(key, max_bytes)
+        return [self.get(k) for k in keys]
+
+    def get_views(self, keys: Sequence[str], max_bytes: int | None = None
+                  ) -> list[BytesLike | None]:
         """The stored ``bytes`` objects themselves (immutable: no copy); a snapshot of a
         mutable value a user's mapping holds."""
-        data = self._data
         out: list[BytesLike | None] = []
         for key in keys:
-            value = data.get(validate_key(key))
+            value = self._value(key, max_bytes)
             out.append(value if value is None or type(value) is bytes else bytes(value))
         return out
 
-    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        """Each key is looked up once for all of its ranges (one version of its value)."""
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]],
+                   object_size: int | None = None) -> list[bytes | None]:
+        """Each key is looked up once for all of its ranges (one version of its value);
+        with ``object_size``, a value of another size is an ObjectSizeError."""
         values: dict[str, bytes | None] = {}
         out = []
         for key, byte_range in requests:
             if key not in values:
-                values[key] = self._data.get(validate_key(key))
+                values[key] = value = self._data.get(validate_key(key))
+                if value is not None and object_size is not None and (
+                        memoryview(value).nbytes != object_size):
+                    raise wrong_size(self, key, memoryview(value).nbytes, object_size)
             value = values[key]
             out.append(None if value is None else slice_range(bytes(value), byte_range))
         return out
@@ -121,10 +147,11 @@ class MemoryStore(Store):
         with self._lock:
             self._data.pop(validate_key(key), None)
 
-    def get_versioned_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, Any]]:
+    def get_versioned_many(self, keys: Sequence[str], max_bytes: int | None = None
+                           ) -> list[tuple[bytes | None, Any]]:
         found = []
         for key in keys:
-            value = self._data.get(validate_key(key))
+            value = self._value(key, max_bytes)
             if value is None:
                 found.append((None, ABSENT))
                 continue

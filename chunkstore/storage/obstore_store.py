@@ -59,6 +59,7 @@ from .base import (
     validate_key,
     validate_prefix,
 )
+from .bounds import too_large, wrong_size
 from .errors import InvalidStoreError, StoreError
 from .fsspec_setup import protocols, with_endpoint
 from .local_temp import TEMP_PREFIX
@@ -194,8 +195,14 @@ class ObstoreStore(ObstoreWrites, Store):
         return f"{self._root}/{key}" if self._root else key
 
     # -- reads ------------------------------------------------------------------------
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+    # bounded reads: GETs of ``max_bytes + 1`` bytes whose metadata (the object's size)
+    # is checked before the body is read; ranged reads check the same, no request more
+    def get(self, key: str, byte_range: ByteRange | None = None,
+            max_bytes: int | None = None) -> bytes | None:
         path = self._path(key)
+        if byte_range is None and max_bytes is not None:
+            return self._check("reading", key, run_all(self._get_bounded,
+                                                       [(key, path, max_bytes)])[0])
         if byte_range is not None:
             out = run_all(self._get_one_range, [(key, path, byte_range)])[0]
             return self._check("reading", key, out)
@@ -206,15 +213,38 @@ class ObstoreStore(ObstoreWrites, Store):
                 return None
             raise self._failure("reading", [key], e) from e
 
-    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """All values fetched concurrently (missing keys -> None)."""
+    def get_many(self, keys: Sequence[str], max_bytes: int | None = None
+                 ) -> list[bytes | None]:
+        """All values fetched concurrently (missing keys -> None); one larger than
+        ``max_bytes`` is an ObjectSizeError, its body not downloaded."""
         if not keys:
             return []
         if len(keys) == 1:
-            return [self.get(keys[0])]
-        paths = [self._path(k) for k in keys]
-        out = run_all(self._get_whole, paths)
+            return [self.get(keys[0], max_bytes=max_bytes)]
+        if max_bytes is not None:
+            out = run_all(self._get_bounded, [(k, self._path(k), max_bytes) for k in keys])
+        else:
+            out = run_all(self._get_whole, [self._path(k) for k in keys])
         return [self._check("reading", k, v) for k, v in zip(keys, out, strict=True)]
+
+    def _get_bounded(self, item: tuple[str, str, int]) -> bytes | None:
+        key, path, max_bytes = item
+        obs = obstore_module()
+        try:
+            result = obs.get(self.client, path, options={"range": (0, max_bytes + 1)})
+        except Exception as e:
+            if is_missing(e):
+                return None
+            size = self._size_of(path)  # an empty object: no range fits it (416)
+            if size is None:
+                return None
+            if size == 0:
+                return b""
+            raise
+        size = int(result.meta["size"])
+        if size > max_bytes:
+            raise too_large(self, key, size, max_bytes)
+        return bytes(result.bytes())
 
     def _get_whole(self, path: str) -> bytes | None:
         obs = obstore_module()
@@ -226,42 +256,58 @@ class ObstoreStore(ObstoreWrites, Store):
                 return None
             raise
 
-    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        """Byte ranges of several keys, fetched concurrently."""
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]],
+                   object_size: int | None = None) -> list[bytes | None]:
+        """Byte ranges of several keys, fetched concurrently; with ``object_size``, a
+        key holding another size is an ObjectSizeError (the size comes with each GET)."""
         if not requests:
             return []
-        if len(requests) == 1:
+        if len(requests) == 1 and object_size is None:
             return [self.get(*requests[0])]
         items = [(k, self._path(k), r) for k, r in requests]
-        out = run_all(self._get_one_range, items)
-        return [self._check("reading", k, v) for (k, _), v in zip(requests, out, strict=True)]
+        if object_size is None:
+            out = run_all(self._get_one_range, items)
+            return [self._check("reading", k, v)
+                    for (k, _), v in zip(requests, out, strict=True)]
+        found = [self._check("reading", k, v) for (k, _), v in
+                 zip(requests, run_all(self._get_range_sized, items), strict=True)]
+        for (key, _), (data, size) in zip(requests, found, strict=True):
+            if data is not None and size is not None and size != object_size:
+                raise wrong_size(self, key, size, object_size)
+        return [data for data, _ in found]
 
     def _get_one_range(self, item: tuple[str, str, ByteRange | None]) -> bytes | None:
+        return self._get_range_sized(item)[0]
+
+    def _get_range_sized(self, item: tuple[str, str, ByteRange | None]
+                         ) -> tuple[bytes | None, int | None]:
+        """The range's bytes and the object's size (None when missing or unknown)."""
         key, path, byte_range = item
         if byte_range is None:
-            return self._get_whole(path)
+            return self._get_whole(path), None
         obs = obstore_module()
         start, stop = byte_range
         if start is not None and stop is not None and (stop <= start or start < 0):
-            return b"" if self._size_of(path) is not None else None
+            size = self._size_of(path)
+            return (None if size is None else b""), size
         start = 0 if start is None else start
         options = {"range": {"suffix": -start} if start < 0 else (
             {"offset": start} if stop is None else (start, stop))}
         try:
             result = obs.get(self.client, path, options=options)
-            return bytes(result.bytes())
+            return bytes(result.bytes()), int(result.meta["size"])
         except Exception as e:
             if is_missing(e):
-                return None
+                return None, None
             # S3 answers a range past the end with 416, and a suffix longer than the
             # object (or any range of an empty one) with the whole object: see its size
             size = self._size_of(path)
             if size is None:
-                return None
+                return None, None
             if start >= 0 and start >= size:
-                return b""
+                return b"", size
             if start < 0 and -start >= size:
-                return self._get_whole(path)
+                return self._get_whole(path), size
             raise
 
     def exists(self, key: str) -> bool:

@@ -18,7 +18,8 @@ so a committed archive never holds two entries of the same name.
 Entry names are store keys (``validate_key``): no ``..``, no absolute paths, no
 backslashes, so an archive written here cannot escape when extracted. Entries of a
 foreign archive whose names are not valid keys are never listed or read. Entries are
-read with bounded memory (``zip_read``); a file that is not a zip archive, or a
+read with bounded memory (``zip_read``), and a read bounded by ``max_bytes`` (or an
+``object_size``) compares the entry's declared size first; a file that is not a zip archive, or a
 truncated one, is a BadArchiveError at once.
 
 A zip archive is single-writer by nature: ``supports_conditional_writes`` is False, and
@@ -34,6 +35,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .base import ByteRange, BytesLike, Store, normalize_prefix, validate_key, validate_prefix
+from .bounds import too_large, wrong_size
 from .errors import BadArchiveError
 from .zip_read import read_entry
 from .zip_session import Session, pending_session, release, session_for
@@ -172,11 +174,17 @@ class ZipStore(Store):
         owner._fresh = False  # re-opening continues from what was committed
 
     # -- reads -------------------------------------------------------------------------
-    def _read(self, s: Session, key: str, byte_range: ByteRange | None) -> bytes | None:
+    def _read(self, s: Session, key: str, byte_range: ByteRange | None,
+              max_bytes: int | None = None, object_size: int | None = None) -> bytes | None:
         validate_key(key)
         info = s.live.get(key)
         if info is None:
             return None
+        # the central directory's sizes, before any byte is read (a lie is caught below)
+        if object_size is not None and info.file_size != object_size:
+            raise wrong_size(self, key, info.file_size, object_size)
+        if max_bytes is not None and byte_range is None and info.file_size > max_bytes:
+            raise too_large(self, key, info.file_size, max_bytes)
         if byte_range is not None and info.compress_type == zipfile.ZIP_STORED and (
                 not info.flag_bits & 0x1):
             size = info.file_size
@@ -200,18 +208,34 @@ class ZipStore(Store):
         start, stop = byte_range
         return data[start:] if start < 0 and stop is None else data[start:stop]
 
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
-        return self.get_ranges([(key, byte_range)])[0]
+    def get(self, key: str, byte_range: ByteRange | None = None,
+            max_bytes: int | None = None) -> bytes | None:
+        if max_bytes is None:
+            return self.get_ranges([(key, byte_range)])[0]
+        return self._read_all([(key, byte_range)], max_bytes)[0]
 
-    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        return self.get_ranges([(k, None) for k in keys])
+    def get_many(self, keys: Sequence[str], max_bytes: int | None = None
+                 ) -> list[bytes | None]:
+        """The entries' values; one declaring more than ``max_bytes`` is refused unread
+        (ObjectSizeError)."""
+        if max_bytes is None:
+            return self.get_ranges([(k, None) for k in keys])
+        return self._read_all([(k, None) for k in keys], max_bytes)
 
-    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]],
+                   object_size: int | None = None) -> list[bytes | None]:
+        """Byte ranges of entries; with ``object_size``, an entry declaring another size
+        is an ObjectSizeError."""
+        return self._read_all(requests, object_size=object_size)
+
+    def _read_all(self, requests: Sequence[tuple[str, ByteRange | None]],
+                  max_bytes: int | None = None, object_size: int | None = None
+                  ) -> list[bytes | None]:
         for key, _ in requests:
             validate_key(key)
         s = self._session()
         try:
-            return [self._read(s, k, r) for k, r in requests]
+            return [self._read(s, k, r, max_bytes, object_size) for k, r in requests]
         finally:
             s.lock.release()
 
