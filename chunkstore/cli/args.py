@@ -93,9 +93,11 @@ def storage_options(items: list[str] | None) -> dict[str, Any] | None:
 def add_store_options(parser: argparse.ArgumentParser) -> None:
     """``--storage-option KEY=VALUE`` (repeatable), for URL stores."""
     parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE", default=[],
-                        help="fsspec option of URL stores, repeatable, e.g. anon=true or "
-                        "endpoint_url=http://localhost:9000 (default: none; S3 endpoints also "
-                        "come from AWS_ENDPOINT_URL / CHUNKSTORE_S3_ENDPOINT)")
+                        help="option of URL stores (fsspec's; s3fs's spelling for S3), "
+                        "repeatable, e.g. anon=true or endpoint_url=http://localhost:9000; "
+                        "backend=fsspec or backend=obstore picks the S3 client (default: "
+                        "obstore when installed, see the README; S3 endpoints also come from "
+                        "AWS_ENDPOINT_URL / CHUNKSTORE_S3_ENDPOINT)")
 
 
 def add_node(parser: argparse.ArgumentParser, what: str = "the node") -> None:

@@ -15,9 +15,10 @@ from .errors import EXIT_ERROR, explain
 DESCRIPTION = """\
 Inspect, copy, rechunk and verify Zarr (v2 and v3) arrays and groups.
 
-Paths accept every store kind: a directory, a .zip archive, or an fsspec URL such as
-s3://bucket/data.zarr (options with --storage-option KEY=VALUE; an S3 endpoint also comes
-from AWS_ENDPOINT_URL or CHUNKSTORE_S3_ENDPOINT). copy/convert also read .npy and HDF5
+Paths accept every store kind: a directory, a .zip archive, or a URL such as
+s3://bucket/data.zarr (S3 through obstore when installed, else s3fs; any other fsspec URL;
+options with --storage-option KEY=VALUE; an S3 endpoint also comes from AWS_ENDPOINT_URL
+or CHUNKSTORE_S3_ENDPOINT). copy/convert also read .npy and HDF5
 files. Exit status: 0 success, 1 verify found bad chunks, 2 error (one line on stderr)."""
 
 #: exit status after Ctrl-C, as shells report a SIGINT
@@ -34,7 +35,9 @@ def version_text() -> str:
         except metadata.PackageNotFoundError:
             return f"{name} not installed"
 
-    libs = ", ".join(installed(n) for n in ("numpy", "numcodecs", "fsspec", "dask"))
+    # s3fs and obstore: the two S3 clients (obstore, when installed, serves s3:// URLs)
+    libs = ", ".join(installed(n) for n in ("numpy", "numcodecs", "fsspec", "dask", "s3fs",
+                                            "obstore"))
     return f"chunkstore {__version__} (Python {sys.version.split()[0]}, {libs})"
 
 

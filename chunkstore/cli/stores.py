@@ -29,10 +29,17 @@ def is_url(path: str) -> bool:
 
 
 def _check_protocols(url: str) -> None:
-    """Each protocol of ``url`` (chained with ``::``) is known and its package installed."""
+    """Each protocol of ``url`` (chained with ``::``) is known and its package installed
+    (a plain ``s3://`` URL needs s3fs only when obstore, its default client, is not
+    installed: ``storage.s3_backend``)."""
     import fsspec
     from fsspec.registry import known_implementations
 
+    from ..storage.obstore_setup import available
+    from ..storage.s3_backend import is_plain_s3
+
+    if is_plain_s3(url) and available():
+        return
     segments = url.split("::")
     for segment in segments:
         if "://" not in segment:

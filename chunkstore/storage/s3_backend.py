@@ -69,7 +69,9 @@ def obstore_refusal(options: Mapping[str, Any]) -> str | None:
 
 def choose(url: str, options: Mapping[str, Any], requested: Any = None) -> tuple[str, str]:
     """``(backend, why)`` for a remote ``url``: ``"obstore"`` or ``"fsspec"``, and the
-    reason in words (see the module docstring). ``requested``: the ``backend`` option."""
+    reason in words (see the module docstring). ``requested``: the ``backend`` option.
+    A ``why`` starting with "obstore cannot" / "obstore does not" is a fallback: obstore
+    is installed and was not asked against, but cannot serve these options."""
     s3 = is_plain_s3(url)
     if requested is not None:
         backend = _checked(requested, url)
@@ -88,10 +90,17 @@ def choose(url: str, options: Mapping[str, Any], requested: Any = None) -> tuple
     return "obstore", "the default of s3:// URLs when obstore is installed"
 
 
+def is_fallback(why: str) -> bool:
+    """Whether :func:`choose`'s ``why`` says obstore could not serve the options."""
+    return why.startswith(("obstore cannot", "obstore does not"))
+
+
 class S3FsspecStore(FsspecStore):
     """An FsspecStore on an ``s3://`` URL that ``resolve_store`` gave to fsspec rather
-    than obstore; ``backend_reason`` (also in the repr) says why. It behaves as, and
-    compares equal to, an FsspecStore on the same URL and options."""
+    than obstore; ``backend_reason`` says why, and so does the repr when obstore could
+    not take the options (a fallback; not when fsspec was asked for or obstore is not
+    installed, where the repr is FsspecStore's). It behaves as, and compares equal to,
+    an FsspecStore on the same URL and options."""
 
     #: which client serves the store (ObstoreStore's says "obstore")
     backend = "fsspec"
@@ -110,8 +119,10 @@ class S3FsspecStore(FsspecStore):
         return (*super()._description(), self.backend_reason)
 
     def __repr__(self) -> str:
-        why = f", backend_reason={self.backend_reason!r}" if self.backend_reason else ""
-        return f"FsspecStore({self.url!r}, backend='fsspec'{why})"
+        if not is_fallback(self.backend_reason):
+            return super().__repr__()
+        return f"FsspecStore({self.url!r}, backend='fsspec', " \
+               f"backend_reason={self.backend_reason!r})"
 
 
 def s3_store(url: str, options: dict[str, Any], read_only: bool, requested: Any = None

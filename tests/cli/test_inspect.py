@@ -15,6 +15,7 @@ def test_version(cli):
     result = cli("--version")
     assert result.status == 0
     assert result.out.startswith("chunkstore 0.") and "numpy" in result.out and "dask" in result.out
+    assert "s3fs" in result.out and "obstore" in result.out  # the two S3 clients
 
 
 def test_info_array_shows_attributes_dimensions_codec_chain(cli):
