@@ -33,7 +33,9 @@ So do credentials that only botocore would find: a profile named by ``AWS_PROFIL
 keys in the shared files (``~/.aws/credentials``, ``~/.aws/config``: keys, SSO,
 ``credential_process``, roles), which obstore does not read, when no credentials are
 given in the options or the environment (obstore reads ``AWS_ACCESS_KEY_ID`` and co.,
-web identity and container credentials, and the instance metadata service).
+web identity and container credentials, and the instance metadata service)
+(:func:`credentials_refusal`); and AWS itself (no endpoint) with no region anywhere, since
+obstore does not look a bucket's region up (:func:`region_refusal`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from datetime import timedelta
 from typing import Any
 
 from .errors import InvalidStoreError
-from .fsspec_setup import explicit_endpoint, protocols
+from .fsspec_setup import explicit_endpoint, protocols, with_endpoint
 from .location import canonical_scheme
 
 #: s3fs credential options -> obstore's S3Config keys
@@ -183,6 +185,25 @@ def credentials_refusal(options: Mapping[str, Any]) -> str | None:
         if any(section.get(key) for key in _PROFILE_CREDENTIALS):
             return f"the credentials are in the AWS {name} file"
     return None
+
+
+def region_refusal(url: str, options: Mapping[str, Any]) -> str | None:
+    """Why obstore would not reach the bucket (None: it would): no endpoint (AWS itself)
+    and no region in the options, the environment or the AWS config file. obstore does
+    not look a bucket's region up (s3fs does, following S3's redirect), and would send
+    every request to us-east-1."""
+    config = {str(k).lower(): v for k, v in (options.get("config") or {}).items()}
+    ck = options.get("client_kwargs") or {}
+    if (options.get("region") or ck.get("region_name")
+            or (options.get("config_kwargs") or {}).get("region_name")
+            or any(config.get(k) for k in ("region", "aws_region", "aws_default_region"))
+            or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
+        return None
+    endpoint = effective_endpoint(config, explicit_endpoint(with_endpoint(url, dict(options))))
+    if endpoint or aws_files_region():
+        return None
+    return "no region given (options, AWS_REGION, ~/.aws/config), and obstore does not look " \
+           "a bucket's region up as s3fs does"
 
 
 def effective_endpoint(config: Mapping[str, Any], explicit: str | None) -> str | None:

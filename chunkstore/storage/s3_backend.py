@@ -13,7 +13,9 @@ The choice, first that applies:
 4. credentials that only botocore finds (a profile named by ``AWS_PROFILE``, keys in
    ``~/.aws/credentials`` or ``~/.aws/config`` and none in the options or the
    environment: ``obstore_options.credentials_refusal``) -> fsspec;
-5. otherwise obstore, which read, wrote and opened faster in every row of
+5. AWS itself (no endpoint) and no region anywhere (``obstore_options.region_refusal``:
+   obstore would not find a bucket outside us-east-1) -> fsspec;
+6. otherwise obstore, which read, wrote and opened faster in every row of
    ``benchmarks/bench_s3.py``.
 
 URL schemes: ``s3://`` and its aliases (``s3a://``, ``s3n://``: ``location``'s canonical
@@ -51,9 +53,9 @@ def _checked(backend: Any, url: str) -> str:
     return name
 
 
-def obstore_refusal(options: Mapping[str, Any]) -> str | None:
-    """Why obstore cannot serve an s3:// URL with ``options`` (None: it can)."""
-    from .obstore_options import credentials_refusal, untranslatable
+def obstore_refusal(url: str, options: Mapping[str, Any]) -> str | None:
+    """Why obstore cannot serve the s3:// ``url`` with ``options`` (None: it can)."""
+    from .obstore_options import credentials_refusal, region_refusal, untranslatable
     from .obstore_setup import available
 
     if not available():
@@ -64,6 +66,9 @@ def obstore_refusal(options: Mapping[str, Any]) -> str | None:
     refusal = credentials_refusal(options)
     if refusal:
         return f"obstore does not read AWS profiles ({refusal})"
+    refusal = region_refusal(url, options)
+    if refusal:
+        return f"obstore cannot find the bucket's region: {refusal}"
     return None
 
 
@@ -84,7 +89,7 @@ def choose(url: str, options: Mapping[str, Any], requested: Any = None) -> tuple
     variable = os.environ.get(BACKEND_VARIABLE)
     if variable:
         return _checked(variable, url), f"{BACKEND_VARIABLE}={variable}"
-    refusal = obstore_refusal(options)
+    refusal = obstore_refusal(url, options)
     if refusal:
         return "fsspec", refusal
     return "obstore", "the default of s3:// URLs when obstore is installed"

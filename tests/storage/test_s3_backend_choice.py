@@ -13,9 +13,11 @@ from chunkstore.storage.obstore_options import (
     translate_options,
     untranslatable,
 )
-from chunkstore.storage.s3_backend import BACKEND_VARIABLE, choose, is_plain_s3
+from chunkstore.storage.s3_backend import BACKEND_VARIABLE, choose, is_fallback, is_plain_s3
 
 KEYS = {"key": "k", "secret": "s"}
+#: an S3-compatible server: no region needed
+SERVER = {**KEYS, "endpoint_url": "http://127.0.0.1:9000"}
 
 
 @pytest.fixture(autouse=True)
@@ -39,21 +41,43 @@ def test_plain_s3_urls_and_their_aliases():
 
 @pytest.mark.skipif(not obstore_setup.available(), reason="obstore is not installed")
 def test_choice_in_order(monkeypatch):
-    backend, why = choose("s3://b/x", KEYS)
-    assert backend == "obstore" and "default" in why
-    assert choose("s3a://b/x", {"anon": True})[0] == "obstore"
+    backend, why = choose("s3://b/x", SERVER)
+    assert backend == "obstore" and "default" in why and not is_fallback(why)
+    assert choose("s3a://b/x", {"anon": True, "region": "eu-west-1"})[0] == "obstore"
     assert choose("gs://b/x", {})[0] == "fsspec"
-    assert choose("zip::s3://b/x.zip", KEYS)[0] == "fsspec"
-    backend, why = choose("s3://b/x", {**KEYS, "profile": "dev"})
-    assert backend == "fsspec" and "'profile'" in why
-    assert choose("s3://b/x", KEYS, requested="FSSPEC")[0] == "fsspec"
+    assert choose("zip::s3://b/x.zip", SERVER)[0] == "fsspec"
+    backend, why = choose("s3://b/x", {**SERVER, "profile": "dev"})
+    assert backend == "fsspec" and "'profile'" in why and is_fallback(why)
+    backend, why = choose("s3://b/x", SERVER, requested="FSSPEC")
+    assert backend == "fsspec" and not is_fallback(why)
     monkeypatch.setenv(BACKEND_VARIABLE, "fsspec")
-    backend, why = choose("s3://b/x", KEYS)
+    backend, why = choose("s3://b/x", SERVER)
     assert backend == "fsspec" and BACKEND_VARIABLE in why
-    assert choose("s3://b/x", KEYS, requested="obstore")[0] == "obstore"
+    assert choose("s3://b/x", SERVER, requested="obstore")[0] == "obstore"
     monkeypatch.setattr(obstore_setup, "available", lambda: False)
     monkeypatch.delenv(BACKEND_VARIABLE)
-    assert choose("s3://b/x", KEYS) == ("fsspec", "obstore is not installed")
+    assert choose("s3://b/x", SERVER) == ("fsspec", "obstore is not installed")
+
+
+@pytest.mark.skipif(not obstore_setup.available(), reason="obstore is not installed")
+def test_aws_without_a_region_falls_back(monkeypatch, tmp_path):
+    """obstore does not look a bucket's region up (s3fs follows S3's redirect): on AWS
+    itself, some region must be known."""
+    backend, why = choose("s3://b/x", KEYS)
+    assert backend == "fsspec" and "region" in why and is_fallback(why)
+    for options in ({**KEYS, "region": "eu-west-1"},
+                    {**KEYS, "client_kwargs": {"region_name": "eu-west-1"}},
+                    {**KEYS, "config": {"AWS_REGION": "eu-west-1"}}):
+        assert choose("s3://b/x", options)[0] == "obstore", options
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://minio:9000")  # not AWS: no region needed
+    assert choose("s3://b/x", KEYS)[0] == "obstore"
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    assert choose("s3://b/x", KEYS)[0] == "obstore"
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    (tmp_path / "config").write_text("[default]\nregion = eu-west-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    assert choose("s3://b/x", KEYS)[0] == "obstore"
 
 
 def test_untranslatable_options_are_named():
