@@ -8,8 +8,10 @@ The choice, first that applies:
    ``CHUNKSTORE_S3_BACKEND`` environment variable: that backend, whatever it costs
    (obstore then refuses options it cannot express with a TypeError naming them);
 2. obstore is not installed -> fsspec;
-3. an option obstore cannot express (``obstore_options.untranslatable``: ``profile``,
-   ``s3_additional_kwargs``, a botocore ``Config``...) -> fsspec;
+3. a path with an empty segment (``s3://b/x//y``: s3fs writes the keys ``x//y/...``,
+   obstore refuses them), or an option obstore cannot express
+   (``obstore_options.untranslatable``: ``profile``, ``s3_additional_kwargs``, a botocore
+   ``Config``...) -> fsspec;
 4. credentials that only botocore finds (a profile named by ``AWS_PROFILE``, keys in
    ``~/.aws/credentials`` or ``~/.aws/config`` and none in the options or the
    environment: ``obstore_options.credentials_refusal``) -> fsspec;
@@ -60,6 +62,8 @@ def obstore_refusal(url: str, options: Mapping[str, Any]) -> str | None:
 
     if not available():
         return "obstore is not installed"
+    if "//" in url.split("://", 1)[1].rstrip("/"):
+        return "obstore cannot take a path with an empty segment ('//'), which s3fs keeps"
     unknown = untranslatable(options)
     if unknown:
         return f"obstore cannot take the storage options {sorted(unknown)}"

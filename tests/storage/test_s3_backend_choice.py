@@ -48,6 +48,9 @@ def test_choice_in_order(monkeypatch):
     assert choose("zip::s3://b/x.zip", SERVER)[0] == "fsspec"
     backend, why = choose("s3://b/x", {**SERVER, "profile": "dev"})
     assert backend == "fsspec" and "'profile'" in why and is_fallback(why)
+    backend, why = choose("s3://b/x//y", SERVER)
+    assert backend == "fsspec" and "'//'" in why and is_fallback(why)
+    assert choose("s3://b/x/y/", SERVER)[0] == "obstore"
     backend, why = choose("s3://b/x", SERVER, requested="FSSPEC")
     assert backend == "fsspec" and not is_fallback(why)
     monkeypatch.setenv(BACKEND_VARIABLE, "fsspec")
