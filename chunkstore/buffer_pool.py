@@ -47,6 +47,7 @@ _lent: dict[int, int] = {}  # id of a lent array's base -> its bytes
 _budgets: list[int] = []  # the budget of each task running
 _limit = 0
 _idle_timer: threading.Timer | None = None
+_task = threading.local()  # .lent: ids this thread's running task borrowed
 
 
 def borrow(shape: tuple[int, ...], dtype: np.dtype | str) -> np.ndarray:
@@ -59,6 +60,9 @@ def borrow(shape: tuple[int, ...], dtype: np.dtype | str) -> np.ndarray:
     with _lock:
         raw = _take(nbytes)
         _lent[id(raw)] = raw.nbytes
+    mine = getattr(_task, "lent", None)
+    if mine is not None:
+        mine.add(id(raw))
     return raw[:nbytes].view(dtype).reshape(shape)
 
 
@@ -76,17 +80,19 @@ def _take(nbytes: int) -> np.ndarray:
     return np.empty(nbytes, np.uint8)
 
 
-def give_back(array: np.ndarray) -> None:
+def give_back(array: np.ndarray, reuse: bool = True) -> None:
     """Return an array from :func:`borrow` (the caller drops its reference after this
     call and uses no view of it any more). Kept for the next borrower when the tasks'
-    budgets allow and nothing else refers to it."""
+    budgets allow and nothing else refers to it; never with ``reuse=False`` (after an
+    error, whose traceback may still hold views of it)."""
     global _pooled
     raw = array.base
     if raw is None or id(raw) not in _lent:
         return  # not lent by the pool (small, or borrowed outside a task)
     # references to ``array``: the caller's, this call's and getrefcount's; to ``raw``:
     # ``array.base``, this local and getrefcount's. More: a view or stored value is alive.
-    unshared = (sys.getrefcount(array) <= _ARRAY_REFS and sys.getrefcount(raw) <= 3)
+    unshared = (reuse and sys.getrefcount(array) <= _ARRAY_REFS
+                and sys.getrefcount(raw) <= 3)
     with _lock:
         nbytes = _lent.pop(id(raw), 0)
         if unshared and _pooled + sum(_lent.values()) + nbytes <= _limit:
@@ -100,16 +106,21 @@ def retaining(nbytes: int) -> Iterator[None]:
     the task (its planned peak): buffers given back are kept for the next task."""
     global _limit, _idle_timer
     nbytes = max(0, int(nbytes))
+    outer, _task.lent = getattr(_task, "lent", None), set()
     with _lock:
         _budgets.append(nbytes)
-        _limit = max(_limit, sum(_budgets))
+        _limit = sum(_budgets)
+        _trim()  # what earlier tasks (with other budgets) left beyond the running ones'
         if _idle_timer is not None:
             _idle_timer.cancel()
             _idle_timer = None
     try:
         yield
     finally:
+        mine, _task.lent = _task.lent, outer
         with _lock:
+            for ident in mine:  # borrowed and not given back (the task failed): dropped
+                _lent.pop(ident, None)
             _budgets.remove(nbytes)
             if _budgets:
                 _limit = sum(_budgets)
@@ -135,9 +146,11 @@ def _release_if_idle() -> None:
 
 
 def release() -> None:
-    """Free every pooled buffer (called with the lock held, or when nothing runs)."""
+    """Free every pooled buffer and forget what is lent (called with the lock held, or
+    when nothing runs: a buffer still lent then was never given back)."""
     global _limit, _pooled, _idle_timer
     _free.clear()
+    _lent.clear()
     _pooled = 0
     _limit = 0
     _idle_timer = None
@@ -167,7 +180,6 @@ _ARRAY_REFS = _array_refs()
 def _after_fork() -> None:
     global _lock
     _lock = threading.Lock()
-    _lent.clear()
     _budgets.clear()
     release()
 

@@ -51,8 +51,12 @@ class TransposedSource:
         faster than NumPy's strided copy of a large transposed array)."""
         source_region = self._source_region(region)
         buf = buffer_pool.borrow(tuple(s.stop - s.start for s in source_region), self.dtype)
-        self.array.get_basic_selection(source_region, out=buf)
-        copy_permuted(out, buf.transpose(self.axes))
+        try:
+            self.array.get_basic_selection(source_region, out=buf)
+            copy_permuted(out, buf.transpose(self.axes))
+        except BaseException:
+            buffer_pool.give_back(buf, reuse=False)
+            raise
         buffer_pool.give_back(buf)
         del buf
 
@@ -89,7 +93,11 @@ def copy_block(source: Any, target: Array, region: tuple[slice, ...],
             read_into(source, piece, block[local(piece)])
         for piece in pieces_of(region, write_piece):
             target.write_region(piece, block[local(piece)])
-        buffer_pool.give_back(block)  # not on an error: a traceback may hold views of it
+    except BaseException:
+        buffer_pool.give_back(block, reuse=False)  # a traceback may hold views of it
+        raise
+    else:
+        buffer_pool.give_back(block)
     finally:
         del block
         scratch.release_all()  # an idle worker's codec threads hold no chunk buffers
