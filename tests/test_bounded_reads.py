@@ -26,7 +26,8 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.codecs import build_pipeline
-from chunkstore.codecs.limits import compressed_bound, shard_bound, stored_bound
+from chunkstore.codecs.bounded import shard_bound, stored_bound
+from chunkstore.codecs.limits import compressed_bound
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.storage.base import ObjectSizeError
 from chunkstore.storage.zip import ZipStore

@@ -39,8 +39,9 @@ def _data(dtype: str, seed: int = 0) -> np.ndarray:
 
 
 def _zc():
-    from zarr import codecs as zc
     import warnings
+
+    from zarr import codecs as zc
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import numcodecs.zarr3 as nz3

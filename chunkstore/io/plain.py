@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..codecs import Pipeline
-from ..codecs.limits import stored_bound
+from ..codecs.bounded import stored_bound
 from ..codecs.scratch import scratch_buffer
 from ..concurrency import INLINE_ITEM_BYTES, default_workers, run_batched
 from ..errors import ChunkDecodeError

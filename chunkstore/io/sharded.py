@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs.limits import shard_bound, stored_bound
+from ..codecs.bounded import shard_bound, stored_bound
 from ..codecs.pipeline import CodecPipeline, Pipeline
 from ..codecs.sharding import EMPTY, ShardingCodec
 from ..concurrency import run_batched
