@@ -161,11 +161,20 @@ def extra_v2_str(dtype: np.dtype, where: str = "array") -> str:
 
 
 def object_codec_id(filters: Any) -> str | None:
-    """The id of a v2 array's object codec: the first filter that is one."""
+    """The id of a v2 array's object codec: the first filter that is one (a
+    ``categorize`` of objects is one too, as in zarr-python 2: it maps each object to
+    its label's number)."""
     for f in filters or ():
         cid = f.get("id") if isinstance(f, dict) else getattr(f, "codec_id", None)
         if cid in OBJECT_CODEC_IDS:
             return cid
+        if cid == "categorize":
+            of = f.get("dtype") if isinstance(f, dict) else getattr(f, "dtype", None)
+            try:
+                if np.dtype(of).kind == "O":
+                    return cid
+            except TypeError:
+                pass
     return None
 
 
@@ -179,7 +188,7 @@ def with_object_codec(dtype: np.dtype, filters: tuple[dict[str, Any], ...] | Non
     cid = object_codec_id(filters)
     if cid is None:
         return ({"id": "vlen-utf8" if dtype.kind == "T" else "vlen-bytes"}, *(filters or ()))
-    if dtype.kind == "T" and cid != "vlen-utf8":
+    if dtype.kind == "T" and cid not in ("vlen-utf8", "categorize"):
         raise MetadataError(f"{where}: a string array needs the vlen-utf8 object codec, got {cid!r}")
     return filters
 
