@@ -3,9 +3,12 @@
     python -m benchmarks.bench_cache                  # 256 MiB f4, 1 MiB chunks, blosc-lz4
     python -m benchmarks.bench_cache --tiny           # seconds, for CI
     python -m benchmarks.bench_cache --latency-ms 20  # S3 requests answered 20 ms later
+    python -m benchmarks.bench_cache --sources local-sharded  # the sharded array only
 
 One array (Zarr v3, written once by chunkstore) is read by every method, from a local
-directory and from moto's S3 server (``bench_s3.Endpoint``, which counts requests).
+directory and from moto's S3 server (``bench_s3.Endpoint``, which counts requests);
+source ``local-sharded`` is the same array with its chunks (the inner chunks) grouped
+in shards of 4 x 4, in a local directory.
 The region (a quarter of the array, 64 chunks) is read ``--repeats`` times on one open
 array; the first read fills the caches and is reported apart ("first"), the median of
 the others is the "repeat" row. Methods: chunkstore without cache and with
@@ -159,7 +162,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--methods", default="chunkstore,chunkstore+cache,tensorstore,"
                         "tensorstore+cache,zarr-python,zarrs")
-    parser.add_argument("--sources", default="local,s3")
+    parser.add_argument("--sources", default="local,local-sharded,s3")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--latency-ms", type=float, default=0.0)
     args = parser.parse_args(argv)
@@ -176,13 +179,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     work = Path(tempfile.mkdtemp(prefix="bench-cache-"))
     try:
         for source in args.sources.split(","):
-            if source == "local":
-                path = str(work / "a.zarr")
+            if source in ("local", "local-sharded"):
+                path = str(work / f"{source}.zarr")
+                shards = {"shards": (4 * c, 4 * c)} if source == "local-sharded" else {}
                 cs.create_array(path, shape=data.shape, chunks=(c, c), dtype="f4",
-                                compressors=[blosc])[...] = data
+                                compressors=[blosc], **shards)[...] = data
                 where = {"url": path, "ts_kvstore": {"driver": "file", "path": path + "/"}}
                 for m in methods(args.methods.split(",")):
-                    rows += run(m, "local", where, region, expected, repeats, None)
+                    rows += run(m, source, where, region, expected, repeats, None)
                 continue
             from benchmarks.s3_endpoint import Endpoint, set_aws_env
             set_aws_env()

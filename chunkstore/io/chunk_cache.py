@@ -12,7 +12,10 @@ Per array, ``cache=`` (``open_array``, ``open``, ``Array.open``, ``create_array`
 ``create``; checked by :func:`from_argument`) picks the cache: None, the process-wide
 one above; 0 / False, none; a byte budget (``268435456`` or ``"256MiB"``), a private
 cache of that size; a :class:`ChunkCache`, that cache, so arrays given the same one share
-one budget. Sharded arrays do not use it yet (their shard indexes are cached).
+one budget. Sharded arrays use it too (``inner_cache``): an inner chunk is an entry under
+its shard's key and its number in the shard, with the same fingerprint (plus the shard
+shape); the entries of a shard form a group, kept for one version of the shard (its
+token) and forgotten together when the shard is written or found replaced.
 
 >>> import numpy as np, chunkstore as cs
 >>> with cs.config.set({"cache.chunk_bytes": 64 * 2**20}):
@@ -27,14 +30,17 @@ What can make an entry stale, by store:
   whatever its ``cache=``) invalidates the chunks it touches in every cache, before any
   later read;
 * ``LocalStore``: each hit is checked against a ``stat`` of the file (device, inode,
-  size, mtime): a foreign writer that renames a new file over the key (every Zarr
-  implementation does) or changes its size or mtime is seen. Not seen: an in-place
-  rewrite of the same size that also restores the mtime;
+  size, mtime; an inner chunk's against its shard's, one per shard and read): a foreign
+  writer that renames a new file over the key (every Zarr implementation does) or
+  changes its size or mtime is seen. Not seen: an in-place rewrite of the same size
+  that also restores the mtime;
 * ``MemoryStore``: each hit is checked against the stored value: a ``bytes`` value (what
   chunkstore writes) by identity, at no cost; a mutable value a user's dict may hold
   (bytearray, NumPy array, mmap, memoryview) changes in place under the same identity,
   so a chunk read from one is never kept (an entry kept for earlier bytes is served
-  while the value's content still equals them: one comparison per hit);
+  while the value's content still equals them: one comparison per hit). An inner
+  chunk's entry counts its share of the shard's bytes it holds (1 / inner chunks per
+  shard);
 * other stores (S3, fsspec, zip): entries are not revalidated (that would cost a
   request per chunk, as much as reading a small chunk): writers in other processes
   are not seen until the entry is evicted or :func:`clear` is called. Use the cache
@@ -43,11 +49,10 @@ What can make an entry stale, by store:
 
 from __future__ import annotations
 
-import json
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -55,20 +60,27 @@ from ..config import config
 from ..sizes import whole_number
 from ..storage import write_events
 from .cache import LRUCache
+from .cache_place import Place, _immutable, _same, fingerprint, store_id
 from .chunk_sizes import contents_nbytes
+
+__all__ = ["FILL", "ChunkCache", "Place", "clear", "fingerprint", "forget_prefix",
+           "from_argument", "off", "resolve", "shared", "store_id", "tokens"]
 
 FILL = object()  # a chunk that is not stored (reads as fill_value)
 _ENTRY_OVERHEAD = 200  # bytes counted per entry besides its data
 
 
-def _size_of(entry: tuple[Any, Any, Any]) -> int:
+def _size_of(entry: tuple[Any, ...]) -> int:
     """The bytes an entry keeps alive: its chunk (with the contents of variable-length
-    elements, see :func:`contents_nbytes`), a bytes token, and a fixed overhead."""
-    token, chunk, _ = entry
+    elements, see :func:`contents_nbytes`), a bytes token (an inner chunk's: its share of
+    the shard its group holds once, ``entry[3]`` inner chunks to a shard), and a fixed
+    overhead."""
+    token, chunk = entry[0], entry[1]
     n = _ENTRY_OVERHEAD
     if isinstance(chunk, np.ndarray):
         n += chunk.nbytes + contents_nbytes(chunk)
-    return n + (len(token) if isinstance(token, bytes) else 0)
+    share = entry[3] if len(entry) > 3 else 1
+    return n + (-(-len(token) // share) if isinstance(token, bytes) else 0)
 
 
 def byte_budget(value: Any, name: str = "cache") -> int:
@@ -100,6 +112,10 @@ class ChunkCache:
         self._lru = LRUCache(max_entries=2**31, max_bytes=self.budget, size_of=_size_of)
         self._epoch = 0
         self._lock = threading.Lock()
+        #: a shard's key -> (the token its inner chunks were kept for, their numbers):
+        #: numbers evicted since linger until pruned (``_prune``)
+        self._groups: dict[Any, tuple[Any, set[int]]] = {}
+        self._grouped = 0  # numbers listed in _groups
         with _live_lock:
             _live.add(self)
 
@@ -131,47 +147,100 @@ class ChunkCache:
         if budget != self._lru.max_bytes:  # the budget changed: trim to it
             self._lru.max_bytes = budget
             if budget == 0:
-                self._lru.discard()
+                with self._lock:
+                    self._lru.discard()
+                    self._ungroup()
             elif self._lru.nbytes > budget:
                 self._trim()
         return budget > 0
 
     def _trim(self) -> None:
-        # re-putting the most recent entry makes the LRU drop down to its bound
-        with self._lru._lock:
-            last = next(reversed(self._lru._data), None)
-            entry = self._lru._data.get(last) if last is not None else None
-        if entry is not None:
-            self._lru.put(last, entry[0])
+        """Drop the least recently used entries down to the budget."""
+        lru = self._lru
+        with lru._lock:
+            while lru._data and lru._nbytes > lru.max_bytes:
+                _, (_, dropped) = lru._data.popitem(last=False)
+                lru._nbytes -= dropped
 
     def epoch(self) -> int:
         return self._epoch
 
-    def get(self, sid: Place, key: str, token: Any = None, check: bool = False) -> Any:
-        """The decoded chunk (or :data:`FILL`) cached for ``key`` of the array at ``sid``,
-        None on a miss. An entry decoded for other metadata (another dtype or codec
-        chain at the same key) is a miss; with ``check``, so is one whose token differs
-        from ``token``. Such entries are dropped."""
+    def get(self, sid: Place, key: str, token: Any = None, check: bool = False,
+            inner: int | None = None) -> Any:
+        """The decoded chunk (or :data:`FILL`) cached for ``key`` of the array at ``sid``
+        (of a sharded array: for inner chunk number ``inner`` of the shard ``key``), None
+        on a miss. An entry decoded for other metadata (another dtype or codec chain at
+        the same key) is a miss; with ``check``, so is one whose token differs from
+        ``token``. Such entries are dropped (an inner chunk's with its whole shard's)."""
         lru_key = sid.key(key)
-        entry = self._lru.get(lru_key)
+        entry = self._lru.get(lru_key if inner is None else (*lru_key, inner))
         if entry is None:
             return None
         if entry[2] != sid.fingerprint or (check and not _same(entry[0], token)):
-            self._lru.discard([lru_key])
+            if inner is None:
+                self._lru.discard([lru_key])
+            else:
+                with self._lock:
+                    self._drop_group(lru_key)
             return None
         return entry[1]
 
-    def put(self, sid: Place, key: str, token: Any, chunk: Any, since: int) -> None:
+    def put(self, sid: Place, key: str, token: Any, chunk: Any, since: int,
+            inner: int | None = None, share: int = 1) -> None:
         """Keep ``chunk`` (read-only from now on), unless a write invalidated anything
-        after ``since`` (then the chunk may predate it)."""
+        after ``since`` (then the chunk may predate it). ``inner``: the chunk is inner
+        chunk number ``inner`` of the shard ``key``, one of ``share`` (its entry counts
+        that share of a bytes token); the entries of one shard form a group, forgotten
+        together, holding one version: an entry for another token drops the others."""
         if not _immutable(token):  # its content may change under the same object
             return
         if isinstance(chunk, np.ndarray):
             chunk.flags.writeable = False
+        lru_key = sid.key(key)
         with self._lock:
             if self._epoch != since:
                 return
-            self._lru.put(sid.key(key), (token, chunk, sid.fingerprint))
+            if inner is None:
+                self._lru.put(lru_key, (token, chunk, sid.fingerprint))
+                return
+            group = self._groups.get(lru_key)
+            if group is not None and not _same(group[0], token):
+                self._drop_group(lru_key)
+                group = None
+            if group is None:
+                group = self._groups[lru_key] = (token, set())
+            if inner not in group[1]:
+                group[1].add(inner)
+                self._grouped += 1
+            self._lru.put((*lru_key, inner), (token, chunk, sid.fingerprint, max(1, share)))
+            if self._grouped > 2 * len(self._lru) + 1024:
+                self._prune()
+
+    # -- groups (the inner chunks of a shard; called holding self._lock) ----------------
+    def _drop_group(self, lru_key: Any) -> list[Any]:
+        """Forget the inner chunks of the shard ``lru_key``; their LRU keys."""
+        group = self._groups.pop(lru_key, None)
+        if group is None:
+            return []
+        self._grouped -= len(group[1])
+        dropped = [(*lru_key, i) for i in group[1]]
+        self._lru.discard(dropped)
+        return dropped
+
+    def _ungroup(self) -> None:
+        self._groups.clear()
+        self._grouped = 0
+
+    def _prune(self) -> None:
+        """Groups listing only inner chunks still kept (the LRU drops entries silently)."""
+        with self._lru._lock:
+            live = [k for k in self._lru._data if len(k) == 3]
+        groups: dict[Any, tuple[Any, set[int]]] = {}
+        for k in live:
+            old = self._groups.get(k[:2])
+            if old is not None:
+                groups.setdefault(k[:2], (old[0], set()))[1].add(k[2])
+        self._groups, self._grouped = groups, sum(len(g[1]) for g in groups.values())
 
     def invalidate(self, sid: Place, keys: Iterable[str]) -> None:
         """Forget ``keys`` of the array at ``sid`` (called after a write committed them)
@@ -193,47 +262,25 @@ class ChunkCache:
         with self._lock:
             self._epoch += 1
             if not len(self._lru):
+                self._ungroup()
                 return
             if keys is None:
                 with self._lru._lock:
                     found = [k for k in self._lru._data if match(k)]
+                for lru_key in [g for g in self._groups if match(g)]:
+                    self._drop_group(lru_key)
             else:
                 found = keys()
+                for lru_key in found:  # a shard's key: its inner chunks too
+                    if lru_key in self._groups:
+                        self._drop_group(lru_key)
             self._lru.discard(found)
 
     def clear(self) -> None:
         with self._lock:
             self._epoch += 1
             self._lru.discard()
-
-
-def _immutable(token: Any) -> bool:
-    """Whether ``token`` stands for one stored version for as long as it lives: not a
-    buffer whose bytes can change in place (bytearray, ndarray, mmap, a memoryview, even
-    a read-only one, over any of them). Only bytes are buffers that cannot."""
-    if token is None or isinstance(token, bytes | tuple | int | str):
-        return True
-    try:
-        memoryview(token)
-    except TypeError:
-        return True
-    return False
-
-
-def _same(kept: Any, now: Any) -> bool:
-    """Whether the token ``now`` names the version an entry was kept for (``kept``,
-    always immutable, see :meth:`ChunkCache.put`): the same object, or equal. A mutable
-    buffer ``now`` is compared by content with the kept bytes (bytes == memoryview
-    compares bytes, where ``bytes == ndarray`` would compare elements)."""
-    if kept is now:
-        return True
-    try:
-        if isinstance(kept, bytes) and not isinstance(now, bytes):
-            view = memoryview(now)
-            return view.nbytes == len(kept) and view.cast("B") == kept
-        return bool(kept == now)
-    except Exception:
-        return False
+            self._ungroup()
 
 
 _live: weakref.WeakSet[ChunkCache] = weakref.WeakSet()  # every cache, for invalidate
@@ -274,48 +321,6 @@ def from_argument(cache: Any, name: str = "cache") -> ChunkCache | None:
                          "(off) or None (config['cache.chunk_bytes'])")
     n = byte_budget(cache, name)
     return ChunkCache(n) if n else _off
-
-
-class Place(NamedTuple):
-    """Where an array's chunks live, for the cache: a namespace (the kind of store and
-    its endpoint, or a memory store's dict), the root within it, and what the chunks
-    are decoded with. A chunk is cached under (namespace, root + key), so the same
-    object reached through another root (``memory://g`` + ``x/c/0`` or ``memory://g/x``
-    + ``c/0``) is one entry."""
-
-    namespace: Any
-    root: str
-    fingerprint: Any
-
-    def key(self, key: str) -> tuple[Any, str]:
-        return (self.namespace, self.root + key)
-
-
-def store_id(store: Any, fingerprint: Any = None) -> Place | None:
-    """The :class:`Place` of ``store``'s keys (None for a store without a hashable
-    location: it is then not cached)."""
-    try:
-        loc = store.location()
-        hash(loc)
-    except Exception:
-        return None
-    if isinstance(loc, tuple) and len(loc) >= 2 and isinstance(loc[1], str):
-        root = loc[1].rstrip("/")
-        return Place((loc[0], *loc[2:]), root + "/" if root else "", fingerprint)
-    return Place(loc, "", fingerprint)
-
-
-def fingerprint(pipeline: Any, dtype: Any, chunks: Sequence[int]) -> Any:
-    """What chunks are decoded with: data type, chunk shape and codec chain (an entry
-    decoded with another is never served)."""
-    to_json = getattr(pipeline, "to_json", None)
-    if to_json is not None:
-        codecs = json.dumps(to_json(), sort_keys=True, default=repr)
-    else:  # a v2 chain: filters, compressor and memory order
-        codecs = repr((getattr(pipeline, "filters", None), getattr(pipeline, "compressor", None),
-                       getattr(pipeline, "order", None)))
-    dt = np.dtype(dtype)
-    return (dt.str, repr(dt), tuple(int(c) for c in chunks), codecs)
 
 
 def forget_prefix(store: Any, prefix: str) -> None:

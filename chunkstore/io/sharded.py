@@ -9,7 +9,11 @@ on the inner chunk grid; the layout groups them by shard.
   with one more ``get_ranges`` (neighbours merged by the store's request cost), and
   decode them in the pool straight into the output. A cached index is never trusted
   blindly: the same batched call re-reads the index bytes, and if another writer has
-  replaced the shard the batch is redone with the new index.
+  replaced the shard the batch is redone with the new index. With a decoded-chunk cache
+  budget (``chunk_cache``), inner chunks are first looked up there (``inner_cache``:
+  checked against each shard's token), and those read are decoded, kept and scattered.
+* Every write of shards (and every delete) forgets their decoded inner chunks in every
+  chunk cache of the process afterwards, even when it failed half-way.
 * Writes: a shard whose inner chunks are all covered is encoded without reading; a
   partly covered shard is a read-modify-write committed only if the shard did not
   change meanwhile (else redone), so writers of distinct inner chunks of one shard
@@ -38,9 +42,11 @@ from ..config import config
 from ..errors import ChunkDecodeError, ChunkstoreError, UnsupportedError
 from ..indexing import ChunkProjection
 from ..storage.base import Store
+from . import chunk_cache
 from .cache import LRUCache
 from .chunk_codec import ChunkCodec
 from .coalesce import coalesce
+from .inner_cache import InnerLookup
 from .layout import ChunkLayout
 from .plain import BATCH_BYTES, batches, clear_outside
 from .rmw import WriteUnit, commit_units
@@ -70,8 +76,6 @@ class ShardEngine:
     def __init__(self, store: Store, layout: ChunkLayout, pipeline: CodecPipeline,
                  dtype: np.dtype, fill_value: Any, name: str, synchronizer: Any = None,
                  write_empty_chunks: bool = False, cache: Any = None) -> None:
-        # (``cache``: the decoded-chunk cache is not used for sharded arrays yet; their
-        # shard indexes are cached, ``cache.shard_index_bytes``)
         codec = pipeline.array_bytes
         if not isinstance(codec, ShardingCodec) or codec.inner is None:
             raise UnsupportedError(f"array {name!r}: not a sharded codec chain")
@@ -88,6 +92,13 @@ class ShardEngine:
         self.shard_nbytes = self.inner.nbytes * layout.chunks_per_unit
         #: the largest a stored shard / inner chunk may be (None: unknown)
         self.max_shard, self.max_inner = shard_bound(codec), stored_bound(codec.inner)
+        # decoded inner chunks kept between calls (``chunk_cache``, ``inner_cache``; off
+        # unless a budget is set), decoded for the dtype, the inner chunk shape and the
+        # whole codec chain (inner and index codecs), in shards of this shape
+        self.cache = chunk_cache.resolve(cache)
+        self._sid = (chunk_cache.store_id(store, chunk_cache.fingerprint(
+            pipeline, dtype, codec.chunk_shape) + (tuple(layout.write_shape),))
+            if self.cache is not None else None)
         # key -> (raw index bytes, parsed index)
         # parsed indexes kept per open array (an index of 64 inner chunks is 1 KiB)
         self._indexes = LRUCache(max_entries=65536,
@@ -141,14 +152,22 @@ class ShardEngine:
         """Forget cached indexes (all of them by default)."""
         self._indexes.discard(keys)
 
+    def _invalidate(self, keys: list[str]) -> None:
+        """After the shards ``keys`` were written or deleted: forget their indexes here,
+        and their decoded inner chunks in every chunk cache of the process."""
+        self.invalidate(keys)
+        if self._sid is not None:
+            self.cache.invalidate(self._sid, keys)
+
     # -- reads ---------------------------------------------------------------------------
     def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
         """Fill ``out`` from the projected inner chunks (missing ones read as fill)."""
+        cached = self._sid is not None and self.cache.active()
         for batch in self._groups(projections):
             delay = 0.0005
             for _attempt in range(READ_ATTEMPTS):
                 try:
-                    self._read_batch(batch, out)
+                    self._read_batch(batch, out, cached)
                     break
                 except _StaleIndex as e:  # another writer replaced a shard: read it again
                     self.invalidate(e.keys)
@@ -162,23 +181,29 @@ class ShardEngine:
                     f"({READ_ATTEMPTS} attempts), or is shorter than its index says "
                     "(truncated shard)")
 
-    def _read_batch(self, batch: list[Group], out: np.ndarray) -> None:
+    def _read_batch(self, batch: list[Group], out: np.ndarray, cached: bool = False) -> None:
         keys = [self.layout.unit_key(shard) for shard, _ in batch]
+        lookup = None
+        if cached:
+            lookup = InnerLookup(self, keys)
+            batch, keys = lookup.serve(batch, keys, out)
+            if not batch:
+                return
         raws: dict[str, bytes] = {}
         indexes = self.indexes(keys, raws)
         requests: list[tuple[str, tuple[int, int]]] = []
         wanted: list[list[tuple[ChunkProjection, int, int, int]]] = []
-        fill_projs: list[ChunkProjection] = []
+        fills: list[tuple[ChunkProjection, str, int]] = []
         gap = self.store.request_cost_bytes
         for key, (_, items), index in zip(keys, batch, indexes, strict=True):
             if index is None:
-                fill_projs.extend(p for p, _ in items)
+                fills.extend((p, key, local) for p, local in items)
                 continue
             located = []
             for p, local in items:
                 offset, nbytes = index[local]
                 if nbytes == EMPTY:
-                    fill_projs.append(p)
+                    fills.append((p, key, local))
                 else:
                     located.append((p, local, int(offset), int(nbytes)))
                     if self.max_inner is not None and located[-1][3] > self.max_inner:
@@ -205,7 +230,7 @@ class ShardEngine:
                  if raw is None or bytes(raw) != raws[k]]
         if stale:
             raise _StaleIndex(stale)
-        for p in fill_projs:
+        for p, _, _ in fills:
             out[p.out_selection] = self.read_fill
         work = []
         for (key, (start, stop)), members, part in zip(requests, wanted, parts[:len(requests)],
@@ -216,10 +241,16 @@ class ShardEngine:
             for p, local, offset, nbytes in members:
                 # bytes, not a memoryview: some numcodecs decoders need a real buffer object
                 blob = part if len(members) == 1 else part[offset - start:offset - start + nbytes]
-                work.append((p, self._label(key, local), blob))
-        if stale:
+                work.append((p, key, local, blob))
+        if stale or (lookup is not None and (stale := lookup.changed())):
             raise _StaleIndex(stale)
-        run_batched(lambda item: self.inner.read_into(out, *item), work)
+        if lookup is not None:
+            for _, key, local in fills:
+                lookup.keep(key, local, chunk_cache.FILL)
+            lookup.decode(work, out)
+            return
+        run_batched(lambda item: self.inner.read_into(
+            out, item[0], self._label(item[1], item[2]), item[3]), work)
 
     def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
         """One whole inner chunk (fill_value where it is not stored)."""
@@ -249,8 +280,11 @@ class ShardEngine:
         projections = map(self.layout.for_write, projections)
         for batch in self._groups(projections):
             units = [self._unit(group, value, scalar_cache) for group in batch]
-            built = commit_units(self.store, units, synchronizer=self.synchronizer,
-                                 cpu_bound=False)
+            try:
+                built = commit_units(self.store, units, synchronizer=self.synchronizer,
+                                     cpu_bound=False)
+            finally:  # even when it failed half-way: part of it may have landed
+                self._invalidate([u.key for u in units])
             for unit, result in zip(units, built, strict=True):
                 self._after_commit(unit.key, result)
 
@@ -315,6 +349,4 @@ class ShardEngine:
     def clear_outside(self, old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> None:
         """Shrinking: delete shards wholly outside ``new_shape``; reset the part of the cut
         shards beyond it to fill_value (so growing again shows fill)."""
-        doomed = [self.layout.unit_key(u) for u in self.layout.units_outside(new_shape)]
-        self.invalidate(doomed)
-        clear_outside(self, self.layout, old_shape, new_shape)
+        clear_outside(self, self.layout, old_shape, new_shape)  # calls _invalidate
