@@ -41,6 +41,7 @@ obstore does not look a bucket's region up (:func:`region_refusal`).
 from __future__ import annotations
 
 import configparser
+import hashlib
 import os
 from collections.abc import Mapping
 from datetime import timedelta
@@ -236,6 +237,39 @@ def _apply_config_kwargs(config_kwargs: Mapping[str, Any], config: dict[str, Any
         config.setdefault("region", config_kwargs["region_name"])
 
 
+class StaticCredentials:
+    """Credentials given in the options, handed to obstore as its credential provider:
+    obstore's own loading would add the environment's ``AWS_SESSION_TOKEN`` to a key
+    and secret given without one (botocore signs with exactly what it is given; AWS
+    refuses a token of another key). Called once per client (no expiry)."""
+
+    def __init__(self, access_key_id: str, secret_access_key: str,
+                 token: str | None) -> None:
+        self.access_key_id, self.secret_access_key, self.token = \
+            access_key_id, secret_access_key, token
+
+    def __call__(self) -> dict[str, Any]:
+        return {"access_key_id": self.access_key_id,
+                "secret_access_key": self.secret_access_key, "token": self.token,
+                "expires_at": None}
+
+    def __repr__(self) -> str:  # (a client cache key: the secret is not shown, only a digest)
+        digest = hashlib.sha256(f"{self.secret_access_key}\0{self.token}".encode()).hexdigest()
+        return f"StaticCredentials({self.access_key_id!r}, {digest[:16]})"
+
+
+def _pin_credentials(config: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The S3Store keywords for credentials given s3fs-style (``given``: obstore config
+    name -> value): a :class:`StaticCredentials` provider when a key and a secret are
+    given, so that nothing of the environment's credentials joins them."""
+    if not (given.get("access_key_id") and given.get("secret_access_key")):
+        for theirs, value in given.items():
+            config.setdefault(theirs, value)
+        return {}
+    return {"credential_provider": StaticCredentials(
+        given["access_key_id"], given["secret_access_key"], given.get("session_token"))}
+
+
 def translate_options(url: str, options: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
     """``(bucket, root prefix, keyword arguments of S3Store)`` from s3fs-style options;
     a TypeError names the options that do not translate."""
@@ -260,16 +294,19 @@ def translate_options(url: str, options: Mapping[str, Any]) -> tuple[str, str, d
         "backoff": {"init_backoff": timedelta(milliseconds=50),
                     "max_backoff": timedelta(seconds=2), "base": 2}}
     ck = options.get("client_kwargs") or {}
+    credentials: dict[str, Any] = {}
     for ours, theirs in _CREDENTIALS:
         if options.get(ours):
-            config.setdefault(theirs, options[ours])
+            credentials.setdefault(theirs, options[ours])
     for ours, theirs in _CLIENT_CREDENTIALS:
         if ck.get(ours):
-            config.setdefault(theirs, ck[ours])
+            credentials.setdefault(theirs, ck[ours])
+    extra = _pin_credentials(config, credentials)
     if options.get("anon"):
         config.setdefault("skip_signature", True)
-    if options.get("requester_pays"):
-        config.setdefault("request_payer", True)
+    if not any(str(k).lower() in ("request_payer", "aws_request_payer") for k in config):
+        # as s3fs: only when asked (not from the environment's AWS_REQUEST_PAYER)
+        config["request_payer"] = bool(options.get("requester_pays"))
     if ck.get("verify") is False:
         client.setdefault("allow_invalid_certificates", True)
     _apply_config_kwargs(options.get("config_kwargs") or {}, config, client, retry)
@@ -289,4 +326,5 @@ def translate_options(url: str, options: Mapping[str, Any]) -> tuple[str, str, d
         config["region"] = aws_files_region() or "us-east-1"
     given = options.get("retry_config")
     return bucket, root.strip("/"), {"config": config, "client_options": client,
-                                     "retry_config": given if given is not None else retry}
+                                     "retry_config": given if given is not None else retry,
+                                     **extra}
