@@ -295,3 +295,18 @@ def shard_bound(codec: Any) -> int | None:
     if inner is None:
         return None
     return codec.index_nbytes + codec.n_inner * inner
+
+
+#: unused space a shard may hold beyond its packed size: the sharding spec allows space
+#: between inner chunks, which writers that append updated inner chunks leave behind
+SHARD_UNUSED_BYTES = 16 * 2**20
+
+
+def shard_read_bound(codec: Any) -> int | None:
+    """The most bytes a partial shard write reads whole (its read-modify-write): the
+    packed shard twice (every inner chunk with one earlier copy) plus
+    :data:`SHARD_UNUSED_BYTES`; None when the inner chunks have no bound. The rewrite
+    packs the shard again. A larger object (e.g. a sparse file of gigabytes) is refused
+    before it is read."""
+    packed = shard_bound(codec)
+    return None if packed is None else 2 * packed + SHARD_UNUSED_BYTES

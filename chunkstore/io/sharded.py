@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs.bounded import shard_bound, stored_bound
+from ..codecs.bounded import shard_read_bound, stored_bound
 from ..codecs.pipeline import CodecPipeline, Pipeline
 from ..codecs.sharding import EMPTY, ShardingCodec
 from ..concurrency import run_batched
@@ -91,7 +91,7 @@ class ShardEngine:
         self.read_fill = self.inner.read_fill
         self.shard_nbytes = self.inner.nbytes * layout.chunks_per_unit
         #: the largest a stored shard / inner chunk may be (None: unknown)
-        self.max_shard, self.max_inner = shard_bound(codec), stored_bound(codec.inner)
+        self.max_shard, self.max_inner = shard_read_bound(codec), stored_bound(codec.inner)
         # decoded inner chunks kept between calls (``chunk_cache``, ``inner_cache``; off
         # unless a budget is set), decoded for the dtype, the inner chunk shape and the
         # whole codec chain (inner and index codecs), in shards of this shape
