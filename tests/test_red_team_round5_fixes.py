@@ -170,10 +170,10 @@ def test_pool_holds_no_more_than_the_running_tasks_budgets(pool):
     _run_concurrently(4, 16 * MiB, 4 * MiB)
     with bp.retaining(4 * MiB):
         b = bp.borrow((MiB,), "u1")
-        assert bp.pooled_bytes() <= 3 * MiB  # today: 12 MiB
+        assert bp.pooled_bytes() <= 3 * MiB  # was: 12 MiB
         bp.give_back(b)
         del b
-    assert bp.pooled_bytes() <= 4 * MiB  # today: 13 MiB
+    assert bp.pooled_bytes() <= 4 * MiB  # was: 13 MiB
 
 
 def test_a_failed_task_does_not_disable_the_pool(pool):
