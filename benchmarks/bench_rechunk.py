@@ -34,8 +34,10 @@ import argparse
 import functools
 import json
 import math
+import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -149,6 +151,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for method in args.methods.split(","):
             dst = work / f"{case}-{method}.zarr"
             shutil.rmtree(dst, ignore_errors=True)
+            settle(0.0 if args.tiny else 3.0)
             row = run_method(case, method, src, dst, work, shape, chunks, target, axes,
                              max_mem)
             if row is None:
@@ -179,6 +182,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return results
+
+
+def settle(seconds: float = 3.0) -> None:
+    """Before a method runs: the gigabytes the previous one wrote are flushed (the
+    kernel's writeback would otherwise take CPU from the next method) and the load
+    it left decays a little."""
+    os.sync()
+    time.sleep(seconds)
 
 
 def run_method(case, method, src, dst, work, shape, chunks, target, axes, max_mem) -> dict | None:

@@ -220,10 +220,10 @@ class Stage:
                 min(self.codec_threads, per_write) * math.prod(inner) * size
         terms = {"block": self.block_bytes, "compressed": max(read_c, write_c),
                  "decode_scratch": decode, "encode_copy": encode}
-        # the sum, also for a transposed source, whose piece buffer is freed before the
-        # block is written: remote stores then hold a piece's stored bytes twice (the
-        # client's copy), which the piece buffer's place stands for (measured on S3: 332
-        # MiB per worker, 336 predicted; local files: 244, 306 predicted)
+        # the sum: a transposed source's piece buffer is kept through the write (the
+        # buffer pool lends it to the next task, ``buffer_pool``), measured on local
+        # files 305 MiB per worker, 307 predicted; on S3 the client's copy of the piece
+        # being uploaded comes on top (368 measured)
         terms["total"] = self.block_bytes + decode + max(read_c, write_c + encode)
         return terms
 
