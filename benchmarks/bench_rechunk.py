@@ -135,6 +135,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--methods", default="chunkstore,dask-tasks,dask-p2p,rechunker,cubed,"
                         + CLI_METHOD)
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs per method, the methods interleaved; the median is kept")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-rechunk-"))
@@ -148,33 +150,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if case != "to_store" and not (src / ".zarray").exists():
             make_source(src, shape, chunks)
         nbytes = int(np.prod(shape)) * (8 if case == "to_store" else 4)
-        for method in args.methods.split(","):
-            dst = work / f"{case}-{method}.zarr"
-            shutil.rmtree(dst, ignore_errors=True)
-            settle(0.0 if args.tiny else 3.0)
-            row = run_method(case, method, src, dst, work, shape, chunks, target, axes,
-                             max_mem)
-            if row is None:
-                continue
-            if "error" in row:
-                print(f"{case} {method} failed: {row['error']}", flush=True)
-                correct = False
-            elif "correct" in row:  # checked where the result is (e.g. on S3)
-                correct = row["correct"]
-            elif case == "to_store":
-                correct = check_generated(dst, shape, chunks)
-            else:
-                correct = check(src, dst, axes)
-            row.setdefault("target_stored_mb", dir_bytes(dst) / MB)
-            row.update(case=case, method=method, nbytes_mb=nbytes / MB, max_mem_mb=max_mem / MB,
-                       correct=correct)
-            if case != "to_store":
-                row["source_stored_mb"] = dir_bytes(src) / MB
-            row["bound_mb"] = (max_mem + BOUND_EXTRA) / MB
-            results.append(row)
-            print(format_row(row), flush=True)
-            shutil.rmtree(dst, ignore_errors=True)
-            (OUT / "bench_rechunk.json").write_text(json.dumps(results, indent=2))
+        runs: dict[str, list[dict]] = {}
+        for _ in range(max(1, args.repeats)):  # methods interleaved: none always runs first
+            for method in args.methods.split(","):
+                row = one_run(case, method, src, work, shape, chunks, target, axes, max_mem,
+                              nbytes, 0.0 if args.tiny else 3.0)
+                if row is not None:
+                    runs.setdefault(method, []).append(row)
+                    print(format_row(row), flush=True)
+        results += [median_run(rows) for rows in runs.values()]
+        (OUT / "bench_rechunk.json").write_text(json.dumps(results, indent=2))
         if not args.workdir:
             shutil.rmtree(src, ignore_errors=True)
     (OUT / "bench_rechunk.json").write_text(json.dumps(results, indent=2))
@@ -182,6 +167,47 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return results
+
+
+def one_run(case, method, src, work, shape, chunks, target, axes, max_mem, nbytes,
+            pause) -> dict | None:
+    """One measured run of ``method`` on ``case``, checked; its target removed after."""
+    dst = work / f"{case}-{method}.zarr"
+    shutil.rmtree(dst, ignore_errors=True)
+    settle(pause)
+    row = run_method(case, method, src, dst, work, shape, chunks, target, axes, max_mem)
+    if row is None:
+        return None
+    if "error" in row:
+        print(f"{case} {method} failed: {row['error']}", flush=True)
+        correct = False
+    elif "correct" in row:  # checked where the result is (e.g. on S3)
+        correct = row["correct"]
+    elif case == "to_store":
+        correct = check_generated(dst, shape, chunks)
+    else:
+        correct = check(src, dst, axes)
+    row.setdefault("target_stored_mb", dir_bytes(dst) / MB)
+    row.update(case=case, method=method, nbytes_mb=nbytes / MB, max_mem_mb=max_mem / MB,
+               correct=correct, bound_mb=(max_mem + BOUND_EXTRA) / MB)
+    if case != "to_store":
+        row["source_stored_mb"] = dir_bytes(src) / MB
+    shutil.rmtree(dst, ignore_errors=True)
+    return row
+
+
+def median_run(rows: list[dict]) -> dict:
+    """The run of median wall time, with every run's wall (``runs_s``), the highest peak
+    per worker of all runs, and correct only if every run was."""
+    ordered = sorted(rows, key=lambda r: r["wall_s"])
+    row = dict(ordered[(len(ordered) - 1) // 2])
+    row["runs_s"] = [r["wall_s"] for r in ordered]
+    peaks = [r.get("peak_rss_mb") or [] for r in rows]
+    if all(len(p) == len(peaks[0]) for p in peaks):
+        row["peak_rss_mb"] = [max(v) for v in zip(*peaks, strict=True)]
+    row["memory_events"] = [e for r in rows for e in r.get("memory_events") or []]
+    row["correct"] = all(r.get("correct") for r in rows)
+    return row
 
 
 def settle(seconds: float = 3.0) -> None:
