@@ -1,6 +1,6 @@
 # One image for every Python service of docker-compose.yml: the Dask scheduler and workers
 # (with the dashboard), the bucket creation and Jupyter, all running chunkstore from this
-# repository with its [cluster] extra (s3fs, bokeh, jupyterlab, matplotlib, psutil).
+# repository with its [cluster] extra (obstore, s3fs, bokeh, jupyterlab, matplotlib, psutil).
 FROM python:3.11-slim
 
 WORKDIR /opt/chunkstore

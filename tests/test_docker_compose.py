@@ -82,7 +82,7 @@ def test_image_build():
         assert entry in ignored
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     cluster = project["optional-dependencies"]["cluster"]
-    assert any(d.startswith("bokeh") for d in cluster) and "chunkstore[s3]" in cluster
+    assert any(d.startswith("bokeh") for d in cluster) and "chunkstore[s3,obstore]" in cluster  # s3:// through obstore
     assert any(d.startswith("google-crc32c") for d in project["dependencies"])
     assert not any(d.startswith("crc32c") for d in project["dependencies"])
 
