@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from ..concurrency import run_batched
 from ..config import config
 from ..sizes import whole_number
 from ..storage import write_events
@@ -374,3 +375,17 @@ def tokens(store: Any, keys: Sequence[str]) -> list[Any] | None:
     (``cache_tokens``), else None (entries are trusted; see the module docstring)."""
     fn = getattr(store, "cache_tokens", None)
     return None if fn is None else fn(keys)
+
+
+def scatter(hits: Sequence[tuple[Any, Any]], out: np.ndarray, fill: Any, item_bytes: int
+            ) -> None:
+    """Copy the cached chunks of ``hits`` ((projection, chunk or FILL) pairs) into their
+    places in ``out`` (FILL: ``fill``), on the pool when they are large."""
+    def one(item: tuple[Any, Any]) -> None:
+        p, chunk = item
+        if chunk is FILL:
+            out[p.out_selection] = fill
+        else:
+            out[p.out_selection] = chunk[p.chunk_selection]
+
+    run_batched(one, hits, item_bytes=item_bytes)

@@ -61,14 +61,7 @@ class InnerLookup:
                 if len(missed) < len(items):
                     self.mixed.append(key)
 
-        def scatter(item: tuple[ChunkProjection, Any]) -> None:
-            p, chunk = item
-            if chunk is chunk_cache.FILL:
-                out[p.out_selection] = fill
-            else:
-                out[p.out_selection] = chunk[p.chunk_selection]
-
-        run_batched(scatter, hits, item_bytes=self.engine.inner.nbytes)
+        chunk_cache.scatter(hits, out, fill, self.engine.inner.nbytes)
         return rest, rest_keys
 
     def changed(self) -> list[str]:

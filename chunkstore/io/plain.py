@@ -184,16 +184,7 @@ class PlainEngine:
 
             hits += run_batched(decode, range(len(misses)), item_bytes=self.chunk_nbytes,
                                 cpu_bound=True)
-        fill = self.read_fill
-
-        def scatter(item: tuple[ChunkProjection, Any]) -> None:
-            p, chunk = item
-            if chunk is chunk_cache.FILL:
-                out[p.out_selection] = fill
-            else:
-                out[p.out_selection] = chunk[p.chunk_selection]
-
-        run_batched(scatter, hits, item_bytes=self.chunk_nbytes)
+        chunk_cache.scatter(hits, out, self.read_fill, self.chunk_nbytes)
 
     def _read_views(self, batch: list[ChunkProjection], out: np.ndarray) -> None:
         """Chunks read in place (no copy of the stored bytes). Compressed chunks are each
