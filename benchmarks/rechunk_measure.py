@@ -26,6 +26,7 @@ MB = 1e6
 MiB = 2**20
 INTERVAL = 0.1
 HEADROOM = 500 * 10**6  # memory_limit = max_mem + HEADROOM (issue 13)
+TIMEOUT = 600.0  # seconds a method may run before it counts as failed (a hung peer)
 BOUND_EXTRA = 200 * 10**6  # per-worker peak must stay <= max_mem + BOUND_EXTRA
 
 
@@ -114,15 +115,30 @@ def _measure(fn: Callable[[], dict | None], client: Any) -> dict:
     cpu0 = _cpu_seconds(pids)
     load0 = os.getloadavg()[0]
     with WorkerMemory(client, interval=INTERVAL) as mem:
-        try:
-            extra = fn() or {}
-        except Exception as e:  # noqa: BLE001  (a peer that fails is a result too)
-            extra = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+        extra = _within(fn, TIMEOUT)
     return {"wall_s": mem.wall, "cpu_s": _cpu_seconds(pids) - cpu0,
             "peak_rss_mb": [p / MB for p in mem.peaks.values()],
             "baseline_mb": [b / MB for b in mem.baselines.values()],
             "memory_events": mem.events, "load_avg": [load0, os.getloadavg()[0]],
             **extra}
+
+
+def _within(fn: Callable[[], dict | None], timeout: float) -> dict:
+    """``fn()``'s result, or ``{"error": ...}`` when it raised or ran past ``timeout``
+    seconds (dask p2p once stayed paused for 7 minutes with its workers at 81% of their
+    limit: the cluster is closed after it, which ends the computation)."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn() or {}
+        except Exception as e:  # noqa: BLE001  (a peer that fails is a result too)
+            box["value"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return box.get("value", {"error": f"TimeoutError: still running after {timeout:.0f} s"})
 
 
 def _cpu_seconds(pids: list[int]) -> float:
