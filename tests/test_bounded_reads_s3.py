@@ -119,3 +119,28 @@ def test_obstore_ranged_and_bounded_reads(s3_bucket):
         b"\0\1", b"\xfe\xff"]
     with pytest.raises(ObjectSizeError, match="'k'.*4096 bytes, expected 8192"):
         store.get_ranges([("k", (0, 2))], object_size=8192)
+
+
+def test_obstore_versioned_read_is_bounded(s3_bucket):
+    """A partial write's versioned read on obstore: a GET of ``max_bytes + 1`` bytes
+    whose size is checked before the body is read; ETags still serve If-Match."""
+    pytest.importorskip("obstore")
+    from chunkstore.storage.bounds import takes
+    from chunkstore.storage.obstore_store import ObstoreStore
+
+    url, options = s3_bucket
+    store = ObstoreStore(f"{url}/ob-versioned", options)
+    assert takes(store.get_versioned_many, "max_bytes")
+    store.set("big", bytes(10_000))
+    store.set("small", b"abc")
+    store.set("empty", b"")
+    with pytest.raises(ObjectSizeError, match="'big' .* holds 10000 bytes, more than the 100"):
+        store.get_versioned_many(["small", "big"], max_bytes=100)
+    found = store.get_versioned_many(["small", "empty", "none"], max_bytes=100)
+    assert [v for v, _ in found] == [b"abc", b"", None]
+    assert store.set_if("small", b"new", found[0][1])
+    assert not store.set_if("small", b"lost", found[0][1])  # the ETag moved on
+    assert store.set_if("empty", b"was empty", found[1][1])
+    assert store.get_versioned_many(["small", "empty"])[0][0] == b"new"
+    assert store.get("empty") == b"was empty"
+    assert store.get_versioned_many([], max_bytes=1) == []

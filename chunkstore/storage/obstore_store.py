@@ -228,23 +228,30 @@ class ObstoreStore(ObstoreWrites, Store):
         return [self._check("reading", k, v) for k, v in zip(keys, out, strict=True)]
 
     def _get_bounded(self, item: tuple[str, str, int]) -> bytes | None:
-        key, path, max_bytes = item
+        found = self._fetch(*item)
+        return None if found is None else found[0]
+
+    def _fetch(self, key: str, path: str, max_bytes: int | None
+               ) -> tuple[bytes, Any] | None:
+        """Body and metadata (None: missing); with ``max_bytes``, a GET of at most
+        ``max_bytes + 1`` bytes whose size is checked before its body is read."""
         obs = obstore_module()
         try:
-            result = obs.get(self.client, path, options={"range": (0, max_bytes + 1)})
+            result = (obs.get(self.client, path) if max_bytes is None else
+                      obs.get(self.client, path, options={"range": (0, max_bytes + 1)}))
         except Exception as e:
             if is_missing(e):
                 return None
-            size = self._size_of(path)  # an empty object: no range fits it (416)
-            if size is None:
+            meta = None if max_bytes is None else self._head(path)
+            if meta is not None and int(meta["size"]) == 0:  # no range fits it (416)
+                return b"", meta
+            if meta is None and max_bytes is not None:
                 return None
-            if size == 0:
-                return b""
             raise
         size = int(result.meta["size"])
-        if size > max_bytes:
+        if max_bytes is not None and size > max_bytes:
             raise too_large(self, key, size, max_bytes)
-        return bytes(result.bytes())
+        return bytes(result.bytes()), result.meta
 
     def _get_whole(self, path: str) -> bytes | None:
         obs = obstore_module()
@@ -326,33 +333,31 @@ class ObstoreStore(ObstoreWrites, Store):
             raise self._failure("reading", [key], e) from e
 
     def _size_of(self, path: str) -> int | None:
+        meta = self._head(path)
+        return None if meta is None else int(meta["size"])
+
+    def _head(self, path: str) -> Any:
         try:
-            return int((obstore_module().head(self.client, path))["size"])
+            return obstore_module().head(self.client, path)
         except Exception as e:
             if is_missing(e):
                 return None
             raise
 
     # -- versioned reads and conditional commits --------------------------------------
-    def get_versioned_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, Any]]:
-        """Each body with its ETag (``(None, ABSENT)`` when missing), concurrently."""
-        if not keys:
-            return []
-        paths = [self._path(k) for k in keys]
-        out = run_all(self._get_versioned, paths)
+    def get_versioned_many(self, keys: Sequence[str], max_bytes: int | None = None
+                           ) -> list[tuple[bytes | None, Any]]:
+        """Each body with its ETag (``(None, ABSENT)`` when missing), concurrently; one
+        larger than ``max_bytes`` is an ObjectSizeError, its body not downloaded."""
+        out = run_all(self._get_versioned, [(k, self._path(k), max_bytes) for k in keys])
         return [self._check("reading", k, v) for k, v in zip(keys, out, strict=True)]
 
-    def _get_versioned(self, path: str) -> tuple[bytes | None, Any]:
-        obs = obstore_module()
-        try:
-            result = obs.get(self.client, path)
-            data = bytes(result.bytes())
-        except Exception as e:
-            if is_missing(e):
-                return None, ABSENT
-            raise
-        etag = result.meta.get("e_tag")
-        return data, (ETag(etag) if etag else ANY)
+    def _get_versioned(self, item: tuple[str, str, int | None]) -> tuple[bytes | None, Any]:
+        found = self._fetch(*item)
+        if found is None:
+            return None, ABSENT
+        etag = found[1].get("e_tag")
+        return found[0], (ETag(etag) if etag else ANY)
 
     # -- listing ----------------------------------------------------------------------
     def _key_of(self, path: str) -> str | None:
