@@ -154,6 +154,22 @@ def object_sizes(fs: Any, paths: Sequence[str]) -> list[Any]:
     return out
 
 
+def object_size(fs: Any, path: str) -> int | None:
+    """The size of ``path`` (None when missing or a directory): one HEAD on S3 (``info``
+    would LIST the prefix after a 404, looking for a directory), ``info`` elsewhere."""
+    if hasattr(fs, "call_s3") and hasattr(fs, "split_path"):
+        bucket, object_key, _ = fs.split_path(path)
+        try:
+            return int(fs.call_s3("head_object", Bucket=bucket, Key=object_key)
+                       ["ContentLength"])
+        except FileNotFoundError:
+            return None
+    size = object_sizes(fs, [path])[0]
+    if isinstance(size, BaseException):
+        raise size
+    return size
+
+
 def _is_invalid_range(error: BaseException) -> bool:
     """Whether ``error`` (as s3fs raises it, botocore's error as its cause) is S3's 416
     InvalidRange: no range fits an empty object."""

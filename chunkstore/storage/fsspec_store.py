@@ -55,7 +55,7 @@ from .base import ByteRange, validate_key
 from .errors import BadArchiveError, MissingBackendError, StoreError
 from .fsspec_listing import FsspecListing
 from .fsspec_setup import check_backends, explicit_endpoint, protocols, with_endpoint
-from .fsspec_sized import FsspecSizedReads, is_s3
+from .fsspec_sized import FsspecSizedReads, is_s3, object_size
 from .local_temp import temp_name
 from .location import remote_location
 
@@ -362,23 +362,7 @@ class FsspecStore(FsspecSizedReads, FsspecListing):
             return self._size_of(path)
 
     def _size_of(self, path: str) -> int | None:
-        fs = self.fs
-        if hasattr(fs, "call_s3") and hasattr(fs, "split_path"):
-            # one HEAD; fs.info would LIST the prefix after a 404 to look for a directory
-            bucket, object_key, _ = fs.split_path(path)
-            try:
-                return int(fs.call_s3("head_object", Bucket=bucket, Key=object_key)
-                           ["ContentLength"])
-            except FileNotFoundError:
-                return None
-        fs.invalidate_cache(path)
-        try:
-            info = fs.info(path)
-        except FileNotFoundError:
-            return None
-        if info.get("type") == "directory":
-            return None
-        return int(info["size"])
+        return object_size(self.fs, path)
 
     # -- writes (sets, deletes and conditional commits: FsspecWrites) ----------------------
     def _put(self, data: dict[str, bytes]) -> None:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ChunkstoreError
@@ -55,15 +55,13 @@ from .base import (
     ANY,
     ByteRange,
     Store,
-    normalize_prefix,
     validate_key,
-    validate_prefix,
 )
 from .bounds import too_large, wrong_size
 from .errors import InvalidStoreError, StoreError
 from .fsspec_setup import protocols, with_endpoint
-from .local_temp import TEMP_PREFIX
 from .location import remote_location
+from .obstore_listing import ObstoreListing
 from .obstore_setup import (  # noqa: F401 (available, MAX_CONCURRENCY: re-exported)
     MAX_CONCURRENCY,
     available,
@@ -75,11 +73,11 @@ from .obstore_setup import (  # noqa: F401 (available, MAX_CONCURRENCY: re-expor
     run_all,
     translate_options,
 )
-from .obstore_writes import ObstoreWrites, is_listable_key
+from .obstore_writes import ObstoreWrites
 from .s3_conditional import ETag
 
 
-class ObstoreStore(ObstoreWrites, Store):
+class ObstoreStore(ObstoreListing, ObstoreWrites, Store):
     """A Store on an ``s3://bucket/prefix`` URL through obstore (see the module
     docstring). ``storage_options`` as for FsspecStore on S3."""
 
@@ -358,48 +356,3 @@ class ObstoreStore(ObstoreWrites, Store):
             return None, ABSENT
         etag = found[1].get("e_tag")
         return found[0], (ETag(etag) if etag else ANY)
-
-    # -- listing ----------------------------------------------------------------------
-    def _key_of(self, path: str) -> str | None:
-        if not self._root:
-            return path or None
-        if path.startswith(self._root + "/"):
-            return path[len(self._root) + 1:]
-        return None
-
-    def list_prefix(self, prefix: str) -> Iterator[str]:
-        head, _, _ = validate_prefix(prefix).rpartition("/")
-        start = self._path(head) if head else self._root
-        try:
-            batches = obstore_module().list(self.client, prefix=start or None).collect()
-        except Exception as e:
-            if is_missing(e):
-                return iter(())
-            raise self._failure("listing", [prefix], e) from e
-        keys = []
-        for meta in batches:
-            key = self._key_of(meta["path"])
-            if (key is not None and key.startswith(prefix) and TEMP_PREFIX not in key
-                    and is_listable_key(key)):
-                keys.append(key)
-        return iter(sorted(keys))
-
-    def list_dir(self, prefix: str) -> Iterator[str]:
-        base = normalize_prefix(prefix)
-        start = self._path(base.rstrip("/")) if base else self._root
-        try:
-            found = obstore_module().list_with_delimiter(self.client, prefix=start or None)
-        except Exception as e:
-            if is_missing(e):
-                return iter(())
-            raise self._failure("listing", [base], e) from e
-        names = set()
-        paths = list(found["common_prefixes"]) + [m["path"] for m in found["objects"]]
-        for path in paths:
-            key = self._key_of(path.rstrip("/"))
-            if key is None or not key.startswith(base) or key == base.rstrip("/"):
-                continue
-            name = key[len(base):].split("/", 1)[0]
-            if name and TEMP_PREFIX not in name and is_listable_key(name):
-                names.add(name)
-        return iter(sorted(names))
