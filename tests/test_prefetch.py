@@ -1,5 +1,6 @@
-"""Reads ahead (``io.prefetch``): the next batch is fetched while the current one is
-used, in order, on one thread outside the chunk IO pool; errors reach the reader."""
+"""Reads ahead (``io.prefetch``): later batches are fetched while the current one is
+used (up to ``depth`` of them), in order, on threads outside the chunk IO pool; errors
+reach the reader."""
 
 import threading
 import time
@@ -45,6 +46,66 @@ def test_single_batch_inline_and_errors():
 
     with pytest.raises(OSError, match="endpoint gone"):
         list(ahead(range(5), fetch))
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+@pytest.mark.parametrize("n", [2, 3, 9])
+def test_depth_keeps_that_many_fetches_in_flight_and_no_more(depth, n):
+    guard, state = threading.Lock(), {"fetching": 0, "peak": 0, "held": 0, "held_peak": 0}
+
+    def fetch(b):
+        with guard:
+            state["fetching"] += 1
+            state["peak"] = max(state["peak"], state["fetching"])
+        time.sleep(0.02)
+        with guard:
+            state["fetching"] -= 1
+            state["held"] += 1  # fetched bytes now held until the reader is done
+            state["held_peak"] = max(state["held_peak"], state["held"])
+        return b
+
+    got = []
+    for b, value in ahead(range(n), fetch, depth):
+        assert b == value
+        got.append(value)
+        time.sleep(0.03)  # decoding: later fetches run meanwhile
+        with guard:
+            state["held"] -= 1
+    assert got == list(range(n))
+    assert state["peak"] == min(depth, n)  # the window is used ...
+    assert state["held_peak"] <= depth + 1  # ... and bounds what is held
+
+
+def test_depth_errors_reach_the_reader_in_order():
+    def fetch(b):
+        if b == 3:
+            raise OSError("batch 3 lost")
+        return b
+
+    seen = []
+    with pytest.raises(OSError, match="batch 3 lost"):
+        for b, _ in ahead(range(8), fetch, 4):
+            seen.append(b)
+    assert seen == [0, 1, 2]
+
+
+class _RemoteMemory(cs.MemoryStore):
+    remote = True  # reads keep several batches in flight ...
+    zero_copy_views = False  # ... through the fetch path, as S3 does
+
+
+def test_remote_reads_with_several_batches_ahead_are_exact(monkeypatch):
+    monkeypatch.setattr(plain, "READ_BATCH_BYTES", 8192)  # many small batches
+    x = np.random.default_rng(1).random((120, 333))
+    a = cs.create_array(_RemoteMemory(), shape=x.shape, chunks=(8, 16), dtype="f8",
+                        compressors=None)
+    a[...] = x
+    depths = []
+    real = plain.ahead
+    monkeypatch.setattr(plain, "ahead", lambda b, f, d=1: depths.append(d) or real(b, f, d))
+    np.testing.assert_array_equal(a[...], x)
+    assert depths == [plain.REMOTE_READ_AHEAD] and plain.REMOTE_READ_AHEAD > 1
+    np.testing.assert_array_equal(a[5:117:3, ::-1][:, 7:300:5], x[5:117:3, ::-1][:, 7:300:5])
 
 
 def test_many_batches_on_a_non_view_store_read_exactly(monkeypatch):

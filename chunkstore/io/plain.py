@@ -30,7 +30,7 @@ import numpy as np
 from ..codecs import Pipeline
 from ..codecs.bounded import stored_bound
 from ..codecs.scratch import scratch_buffer
-from ..concurrency import INLINE_ITEM_BYTES, default_workers, run_batched
+from ..concurrency import INLINE_ITEM_BYTES, default_workers, pool_threads, run_batched
 from ..errors import ChunkDecodeError
 from ..indexing import ChunkProjection, OrthogonalIndexer
 from ..storage.base import Store
@@ -52,6 +52,7 @@ BATCH_BYTES = 256 * 2**20  # decoded bytes per write batch: bounds memory of hug
 #: chunk bytes per read batch (at least two chunks per pool thread): a batch's fetched
 #: values are held until decoded, so a read's peak is its output plus about this
 READ_BATCH_BYTES = 64 * 2**20
+REMOTE_READ_AHEAD = 4  # batches fetched ahead of the one decoding, from remote stores
 VIEW_GROUP = 64  # views held at once (a memory map holds a file descriptor) ...
 VIEW_GROUP_BYTES = 16 * 2**20  # ... and at most this many mapped bytes (or 2 per thread)
 
@@ -116,10 +117,12 @@ class PlainEngine:
                 else:
                     self._read_views(batch, out)
             return
-        # other stores: the next batch is fetched while this one decodes (half-size
-        # batches, so the two held at once weigh what one did)
-        half = max(READ_BATCH_BYTES // 2, 2 * default_workers() * self.chunk_nbytes)
-        for _batch, fetched in ahead(self._batches(projections, half), self._fetch):
+        # other stores: later batches are fetched while this one decodes; remote ones
+        # keep several smaller batches in flight (a batch's slowest request then stalls
+        # only its share), and the batches held at once weigh what one did
+        depth = REMOTE_READ_AHEAD if self.store.remote else 1
+        size = max(READ_BATCH_BYTES // (depth + 1), 2 * pool_threads(True) * self.chunk_nbytes)
+        for _batch, fetched in ahead(self._batches(projections, size), self._fetch, depth):
             self._place(fetched, out)
 
     def _fetch(self, batch: list[ChunkProjection]) -> tuple[list, list, list, list]:

@@ -1,14 +1,16 @@
-"""Reading ahead: the next batch of a read is fetched while the current one decodes.
+"""Reading ahead: later batches of a read are fetched while the current one decodes.
 
 Remote stores answer in milliseconds per request; fetching one batch, then decoding it,
-then fetching the next leaves the endpoint idle during every decode. :func:`ahead`
-runs the fetches on one dedicated thread (not the chunk IO pool: a pool thread waiting
-for pool work could deadlock a bounded pool), one batch ahead, so at most two batches'
-fetched bytes are held at once.
+then fetching the next leaves the endpoint idle during every decode, and a batch's
+slowest request leaves it half idle at the end of each fetch. :func:`ahead` runs the
+fetches on dedicated threads (not the chunk IO pool: a pool thread waiting for pool work
+could deadlock a bounded pool), ``depth`` batches ahead of the one being worked on, so
+at most ``depth + 1`` batches' fetched bytes are held at once.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
@@ -17,9 +19,11 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def ahead(batches: Iterable[T], fetch: Callable[[T], R]) -> Iterator[tuple[T, R]]:
-    """``(batch, fetch(batch))`` for each batch, the next one's fetch running while the
-    caller works on the current one. A single batch is fetched inline (no thread)."""
+def ahead(batches: Iterable[T], fetch: Callable[[T], R], depth: int = 1
+          ) -> Iterator[tuple[T, R]]:
+    """``(batch, fetch(batch))`` for each batch in order, up to ``depth`` later batches'
+    fetches running while the caller works on the current one. A single batch is
+    fetched inline (no thread)."""
     it = iter(batches)
     first = next(it, None)
     if first is None:
@@ -28,18 +32,29 @@ def ahead(batches: Iterable[T], fetch: Callable[[T], R]) -> Iterator[tuple[T, R]
     if second is None:
         yield first, fetch(first)
         return
+    depth = max(1, depth)
     # not named "chunkstore-*": its calls into the pool must not run inline
-    pool = ThreadPoolExecutor(1, thread_name_prefix="cs-read-ahead")
+    pool = ThreadPoolExecutor(depth, thread_name_prefix="cs-read-ahead")
+    upcoming = iter([first, second])
+    pending: deque[tuple[T, Future[R]]] = deque()
+
+    def top_up() -> None:
+        nonlocal upcoming
+        while len(pending) < depth:
+            batch = next(upcoming, None)
+            if batch is None:
+                if upcoming is it:
+                    return
+                upcoming = it
+                continue
+            pending.append((batch, pool.submit(fetch, batch)))
+
     try:
-        current: tuple[T, Future[R]] = (first, pool.submit(fetch, first))
-        upcoming: T | None = second
-        while True:
-            batch, future = current
-            nxt = None if upcoming is None else (upcoming, pool.submit(fetch, upcoming))
-            yield batch, future.result()
-            if nxt is None:
-                return
-            current = nxt
-            upcoming = next(it, None)
+        top_up()
+        while pending:
+            batch, future = pending.popleft()
+            result = future.result()
+            top_up()  # the next fetch starts before the caller works on this batch
+            yield batch, result
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
