@@ -119,6 +119,33 @@ def test_a_large_write_holds_only_its_runs_in_flight(tmp_path):
     np.testing.assert_array_equal(a[...], x)
 
 
+def test_local_writes_run_on_two_threads_per_core_in_cache_sized_runs(tmp_path, monkeypatch):
+    """A local write commits runs of at most ``WARM_RUN_BYTES`` of chunks (written while
+    still in the cache), from at most two threads per core (more only take turns)."""
+    from chunkstore.concurrency import pool_threads
+    from chunkstore.io import rmw
+    from chunkstore.storage import LocalStore
+
+    x = np.random.default_rng(2).random((512, 4096))  # 16 MiB: 32 chunks of 512 KiB
+    a = cs.create_array(str(tmp_path / "w.zarr"), shape=x.shape, chunks=(64, 1024),
+                        dtype="f8", compressors=None)
+    seen, runs = set(), []
+    commit = LocalStore.commit_many
+
+    def recording(self, items):
+        items = list(items)
+        seen.add(threading.get_ident())
+        runs.append(len(items))
+        return commit(self, items)
+
+    monkeypatch.setattr(LocalStore, "commit_many", recording)
+    a[...] = x
+    assert sum(runs) == 32
+    assert max(runs) <= rmw.WARM_RUN_BYTES // (64 * 1024 * 8) == 4
+    assert 1 <= len(seen) <= rmw.BLOCKING_THREADS_PER_CORE * pool_threads(True)
+    np.testing.assert_array_equal(a[...], x)
+
+
 def test_release_all_drops_every_threads_buffers():
     ready, done = threading.Event(), threading.Event()
     held = {}

@@ -36,6 +36,8 @@ UNCHANGED = object()
 WRITTEN = object()
 MAX_ATTEMPTS = 200
 RUNS_PER_THREAD = 4  # commits per thread and batch: fewer overlap less, more cost calls
+BLOCKING_THREADS_PER_CORE = 2  # runs at once per core on stores whose commits block
+WARM_RUN_BYTES = 2 * 2**20  # a local run's built values: about what a core's cache holds
 _BACKOFF_START, _BACKOFF_MAX = 0.0005, 0.05
 
 
@@ -115,18 +117,23 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     built and committed by one pool thread: encoding one run overlaps writing another
     (a store call per run, several in flight), instead of encoding everything first."""
     # where a commit blocks the calling thread on IO (local files: writes into the page
-    # cache wait on dirty-page throttling and the disk), every pool thread runs runs, so
-    # a core left idle by a blocked writer is taken by another run's encoding; else
+    # cache wait on dirty-page throttling and the disk), two threads per core run runs,
+    # so a core left idle by a blocked writer is taken by another run's encoding (more
+    # only take turns at the GIL and evict each other's chunks from the cache); else
     # (memory, or remote stores with their own concurrent requests) one per core
     wide = cpu_bound and getattr(store, "blocking_commits", False)
     fan_cpu = cpu_bound and not wide
     n_threads = max(1, min(len(pending), pool_threads(fan_cpu)))
+    if wide:
+        n_threads = min(n_threads, BLOCKING_THREADS_PER_CORE * pool_threads(True))
     size = max(1, len(pending) // (n_threads * RUNS_PER_THREAD))
     if item_bytes:  # a run's built values are held until its commit: bound them all
         # (at least one thread per core, whatever the budget: chunks that large need it)
         budget = int(config.get("threading.write_bytes"))
         n_threads = max(min(n_threads, pool_threads(True)), min(n_threads, budget // item_bytes))
         size = max(1, min(size, budget // (n_threads * item_bytes)))
+        if wide:  # written while still in the core's cache, not after a round trip to RAM
+            size = max(1, min(size, WARM_RUN_BYTES // item_bytes))
     runs = [pending[i:i + size] for i in range(0, len(pending), size)]
     # tiny chunks on a store without latency to hide: the first run is timed and, when
     # its units prove quick, all run on this thread (threads would only take turns at
