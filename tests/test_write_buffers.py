@@ -165,3 +165,24 @@ def test_release_all_drops_every_threads_buffers():
     done.set()
     t.join()
     assert held == {"before": 32 * 32 * 8, "after": 0, "same": False}
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("chunks", [(8, 40), (8, 8)])  # whole rows (contiguous) / blocks
+def test_raw_chunks_are_stored_once_and_never_alias_the_value(zarr_format, chunks):
+    """Uncompressed chunks: a strided block becomes new bytes that the memory store keeps
+    as they are (no second copy); a contiguous one is copied by the store, so changing
+    the written array afterwards changes nothing stored."""
+    x = np.arange(32 * 40, dtype="<i4").reshape(32, 40)
+    store = cs.MemoryStore()
+    a = cs.create_array(store, shape=x.shape, chunks=chunks, dtype="<i4", compressors=None,
+                        zarr_format=zarr_format)
+    value = x.copy()
+    a[...] = value
+    value[...] = -1  # the caller reuses its buffer
+    np.testing.assert_array_equal(a[...], x)
+    j = 0 if chunks[1] == x.shape[1] else 1
+    stored = store.get(a.chunk_key((1, j)))
+    assert type(stored) is bytes
+    assert stored == np.ascontiguousarray(x[chunks[0]:2 * chunks[0],
+                                            j * chunks[1]:(j + 1) * chunks[1]]).tobytes()

@@ -13,6 +13,14 @@ from .base import ArrayBytesCodec, ChunkSpec
 NATIVE = sys.byteorder
 
 
+def raw_bytes(array: np.ndarray) -> bytes | memoryview:
+    """The C-ordered bytes of ``array``: a view when it is C-contiguous already, else one
+    copy made as ``bytes`` (which stores keep as they are, without copying it again)."""
+    if array.flags.c_contiguous:
+        return memoryview(array.reshape(-1).view(np.uint8))
+    return array.tobytes()
+
+
 class BytesCodec(ArrayBytesCodec):
     """Serialize a chunk in C order; ``endian`` is required for multi-byte types."""
 
@@ -53,8 +61,7 @@ class BytesCodec(ArrayBytesCodec):
         stored = self._stored_dtype(chunk.dtype)
         if stored != chunk.dtype:
             chunk = chunk.astype(stored)
-        chunk = np.ascontiguousarray(chunk)
-        return memoryview(chunk.reshape(-1).view(np.uint8))
+        return raw_bytes(chunk)
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
         stored = self._stored_dtype(spec.dtype)

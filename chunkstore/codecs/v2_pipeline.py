@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ChunkDecodeError
 from .base import ChunkSpec
 from .bounded import bounded_decode
+from .bytes_codec import raw_bytes
 from .compressors import blosc_copy_ok, blosc_decode_into
 from .filter_specs import filter_output_spec
 from .limits import over_cap, variable_cap
@@ -67,6 +68,9 @@ class V2Pipeline:
         if self._stage and not chunk.flags.c_contiguous and chunk.dtype == self.spec.dtype:
             # the compressor's input is read once and not kept: a reused buffer
             return self.compressor.encode(contiguous(chunk, chunk.dtype))
+        if (self.compressor is None and not self.filters and self.order != "F"
+                and chunk.dtype.kind != "O"):
+            return raw_bytes(chunk)  # no codec at all: one copy at most
         need = ["F" if self.order == "F" else "C"] + (["W"] if chunk.dtype.kind == "O" else [])
         data: Any = np.require(chunk, requirements=need)  # VLenBytes wants a writable buffer
         if self.order == "F":
