@@ -239,3 +239,35 @@ def test_ranged_store_without_views_matches(tmp_path):
     for sel in [(5, slice(None)), (slice(None), 300), (slice(3, 250, 9), slice(None, None, -3))]:
         np.testing.assert_array_equal(a[sel], data[sel])
     np.testing.assert_array_equal(a.vindex[[0, 255], [511, 0]], data[[0, 255], [511, 0]])
+
+
+@pytest.mark.parametrize("chunks, mapped", [((128, 256), False), ((1024, 512), True)])
+def test_small_compressed_chunks_are_read_not_mapped_without_the_map_cache(
+        tmp_path, monkeypatch, chunks, mapped):
+    """Without kept maps, a compressed chunk under ``MAP_COMPRESSED_BYTES`` (128 KiB here)
+    is read into bytes: mapping and unmapping it costs more than the copy. 2 MiB chunks
+    are still mapped. Both read exactly, and every chunk goes one way or the other."""
+    from chunkstore.io import plain
+    data = np.random.default_rng(3).random((2048, 1024)).astype("f4")
+    path = str(tmp_path / "c.zarr")
+    cs.create_array(path, shape=data.shape, chunks=chunks, dtype="f4",
+                    compressors="auto")[...] = data
+    calls = {"views": 0, "get": 0}
+    views, get = local.LocalStore.get_views, local.LocalStore.get
+
+    def counting_views(self, keys, max_bytes=None):
+        calls["views"] += len(keys)
+        return views(self, keys, max_bytes)
+
+    def counting_get(self, key, byte_range=None, max_bytes=None):
+        calls["get"] += 1
+        return get(self, key, byte_range, max_bytes)
+
+    monkeypatch.setattr(local.LocalStore, "get_views", counting_views)
+    monkeypatch.setattr(local.LocalStore, "get", counting_get)
+    n_chunks = (2048 // chunks[0]) * (1024 // chunks[1])
+    with cs.config.set({"cache.map_bytes": 0}):
+        np.testing.assert_array_equal(cs.open_array(path, mode="r")[...], data)
+    assert (data.itemsize * chunks[0] * chunks[1] >= plain.MAP_COMPRESSED_BYTES) == mapped
+    assert calls == ({"views": n_chunks, "get": 0} if mapped else
+                     {"views": 0, "get": n_chunks})

@@ -31,6 +31,7 @@ from ..codecs import Pipeline
 from ..codecs.bounded import stored_bound
 from ..codecs.scratch import scratch_buffer
 from ..concurrency import INLINE_ITEM_BYTES, default_workers, pool_threads, run_batched
+from ..config import config
 from ..errors import ChunkDecodeError
 from ..indexing import ChunkProjection, OrthogonalIndexer
 from ..storage.base import Store
@@ -53,6 +54,7 @@ BATCH_BYTES = 256 * 2**20  # decoded bytes per write batch: bounds memory of hug
 #: values are held until decoded, so a read's peak is its output plus about this
 READ_BATCH_BYTES = 64 * 2**20
 REMOTE_READ_AHEAD = 4  # batches fetched ahead of the one decoding, from remote stores
+MAP_COMPRESSED_BYTES = 2 * 2**20  # compressed chunks read through maps from this size
 VIEW_GROUP = 64  # views held at once (a memory map holds a file descriptor) ...
 VIEW_GROUP_BYTES = 16 * 2**20  # ... and at most this many mapped bytes (or 2 per thread)
 
@@ -214,10 +216,17 @@ class PlainEngine:
                             cpu_bound=True)
             return
 
+        # a small compressed chunk is read, not mapped: mapping, faulting and unmapping
+        # (TLB shootdowns across the pool's cores) cost more than the copy, unless the
+        # maps are kept between reads (``cache.map_bytes``)
+        mapped = (self.chunk_nbytes >= MAP_COMPRESSED_BYTES
+                  or bool(config.get("cache.map_bytes")))
+
         def one(p: ChunkProjection) -> None:
             key = key_of(p.chunk_coords)
             with self._named():
-                view = bounded_get_views(store, (key,), bound)[0]
+                view = (bounded_get_views(store, (key,), bound)[0] if mapped
+                        else bounded_get(store, key, bound))
             read(out, p, key, view)
 
         run_batched(one, batch, item_bytes=size, cpu_bound=True)
