@@ -158,3 +158,35 @@ def test_a_private_cache_per_engine():
     assert a.store.fetched == n
     off = open_engine(a.store, layout_of(meta, ""), a._engine.pipeline, meta, "x", cache=False)
     assert off.cache is None
+
+
+@pytest.mark.parametrize("shards", [None, (8, 8)])
+def test_the_cache_place_is_worked_out_only_when_needed(monkeypatch, shards):
+    """An array's place in the cache (its codec fingerprint) is not computed by reads
+    while the cache is off (it was part of every first read), is computed once for a
+    write (which invalidates) and serves cached reads exactly once the cache is on."""
+    calls = []
+    real = chunk_cache.fingerprint
+
+    def counting(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(chunk_cache, "fingerprint", counting)  # what both engines call
+    store = cs.MemoryStore()
+    x = np.arange(16 * 16, dtype="i4").reshape(16, 16)
+    cs.create_array(store, shape=x.shape, chunks=(4, 4), shards=shards, dtype="i4")[...] = x
+    calls.clear()
+    a = cs.open_array(store, mode="r")
+    np.testing.assert_array_equal(a[...], x)
+    assert calls == []  # the cache is off: nothing to place
+    b = cs.open_array(store)
+    b[0, 0] = 7
+    b[1, 1] = 8
+    assert len(calls) == 1  # a write invalidates: placed once per engine
+    x[0, 0], x[1, 1] = 7, 8
+    with cs.config.set({"cache.chunk_bytes": 2**20}):
+        c = cs.open_array(store, mode="r")
+        np.testing.assert_array_equal(c[...], x)
+        np.testing.assert_array_equal(c[...], x)  # from the cache
+    assert len(calls) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -166,10 +167,17 @@ class CodecPipeline:
         return data
 
 
+@functools.lru_cache(maxsize=256)
+def _takes_limit(kind: type) -> bool:
+    """Whether the ``decode`` of codecs of class ``kind`` takes a ``limit`` (looked up
+    once per class: building a pipeline is part of every array's first read)."""
+    return "limit" in inspect.signature(kind.decode).parameters
+
+
 def _bounded_decoder(codec: BytesBytesCodec) -> Callable[[Any, int], Any]:
     """``decode(data, limit)`` for a bytes->bytes codec; a registered codec whose decode
     takes no ``limit`` has its output checked after decoding."""
-    if "limit" in inspect.signature(codec.decode).parameters:
+    if _takes_limit(type(codec)):
         return lambda data, limit: codec.decode(data, limit=limit)
 
     def checked(data: Any, limit: int) -> Any:

@@ -22,6 +22,7 @@ that end up all fill_value are deleted instead of written.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -80,9 +81,6 @@ class PlainEngine:
         self.store, self.layout, self.pipeline, self.name = store, layout, pipeline, name
         # decoded chunks kept between calls (``chunk_cache``; off unless a budget is set)
         self.cache = chunk_cache.resolve(cache)
-        self._sid = (chunk_cache.store_id(
-            store, chunk_cache.fingerprint(pipeline, dtype, layout.chunks))
-            if self.cache is not None else None)
         self.synchronizer = synchronizer
         self.codec = ChunkCodec(pipeline, layout.chunks, dtype, fill_value, name,
                                 write_empty_chunks)
@@ -103,6 +101,15 @@ class PlainEngine:
                 cost = store.request_cost_bytes if store.snapshot_ranges else self.chunk_nbytes
                 self.ranges = RangePlanner(tuple(self.chunk_shape), self.raw_dtype, cost)
 
+    @functools.cached_property
+    def _sid(self) -> Any:
+        """This array's place in the decoded-chunk cache (None: no cache), worked out on
+        first use: a read while the cache is off never needs it."""
+        if self.cache is None:
+            return None
+        return chunk_cache.store_id(self.store, chunk_cache.fingerprint(
+            self.pipeline, self.dtype, self.layout.chunks))
+
     def _batches(self, projections: Iterable[ChunkProjection], batch_bytes: int = BATCH_BYTES
                  ) -> Iterator[list[ChunkProjection]]:
         return batches(projections, max(1, batch_bytes // self.chunk_nbytes))
@@ -110,7 +117,7 @@ class PlainEngine:
     # -- reads ---------------------------------------------------------------------------
     def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
         """Fill ``out`` from every projected chunk (missing chunks read as fill_value)."""
-        cached = self._sid is not None and self.cache.active()
+        cached = self.cache is not None and self.cache.active() and self._sid is not None
         batch_bytes = max(READ_BATCH_BYTES, 2 * default_workers() * self.chunk_nbytes)
         if cached or self.store.zero_copy_views:
             for batch in self._batches(projections, batch_bytes):

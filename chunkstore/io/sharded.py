@@ -27,6 +27,7 @@ on the inner chunk grid; the layout groups them by shard.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -93,17 +94,23 @@ class ShardEngine:
         #: the largest a stored shard / inner chunk may be (None: unknown)
         self.max_shard, self.max_inner = shard_read_bound(codec), stored_bound(codec.inner)
         # decoded inner chunks kept between calls (``chunk_cache``, ``inner_cache``; off
-        # unless a budget is set), decoded for the dtype, the inner chunk shape and the
-        # whole codec chain (inner and index codecs), in shards of this shape
+        # unless a budget is set)
         self.cache = chunk_cache.resolve(cache)
-        self._sid = (chunk_cache.store_id(store, chunk_cache.fingerprint(
-            pipeline, dtype, codec.chunk_shape) + (tuple(layout.write_shape),))
-            if self.cache is not None else None)
         # key -> (raw index bytes, parsed index)
         # parsed indexes kept per open array (an index of 64 inner chunks is 1 KiB)
         self._indexes = LRUCache(max_entries=65536,
                                  max_bytes=int(config.get("cache.shard_index_bytes")),
                                  size_of=lambda e: 2 * len(e[0]) + 64)
+
+    @functools.cached_property
+    def _sid(self) -> Any:
+        """This array's place in the decoded-chunk cache (None: no cache), for the dtype,
+        the inner chunk shape and the whole codec chain (inner and index codecs), in
+        shards of this shape; worked out on first use."""
+        if self.cache is None:
+            return None
+        return chunk_cache.store_id(self.store, chunk_cache.fingerprint(
+            self.pipeline, self.dtype, self.chunk_shape) + (tuple(self.layout.write_shape),))
 
     # -- grouping ------------------------------------------------------------------------
     def _groups(self, projections: Iterable[ChunkProjection]) -> Iterator[list[Group]]:
@@ -162,7 +169,7 @@ class ShardEngine:
     # -- reads ---------------------------------------------------------------------------
     def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
         """Fill ``out`` from the projected inner chunks (missing ones read as fill)."""
-        cached = self._sid is not None and self.cache.active()
+        cached = self.cache is not None and self.cache.active() and self._sid is not None
         for batch in self._groups(projections):
             delay = 0.0005
             for _attempt in range(READ_ATTEMPTS):
