@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import chain, islice
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -35,18 +36,11 @@ def ahead(batches: Iterable[T], fetch: Callable[[T], R], depth: int = 1
     depth = max(1, depth)
     # not named "chunkstore-*": its calls into the pool must not run inline
     pool = ThreadPoolExecutor(depth, thread_name_prefix="cs-read-ahead")
-    upcoming = iter([first, second])
+    upcoming = chain((first, second), it)
     pending: deque[tuple[T, Future[R]]] = deque()
 
     def top_up() -> None:
-        nonlocal upcoming
-        while len(pending) < depth:
-            batch = next(upcoming, None)
-            if batch is None:
-                if upcoming is it:
-                    return
-                upcoming = it
-                continue
+        for batch in islice(upcoming, depth - len(pending)):
             pending.append((batch, pool.submit(fetch, batch)))
 
     try:
