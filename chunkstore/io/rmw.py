@@ -138,15 +138,19 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     # tiny chunks on a store without latency to hide: the first run is timed and, when
     # its units prove quick, all run on this thread (threads would only take turns at
     # the GIL around each open/write/rename, doubling the time)
-    run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
-                                               item_bytes),
-                runs, cpu_bound=fan_cpu, max_threads=n_threads,
-                item_bytes=None if store.remote else item_bytes, weight=size)
+    with store.commit_session() as commit:
+        run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
+                                                   item_bytes, commit),
+                    runs, cpu_bound=fan_cpu, max_threads=n_threads,
+                    item_bytes=None if store.remote else item_bytes, weight=size)
 
 
 def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[int],
-                       results: list[Any], cpu_bound: bool, item_bytes: int | None) -> None:
-    """Read, rebuild and conditionally commit ``pending`` units until all have committed."""
+                       results: list[Any], cpu_bound: bool, item_bytes: int | None,
+                       commit: Callable[[Sequence[Any]], list[bool]] | None = None) -> None:
+    """Read, rebuild and conditionally commit ``pending`` units until all have committed
+    (through ``commit``, the store's ``commit_many`` by default)."""
+    commit = commit or store.commit_many
     delay = _BACKOFF_START
     for _attempt in range(MAX_ATTEMPTS):
         reads = [j for j, i in enumerate(pending) if units[i].needs_old]
@@ -175,7 +179,7 @@ def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[i
                 continue  # deleting what is not there
             items.append((units[i].key, value, generation))
             positions.append(i)
-        done = store.commit_many(items) if items else []
+        done = commit(items) if items else []
         pending = [i for i, ok in zip(positions, done, strict=True) if not ok]
         if not pending:
             return

@@ -19,7 +19,8 @@ that size (the ranges of an uncompressed chunk). Without them a read is unbounde
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import InvalidKeyError, ReadOnlyError
@@ -248,6 +249,14 @@ class Store(ABC):
         if to_delete:
             self.delete_many(to_delete)
         return [True] * len(items)
+
+    @contextmanager
+    def commit_session(self) -> Iterator[Callable[[Sequence[Commit]], list[bool]]]:
+        """A ``commit_many`` for the many commits of one operation (one array write),
+        from any number of threads, valid inside the ``with`` block. A store may keep
+        what they share open meanwhile (a local store: its directories); the default is
+        ``commit_many`` itself."""
+        yield self.commit_many
 
     def set_if(self, key: str, value: BytesLike | None, generation: Any) -> bool:
         """``commit_many`` of one item."""

@@ -27,7 +27,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from .local_commit import commit
 from .local_maps import _maps, signature
 from .local_paths import DIRS_PER_SLICE, FILE_FLAGS, Root, Walk, dir_slices
 from .local_reads import LocalReads
+from .local_session import SharedWalk
 from .local_temp import discard, is_stale, is_temp
 
 #: ``delete_prefix`` also removes temporary files below the prefix this old (seconds)
@@ -191,15 +193,37 @@ class LocalStore(LocalReads, Store):
         """Compare-and-swap per item under each directory's commit lock (see
         ``local_commit``); ``set``/``set_many``/``delete``/``delete_many`` are this with
         ``ANY``, so no rename slips between another writer's check and its rename."""
+        return self._commit_many(items, None)
+
+    @contextmanager
+    def commit_session(self) -> Iterator[Callable[[Sequence[Commit]], list[bool]]]:
+        """``commit_many`` for the commits of one operation: the root and the key
+        directories are opened once for all of them (``local_session``)."""
+        if type(self).commit_many is not _COMMIT_MANY:  # a subclass's (or a patched) one
+            yield self.commit_many
+            return
+        session = SharedWalk(lambda: self._walk(create=True))
+        try:
+            yield lambda items: self._commit_many(items, session)
+        finally:
+            session.end()
+
+    def _commit_many(self, items: Sequence[Commit], session: SharedWalk | None) -> list[bool]:
         items = list(items)
         if not items:
             return []
         for key, _, _ in items:
             self._check_writable(key)
         located = self._locate([key for key, _, _ in items])
+        create = any(v is not None for _, v, _ in items)
+        slices = dir_slices(located)
+        if session is not None and len(slices) == 1:
+            with session.borrow({head for head, _ in located}, create) as shared:
+                if shared is not None:
+                    return commit(shared, items, located, self._prefix)
         done: list[bool] = []
-        with self._walk(create=any(v is not None for _, v, _ in items)) as w:
-            for part in dir_slices(located):
+        with self._walk(create) as w:
+            for part in slices:
                 done += commit(w, [items[i] for i in part], [located[i] for i in part],
                                self._prefix)
                 w.release()
@@ -270,3 +294,6 @@ class LocalStore(LocalReads, Store):
             dir_fd = w.dir(base.rstrip("/"), base or "/")
             names = [] if dir_fd is None else os.listdir(dir_fd)
         return iter(sorted(n for n in names if not is_temp(n) and not _bad_name(n)))
+
+
+_COMMIT_MANY = LocalStore.commit_many

@@ -4,7 +4,8 @@
    and without any lock (a directory pruned by a concurrent delete meanwhile is made
    again).
 2. Items are grouped by directory; each group takes that directory's commit lock once
-   (``local_locks.directory_lock``), checks each item's generation and renames its
+   (``local_locks.directory_lock``, and the walk's mutex of that directory, for the
+   threads of a write session that share its descriptor), checks each item's generation and renames its
    temporary file over the key (or unlinks the key), then releases the lock. Groups of
    different directories commit in parallel.
 3. Temporary files of items that were not applied are removed; directories emptied by
@@ -55,7 +56,7 @@ def commit(walk: Walk, items: Sequence[Commit], located: Sequence[tuple[str, str
 
     def apply(group: tuple[int, list[int]]) -> None:
         dir_fd, positions = group
-        with directory_lock(dir_fd):
+        with walk.mutex(dir_fd), directory_lock(dir_fd):
             for i in positions:
                 key, value, generation = items[i]
                 head, name = located[i]

@@ -107,6 +107,7 @@ class Walk:
         self.root, self.fd, self.owner = root, fd, owner
         self._dirs: dict[str, int | None] = {"": fd}
         self._owned: list[int] = [] if fd is None else [fd]
+        self._mutexes: dict[int, threading.Lock] = {}
         self._lock = threading.RLock()
 
     def __enter__(self) -> Walk:
@@ -118,7 +119,7 @@ class Walk:
     def close(self) -> None:
         """Close every descriptor of this operation."""
         with self._lock:
-            owned, self._owned, self._dirs = self._owned, [], {}
+            owned, self._owned, self._dirs, self._mutexes = self._owned, [], {}, {}
         for fd in owned:
             os.close(fd)
 
@@ -129,8 +130,19 @@ class Walk:
             owned = [fd for fd in self._owned if fd != self.fd]
             self._owned = [] if self.fd is None else [self.fd]
             self._dirs = {"": self.fd}
+            self._mutexes = {}
         for fd in owned:
             os.close(fd)
+
+    def mutex(self, dir_fd: int) -> threading.Lock:
+        """The lock this walk's threads hold around the commit lock (``flock``) of the
+        directory ``dir_fd``: they share its descriptor, and ``flock`` only excludes
+        other descriptors (other walks and processes)."""
+        lock = self._mutexes.get(dir_fd)
+        if lock is None:
+            with self._lock:
+                lock = self._mutexes.setdefault(dir_fd, threading.Lock())
+        return lock
 
     @property
     def open_dirs(self) -> int:
