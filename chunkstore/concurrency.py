@@ -28,6 +28,7 @@ INLINE_ITEM_BYTES = 32 * 1024
 # ... unless the first few take longer than this each (a slow codec): then the pool
 INLINE_ITEM_SECONDS = 50e-6
 _PROBE_ITEMS = 16
+_PROBES = 2  # probes of tiny items before they go to threads
 _CLAIMS_PER_THREAD = 4  # runs each thread takes, on average: fewer balance load worse
 _CORES = os.cpu_count() or 1
 _pool: ThreadPoolExecutor | None = None
@@ -91,12 +92,20 @@ def run_batched(
         return [fn(x) for x in items]
     if item_bytes is not None and item_bytes < INLINE_ITEM_BYTES:
         weight = max(1, weight)
-        probe = min(len(items), max(1, _PROBE_ITEMS // weight))
-        start = time.perf_counter()
-        head = [fn(x) for x in items[:probe]]
-        if time.perf_counter() - start < probe * weight * INLINE_ITEM_SECONDS:
-            return head + [fn(x) for x in items[probe:]]
-        return head + run_batched(fn, items[probe:], min_parallel=min_parallel,
+        probe = max(1, _PROBE_ITEMS // weight)
+        head: list = []
+        # a slow first probe is tried once more: the first items pay one-time costs
+        # (directories made, a thread starting up beside), and one slow probe would
+        # send every tiny item to threads that then take turns at the GIL
+        for _ in range(_PROBES):
+            if len(head) >= len(items):
+                return head
+            start = time.perf_counter()
+            part = [fn(x) for x in items[len(head):len(head) + probe]]
+            head += part
+            if time.perf_counter() - start < len(part) * weight * INLINE_ITEM_SECONDS:
+                return head + [fn(x) for x in items[len(head):]]
+        return head + run_batched(fn, items[len(head):], min_parallel=min_parallel,
                                   cpu_bound=cpu_bound, max_threads=max_threads)
     pool = get_pool()
     n = len(items)

@@ -18,8 +18,15 @@ OBJECT_HINT = (". Arbitrary Python objects need zarr_format=2, an object codec f
                "(e.g. numcodecs.Pickle()) and allow_unsafe_codecs=True")
 
 
+_BASIC = (slice, int, np.integer)
+
+
 def is_basic(selection: tuple[Any, ...]) -> bool:
-    return all(isinstance(s, slice | int | np.integer) for s in selection)
+    """Whether ``selection`` holds only slices and integers (no index arrays)."""
+    for s in selection:
+        if not isinstance(s, _BASIC):
+            return False
+    return True
 
 
 class ChunkCodec:

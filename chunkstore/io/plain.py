@@ -87,6 +87,7 @@ class PlainEngine:
         self.chunk_shape, self.dtype = self.codec.chunk_shape, self.codec.dtype
         self.read_fill, self.chunk_nbytes = self.codec.read_fill, self.codec.nbytes
         self.key_of = layout.unit_key
+        self._label = f"array {name!r}"  # names the array in a write unit's errors
         #: the largest a stored chunk may be (None: unknown, e.g. variable-length items)
         self.max_stored = stored_bound(pipeline)
         # chunks stored as raw C-ordered bytes: read in place through views of a
@@ -328,11 +329,10 @@ class PlainEngine:
                 if edge not in scalar_cache:
                     scalar_cache[edge] = codec.encode(codec.assemble(proj, key, None, value))
                 return scalar_cache[edge]
-        else:
-            def build(old: Any) -> Any:
-                return codec.encode(codec.assemble(proj, key, old, value))
+        else:  # a partial, not a closure: fewer objects per chunk for the GC to track
+            build = functools.partial(_rebuild, codec, proj, key, value)
         return WriteUnit(key, build, needs_old=not proj.is_complete,
-                         fallback=codec.fill_encoded, label=f"array {self.name!r}",
+                         fallback=codec.fill_encoded, label=self._label,
                          max_bytes=self.max_stored)
 
     def write_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:
@@ -344,6 +344,12 @@ class PlainEngine:
         """Shrinking: delete chunks wholly outside ``new_shape`` and reset the part of the
         cut chunks beyond it to fill_value (so growing again shows fill, never stale data)."""
         clear_outside(self, self.layout, old_shape, new_shape)
+
+
+def _rebuild(codec: ChunkCodec, proj: ChunkProjection, key: str, value: np.ndarray,
+             old: Any) -> bytes | None:
+    """A chunk's new encoding: ``value``'s part written over its ``old`` bytes."""
+    return codec.encode(codec.assemble(proj, key, old, value))
 
 
 def clear_outside(engine: Any, layout: ChunkLayout, old_shape: tuple[int, ...],

@@ -41,7 +41,7 @@ WARM_RUN_BYTES = 2 * 2**20  # a local run's built values: about what a core's ca
 _BACKOFF_START, _BACKOFF_MAX = 0.0005, 0.05
 
 
-@dataclass
+@dataclass(slots=True)
 class WriteUnit:
     """One object to update. ``build(old)`` gets the stored bytes (None when missing, and
     always None when ``needs_old`` is False) and returns the new bytes, None to delete the

@@ -86,7 +86,10 @@ def commit(walk: Walk, items: Sequence[Commit], located: Sequence[tuple[str, str
                 done[i] = not _expects_a_value(items[i][2])
             else:
                 groups.setdefault(dir_fd, []).append(i)
-        run_batched(apply, list(groups.items()), min_parallel=2)
+        # renames are quick on local disks: done inline when the first few prove so
+        # (handing tiny groups to pool threads costs more than the renames)
+        run_batched(apply, list(groups.items()), min_parallel=2, item_bytes=1,
+                    weight=max(1, n // max(1, len(groups))))
     finally:
         for entry in temps:
             if entry is not None:

@@ -172,3 +172,22 @@ def test_a_subclass_commit_many_is_used_by_sessions(tmp_path):
     a[...] = x
     assert sum(seen) == 4
     np.testing.assert_array_equal(a[...], x)
+
+
+def test_quick_renames_of_many_directories_stay_on_the_calling_thread(tmp_path, monkeypatch):
+    """A commit of tiny values in 20 directories renames them on this thread (handing
+    quick renames to pool threads costs more than they do)."""
+    threads: set[str] = set()
+    real = local_commit._rename
+
+    def recording(*args):
+        threads.add(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(local_commit, "_rename", recording)
+    store = LocalStore(tmp_path / "s")
+    items = [(f"c/{i}/{j}", b"%d" % (i * 100 + j), None) for i in range(20) for j in range(30)]
+    from chunkstore.storage.base import ANY
+    assert store.commit_many([(k, v, ANY) for k, v, _ in items]) == [True] * len(items)
+    assert threads == {threading.current_thread().name}
+    assert all(store.get(k) == v for k, v, _ in items)
