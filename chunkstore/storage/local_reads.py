@@ -104,6 +104,16 @@ class LocalReads:
         if fd is None:
             return None
         try:
+            # a small file is read whole at once: a read of a regular file stops short
+            # only at its end, so a short, non-empty read is the file (one system call
+            # fewer than asking its size first); anything else is looked at below
+            want = _MAP_MIN_BYTES if max_bytes is None else min(_MAP_MIN_BYTES, max_bytes + 1)
+            try:
+                data = os.read(fd, want)
+            except (IsADirectoryError, BlockingIOError):  # a directory, a FIFO
+                return None
+            if 0 < len(data) < want:
+                return data
             st = os.fstat(fd)  # what is mapped, which the next stat is compared with
             if not stat.S_ISREG(st.st_mode):
                 return None

@@ -59,3 +59,44 @@ def test_get_many_large_values_use_the_pool_and_keep_order(tmp_path):
     keys = ["b/missing", "b/0"] + [f"b/{i}" for i in range(19, 0, -1)] + ["b/missing2"]
     got = st.get_many(keys)
     assert got == [big.get(k) for k in keys]
+
+
+def test_get_views_of_small_files_read_them_without_asking_their_size(store, monkeypatch):
+    """A small file is read in one call (no fstat): the bytes are exact, a directory, an
+    empty file, a FIFO and a missing key still read as they did, and a file over
+    ``max_bytes`` is still refused."""
+    from chunkstore.storage import local_reads
+    from chunkstore.storage.bounds import ObjectSizeError
+
+    store.set("c/0/empty", b"")
+    os.mkfifo(store.root / "c" / "0" / "fifo")
+    (store.root / "c" / "0" / "dir").mkdir()
+    stats: list[int] = []
+    real_fstat = os.fstat
+
+    def counting(fd):
+        stats.append(fd)
+        return real_fstat(fd)
+
+    monkeypatch.setattr(local_reads.os, "fstat", counting)
+    keys = [f"c/0/{i}" for i in range(20)]
+    assert [bytes(v) for v in store.get_views(keys)] == [bytes([i]) * (i + 1)
+                                                          for i in range(20)]
+    assert stats == []
+    assert store.get_views(["c/0/dir", "c/0/fifo", "c/0/missing"]) == [None, None, None]
+    assert bytes(store.get_views(["c/0/empty"])[0]) == b""
+    with pytest.raises(ObjectSizeError):
+        store.get_views(["c/0/19"], max_bytes=19)  # 20 bytes
+    assert bytes(store.get_views(["c/0/19"], max_bytes=20)[0]) == bytes([19]) * 20
+
+
+@pytest.mark.parametrize("size", [1, 64 * 1024 - 1, 64 * 1024, 64 * 1024 + 1, 300_000])
+def test_get_views_exact_around_the_map_threshold(tmp_path, size):
+    import mmap
+
+    st = LocalStore(tmp_path / "r")
+    value = os.urandom(size)
+    st.set("c/0/0", value)
+    view = st.get_views(["c/0/0"])[0]
+    assert bytes(view) == value
+    assert isinstance(view, mmap.mmap) == (size >= 64 * 1024)
