@@ -74,8 +74,8 @@ def test_write_bytes_bounds_encoded_chunks_in_flight(monkeypatch, budget_chunks)
     lock, state = threading.Lock(), {"now": 0, "peak": 0}
     encode = chunk_codec.ChunkCodec.encode
 
-    def counting_encode(self, c):
-        out = encode(self, c)
+    def counting_encode(self, c, *rest):
+        out = encode(self, c, *rest)
         with lock:
             state["now"] += 1
             state["peak"] = max(state["peak"], state["now"])

@@ -11,14 +11,30 @@ from ..errors import ChunkDecodeError, CodecError
 from .base import ArrayBytesCodec, ChunkSpec
 
 NATIVE = sys.byteorder
+#: a strided block whose rows (its last axis) are contiguous and at least this long may
+#: be handed as it is to a store that writes arrays (``Store.writes_arrays``): the store
+#: writes its rows straight from the source, saving the copy into new bytes
+MIN_ROW_BYTES = 1024
+_ROW_KINDS = frozenset("biufc")  # dtypes whose rows export a plain buffer
 
 
-def raw_bytes(array: np.ndarray) -> bytes | memoryview:
+def raw_bytes(array: np.ndarray, strided_ok: bool = False) -> bytes | memoryview | np.ndarray:
     """The C-ordered bytes of ``array``: a view when it is C-contiguous already, else one
-    copy made as ``bytes`` (which stores keep as they are, without copying it again)."""
+    copy made as ``bytes`` (which stores keep as they are, without copying it again).
+    With ``strided_ok``, a strided block of long contiguous rows is returned as it is."""
     if array.flags.c_contiguous:
         return memoryview(array.reshape(-1).view(np.uint8))
+    if strided_ok and has_long_rows(array):
+        return array
     return array.tobytes()
+
+
+def has_long_rows(array: np.ndarray) -> bool:
+    """Whether ``array``'s rows (its last axis) are contiguous, of a plain numeric type
+    and at least ``MIN_ROW_BYTES`` long: worth writing one by one."""
+    return (array.ndim >= 2 and array.dtype.kind in _ROW_KINDS
+            and array.strides[-1] == array.dtype.itemsize
+            and array.shape[-1] * array.dtype.itemsize >= MIN_ROW_BYTES)
 
 
 class BytesCodec(ArrayBytesCodec):
@@ -57,11 +73,13 @@ class BytesCodec(ArrayBytesCodec):
             return dtype
         return dtype.newbyteorder("<" if self.endian == "little" else ">")
 
-    def encode(self, chunk: np.ndarray) -> bytes | memoryview:
+    def encode(self, chunk: np.ndarray, strided_ok: bool = False
+               ) -> bytes | memoryview | np.ndarray:
+        """The chunk's bytes in the stored byte order (``strided_ok``: see ``raw_bytes``)."""
         stored = self._stored_dtype(chunk.dtype)
         if stored != chunk.dtype:
             chunk = chunk.astype(stored)
-        return raw_bytes(chunk)
+        return raw_bytes(chunk, strided_ok)
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
         stored = self._stored_dtype(spec.dtype)

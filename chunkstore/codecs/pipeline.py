@@ -109,7 +109,13 @@ class CodecPipeline:
         return (not self.array_array and not self.bytes_bytes
                 and isinstance(self.array_bytes, BytesCodec))
 
-    def encode(self, chunk: np.ndarray) -> bytes | memoryview:
+    def encode(self, chunk: np.ndarray, strided_ok: bool = False
+               ) -> bytes | memoryview | np.ndarray:
+        """One chunk's stored bytes. ``strided_ok``: without any codec but ``bytes``, a
+        strided chunk may come back as an array (for stores that write arrays, see
+        ``bytes_codec.raw_bytes``)."""
+        if strided_ok and self.fixed_size:
+            return self.array_bytes.encode(chunk, strided_ok=True)
         if self._blosc_encode is not None and chunk.dtype == self._stored:
             chunk = contiguous(chunk, self._stored)
             if self._blosc_bytes_view:  # e.g. datetime64: no buffer format of its own

@@ -64,13 +64,15 @@ class V2Pipeline:
                 return None
         return current.nbytes
 
-    def encode(self, chunk: np.ndarray) -> bytes | memoryview:
+    def encode(self, chunk: np.ndarray, strided_ok: bool = False
+               ) -> bytes | memoryview | np.ndarray:
+        """One chunk's stored bytes (``strided_ok``: as ``Pipeline.encode``)."""
         if self._stage and not chunk.flags.c_contiguous and chunk.dtype == self.spec.dtype:
             # the compressor's input is read once and not kept: a reused buffer
             return self.compressor.encode(contiguous(chunk, chunk.dtype))
         if (self.compressor is None and not self.filters and self.order != "F"
                 and chunk.dtype.kind != "O"):
-            return raw_bytes(chunk)  # no codec at all: one copy at most
+            return raw_bytes(chunk, strided_ok)  # no codec at all: one copy at most
         need = ["F" if self.order == "F" else "C"] + (["W"] if chunk.dtype.kind == "O" else [])
         data: Any = np.require(chunk, requirements=need)  # VLenBytes wants a writable buffer
         if self.order == "F":

@@ -103,15 +103,18 @@ class ChunkCodec:
         chunk[proj.chunk_selection] = value[proj.out_selection]
         return chunk
 
-    def encode(self, chunk: np.ndarray) -> bytes | None:
-        """Encoded bytes of ``chunk``, or None when it is all fill (not to be stored)."""
+    def encode(self, chunk: np.ndarray, strided_ok: bool = False) -> Any:
+        """Encoded bytes of ``chunk``, or None when it is all fill (not to be stored);
+        ``strided_ok``: an uncompressed strided chunk may stay an array (for a store that
+        writes arrays, see ``bytes_codec.raw_bytes``)."""
         if not self.write_empty_chunks and is_all_fill(chunk, self.fill_value):
             return None
-        return self.encode_always(chunk)
+        return self.encode_always(chunk, strided_ok)
 
-    def encode_always(self, chunk: np.ndarray) -> bytes:
+    def encode_always(self, chunk: np.ndarray, strided_ok: bool = False) -> Any:
         try:
-            return self.pipeline.encode(chunk)
+            return self.pipeline.encode(chunk, strided_ok) if strided_ok else (
+                self.pipeline.encode(chunk))
         except (ChunkstoreError, TypeError) as e:  # e.g. an int in a string/bytes array
             hint = OBJECT_HINT if self.dtype.kind == "O" else ""
             raise CodecError(f"array {self.name!r}: cannot encode a chunk of {self.dtype}: {e}"

@@ -88,6 +88,8 @@ class PlainEngine:
         self.read_fill, self.chunk_nbytes = self.codec.read_fill, self.codec.nbytes
         self.key_of = layout.unit_key
         self._label = f"array {name!r}"  # names the array in a write unit's errors
+        # the store writes strided blocks' rows itself (raw chunks: no copy first)
+        self._strided_ok = bool(getattr(store, "writes_arrays", False))
         #: the largest a stored chunk may be (None: unknown, e.g. variable-length items)
         self.max_stored = stored_bound(pipeline)
         # chunks stored as raw C-ordered bytes: read in place through views of a
@@ -330,7 +332,7 @@ class PlainEngine:
                     scalar_cache[edge] = codec.encode(codec.assemble(proj, key, None, value))
                 return scalar_cache[edge]
         else:  # a partial, not a closure: fewer objects per chunk for the GC to track
-            build = functools.partial(_rebuild, codec, proj, key, value)
+            build = functools.partial(_rebuild, codec, self._strided_ok, proj, key, value)
         return WriteUnit(key, build, needs_old=not proj.is_complete,
                          fallback=codec.fill_encoded, label=self._label,
                          max_bytes=self.max_stored)
@@ -346,10 +348,10 @@ class PlainEngine:
         clear_outside(self, self.layout, old_shape, new_shape)
 
 
-def _rebuild(codec: ChunkCodec, proj: ChunkProjection, key: str, value: np.ndarray,
-             old: Any) -> bytes | None:
+def _rebuild(codec: ChunkCodec, strided_ok: bool, proj: ChunkProjection, key: str,
+             value: np.ndarray, old: Any) -> Any:
     """A chunk's new encoding: ``value``'s part written over its ``old`` bytes."""
-    return codec.encode(codec.assemble(proj, key, old, value))
+    return codec.encode(codec.assemble(proj, key, old, value), strided_ok)
 
 
 def clear_outside(engine: Any, layout: ChunkLayout, old_shape: tuple[int, ...],

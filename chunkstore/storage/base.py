@@ -139,6 +139,9 @@ class Store(ABC):
     supports_conditional_writes: bool = False
     #: a conditional commit may delete (value None); else the caller writes a value
     supports_conditional_delete: bool = False
+    #: ``commit_many`` also takes strided numpy arrays of contiguous rows as values and
+    #: stores their C-ordered bytes (writing rows one by one, without a copy first)
+    writes_arrays: bool = False
     #: ``get_ranges`` reads all ranges of one key from one version of its value (else a
     #: writer replacing it between two requests could mix versions: callers then read
     #: one covering range per key)

@@ -68,6 +68,7 @@ class LocalStore(LocalReads, Store):
     supports_conditional_writes = True
     supports_conditional_delete = True
     snapshot_ranges = True  # get_ranges opens each file once for all its ranges
+    writes_arrays = True  # strided blocks' rows are written straight (local_temp)
 
     def __init__(self, root: str | os.PathLike[str], read_only: bool = False) -> None:
         super().__init__(read_only)
