@@ -22,17 +22,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.common import add_ratios, peak_rss_during, row
+from benchmarks.common import add_ratios, measured, row
 from benchmarks.core_adapters import (  # noqa: F401 (DATA_SETS: re-exported for users)
     ADAPTERS,
     DATA_SETS,
@@ -90,10 +88,9 @@ class Slot:
 
     def _timed(self, op: str, fn: Any) -> Any:
         release_memory()
-        c0, t0 = _cpu_seconds(), time.perf_counter()
-        result, peak = peak_rss_during(fn)
-        self.times[op].append(time.perf_counter() - t0)
-        self.cpu[op].append(_cpu_seconds() - c0)
+        result, peak, wall, cpu = measured(fn)
+        self.times[op].append(wall)
+        self.cpu[op].append(cpu)
         self.peak[op] = max(self.peak[op], peak)
         return result
 
@@ -128,12 +125,6 @@ class Slot:
               f"(cpu {w['cpu_s']:.2f} s)  read {fmt(r['mb_per_s']):>6} MB/s "
               f"(cpu {r['cpu_s']:.2f} s)", flush=True)
         return out
-
-
-def _cpu_seconds() -> float:
-    """CPU time (user + system) of this process so far: robust where wall time is noisy."""
-    t = os.times()
-    return t.user + t.system
 
 
 KEEP_BYTES = 64 * 2**20  # cases this small keep their targets (see Slot.keep)

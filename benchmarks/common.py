@@ -74,6 +74,52 @@ def auto_number(fn: Callable[[], object], target_s: float = 0.02, cap: int = 100
     return int(min(cap, max(1, target_s // one)))
 
 
+_SAMPLER = r"""
+import os, select, sys
+pid, interval = int(sys.argv[1]), float(sys.argv[2])
+page, peak = os.sysconf("SC_PAGE_SIZE"), 0
+while True:
+    ready = select.select([sys.stdin], [], [], interval)[0]
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            rss = int(f.read().split()[1]) * page
+    except OSError:
+        break
+    peak = max(peak, rss)
+    if ready:
+        command = sys.stdin.readline()
+        if not command:
+            break
+        if command.startswith("reset"):
+            peak = rss
+        sys.stdout.write(f"{peak}\n")
+        sys.stdout.flush()
+"""
+
+
+class _RssMonitor:
+    """This process's RSS sampled from another process (``/proc/<pid>/statm``): a
+    sampling thread here would take turns at the GIL with the library measured, and
+    slow down the libraries that run Python code (chunkstore, zarr-python) more than
+    the others. Started once, on first use; gone with this process."""
+
+    def __init__(self, interval: float) -> None:
+        import subprocess
+        import sys
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _SAMPLER, str(os.getpid()), str(interval)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def ask(self, command: str) -> int:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline())
+
+
+_monitors: dict[float, _RssMonitor] = {}
+
+
 def peak_rss_during(fn: Callable[[], object], interval: float = 0.01) -> tuple[object, float]:
     """Run ``fn`` while sampling this process's RSS; return ``(result, peak_mb_above_start)``.
 
@@ -81,26 +127,53 @@ def peak_rss_during(fn: Callable[[], object], interval: float = 0.01) -> tuple[o
     >>> mb >= 0
     True
     """
+    result, peak_mb, _, _ = measured(fn, interval)
+    return result, peak_mb
+
+
+def measured(fn: Callable[[], object], interval: float = 0.01
+             ) -> tuple[object, float, float, float]:
+    """``(result, peak_mb_above_start, wall_s, cpu_s)`` of one call of ``fn``: the times
+    are of ``fn`` alone, not of the garbage collection and the sampler's setup around it.
+    On Linux the RSS samples are taken by a separate process (``_RssMonitor``), elsewhere
+    by a thread of this one."""
     proc = psutil.Process(os.getpid())
     gc.collect()
     start = proc.memory_info().rss
-    peak = [start]
+    if os.path.exists(f"/proc/{os.getpid()}/statm"):
+        monitor = _monitors.get(interval) or _monitors.setdefault(interval,
+                                                                   _RssMonitor(interval))
+        monitor.ask("reset")
+        c0, t0 = _cpu_seconds(), time.perf_counter()
+        result = fn()
+        wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
+        peak = max(monitor.ask("peak"), proc.memory_info().rss)
+        return result, (peak - start) / MB, wall, cpu
+    peak_box = [start]
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.is_set():
-            peak[0] = max(peak[0], proc.memory_info().rss)
+            peak_box[0] = max(peak_box[0], proc.memory_info().rss)
             stop.wait(interval)
 
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
     try:
+        c0, t0 = _cpu_seconds(), time.perf_counter()
         result = fn()
+        wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
     finally:
         stop.set()
         thread.join()
-    peak[0] = max(peak[0], proc.memory_info().rss)
-    return result, (peak[0] - start) / MB
+    peak_box[0] = max(peak_box[0], proc.memory_info().rss)
+    return result, (peak_box[0] - start) / MB, wall, cpu
+
+
+def _cpu_seconds() -> float:
+    """CPU time (user + system) of this process so far."""
+    t = os.times()
+    return t.user + t.system
 
 
 def peak_traced_during(fn: Callable[[], object]) -> tuple[object, float]:
