@@ -13,6 +13,7 @@ flag for CI.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 import threading
@@ -109,6 +110,17 @@ class _RssMonitor:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _SAMPLER, str(os.getpid()), str(interval)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Stop the sampler (its input closed, it exits) and wait for it."""
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        try:
+            self.proc.wait(timeout=5)
+        except Exception:
+            self.proc.kill()
 
     def ask(self, command: str) -> int:
         assert self.proc.stdin is not None and self.proc.stdout is not None
