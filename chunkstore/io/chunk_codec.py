@@ -113,8 +113,7 @@ class ChunkCodec:
 
     def encode_always(self, chunk: np.ndarray, strided_ok: bool = False) -> Any:
         try:
-            return self.pipeline.encode(chunk, strided_ok) if strided_ok else (
-                self.pipeline.encode(chunk))
+            return self.pipeline.encode(chunk, strided_ok)
         except (ChunkstoreError, TypeError) as e:  # e.g. an int in a string/bytes array
             hint = OBJECT_HINT if self.dtype.kind == "O" else ""
             raise CodecError(f"array {self.name!r}: cannot encode a chunk of {self.dtype}: {e}"

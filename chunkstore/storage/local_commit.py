@@ -5,8 +5,9 @@
    again).
 2. Items are grouped by directory; each group takes that directory's commit lock once
    (``local_locks.directory_lock``, and the walk's mutex of that directory, for the
-   threads of a write session that share its descriptor), checks each item's generation and renames its
-   temporary file over the key (or unlinks the key), then releases the lock. Groups of
+   threads of a write session that share its descriptor), checks each item's
+   generation and renames its temporary file over the key (or unlinks the key), then
+   releases the lock. Groups of
    different directories commit in parallel.
 3. Temporary files of items that were not applied are removed; directories emptied by
    deletes are pruned.

@@ -74,6 +74,7 @@ class LocalReads:
         located = self._locate(keys)
         prefix, cached = self._prefix, _maps.get
         views: list[BytesLike | None] = []
+        read_first = True  # until a file proves large: the chunks of one call are alike
         with self._walk() as w:
             for key, (head, name) in zip(keys, located, strict=True):
                 if w.open_dirs > DIRS_PER_SLICE:
@@ -95,11 +96,13 @@ class LocalReads:
                             raise too_large(self, key, st.st_size, max_bytes)
                         views.append(entry[1])
                         continue
-                views.append(self._view(w, dir_fd, head, name, key, max_bytes))
+                view = self._view(w, dir_fd, head, name, key, max_bytes, read_first)
+                read_first = read_first and type(view) is not mmap.mmap
+                views.append(view)
         return views
 
     def _view(self, w: Walk, dir_fd: int, head: str, name: str, key: str,
-              max_bytes: int | None = None) -> BytesLike | None:
+              max_bytes: int | None = None, read_first: bool = True) -> BytesLike | None:
         fd = self._open(w, dir_fd, head, name, key)
         if fd is None:
             return None
@@ -107,13 +110,15 @@ class LocalReads:
             # a small file is read whole at once: a read of a regular file stops short
             # only at its end, so a short, non-empty read is the file (one system call
             # fewer than asking its size first); anything else is looked at below
-            want = _MAP_MIN_BYTES if max_bytes is None else min(_MAP_MIN_BYTES, max_bytes + 1)
-            try:
-                data = os.read(fd, want)
-            except (IsADirectoryError, BlockingIOError):  # a directory, a FIFO
-                return None
-            if 0 < len(data) < want:
-                return data
+            if read_first:
+                want = _MAP_MIN_BYTES if max_bytes is None else min(_MAP_MIN_BYTES,
+                                                                    max_bytes + 1)
+                try:
+                    data = os.read(fd, want)
+                except (IsADirectoryError, BlockingIOError):  # a directory, a FIFO
+                    return None
+                if 0 < len(data) < want:
+                    return data
             st = os.fstat(fd)  # what is mapped, which the next stat is compared with
             if not stat.S_ISREG(st.st_mode):
                 return None

@@ -79,19 +79,18 @@ class SharedWalk:
     def _give_back(self) -> None:
         with self._lock:
             self._users -= 1
-            walk = self._walk if self._ended and not self._users else None
-            if walk is not None:
-                self._walk = None
-        if walk is not None:
-            walk.close()
+        self._close_when_done()
 
     def end(self) -> None:
         """No more commits will borrow the walk; it is closed now, or by the last
         commit still using it."""
         with self._lock:
             self._ended = True
-            walk = self._walk if not self._users else None
-            if walk is not None:
-                self._walk = None
+        self._close_when_done()
+
+    def _close_when_done(self) -> None:
+        with self._lock:
+            walk = self._walk if self._ended and not self._users else None
+            self._walk = None if walk is not None else self._walk
         if walk is not None:
             walk.close()

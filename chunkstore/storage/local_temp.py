@@ -69,12 +69,12 @@ def write_temp(dir_fd: int, value: BytesLike | np.ndarray) -> str:
     Raises before creating anything when ``value`` is not a buffer; removes the file if
     writing fails."""
     strided = isinstance(value, np.ndarray) and not value.flags.c_contiguous
-    view = memoryview(value) if strided else memoryview(value).cast("B")
+    view = None if strided else memoryview(value).cast("B")
     name = temp_name()
     fd = os.open(name, _WRITE_FLAGS, 0o644, dir_fd=dir_fd)
     try:
         try:
-            if strided:
+            if view is None:
                 _write_rows(fd, value)  # type: ignore[arg-type]
             else:
                 _write_all(fd, view)

@@ -100,3 +100,25 @@ def test_get_views_exact_around_the_map_threshold(tmp_path, size):
     view = st.get_views(["c/0/0"])[0]
     assert bytes(view) == value
     assert isinstance(view, mmap.mmap) == (size >= 64 * 1024)
+
+
+def test_get_views_stop_reading_first_once_a_file_proves_large(tmp_path, monkeypatch):
+    """The chunks of one call are alike: after a file too large to read whole (mapped),
+    the rest are asked their size first, not read into a buffer that is thrown away."""
+    from chunkstore.storage import local_reads
+
+    st = LocalStore(tmp_path / "r")
+    big = [os.urandom(100_000) for _ in range(3)]
+    st.set_many({f"c/0/{i}": v for i, v in enumerate(big)})
+    st.set("c/0/small", b"tiny")
+    reads: list[int] = []
+    real_read = os.read
+
+    def counting(fd, n):
+        reads.append(n)
+        return real_read(fd, n)
+
+    monkeypatch.setattr(local_reads.os, "read", counting)
+    views = st.get_views(["c/0/0", "c/0/1", "c/0/2", "c/0/small"])
+    assert [bytes(v) for v in views] == [*big, b"tiny"]
+    assert len(reads) == 1  # only the first file was read before its size was known
