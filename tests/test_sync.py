@@ -80,8 +80,11 @@ def _run_processes(root: str, synchronizer, kind: str = "cas") -> np.ndarray:
 
 
 def _run_threads(root: str, synchronizer, kind: str = "cas") -> np.ndarray:
+    # all writers begin together: a thread started late on a loaded machine could find
+    # the others done, and the control group would then have no race to lose
+    start = threading.Barrier(N_WRITERS)
     threads = [threading.Thread(target=_increment_own_elements,
-                                args=(root, w, synchronizer, kind))
+                                args=(root, w, synchronizer, kind, start))
                for w in range(N_WRITERS)]
     for t in threads:
         t.start()
