@@ -11,7 +11,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -134,3 +134,53 @@ def run_batched(
     if failed:
         raise failed[0]
     return results
+
+
+_END = object()
+
+
+def run_streamed(fn: Callable[[T], object], items: Iterable[T], *, cpu_bound: bool = True,
+                 max_threads: int | None = None) -> None:
+    """``fn(x)`` for every ``x`` of ``items``, each taken by the next free pool thread.
+
+    For a long stream of sizeable items (whole chunks): ``items`` is consumed lazily,
+    one item per claim, so no thread waits for the others at the end of a batch, as
+    with ``run_batched`` of successive batches, and the stream holds only the items in
+    flight. The first failure (of ``fn`` or of the iteration) stops every thread and is
+    raised. Runs inline inside a pool thread, or when there is only one item.
+    """
+    it = iter(items)
+    first = next(it, _END)
+    if first is _END:
+        return
+    second = next(it, _END)
+    if second is _END or _in_pool_thread():
+        fn(first)
+        if second is not _END:
+            fn(second)
+            for x in it:
+                fn(x)
+        return
+    stream = itertools.chain((first, second), it)
+    lock = threading.Lock()
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        while not failed:
+            try:
+                with lock:  # a generator runs in one thread at a time
+                    x = next(stream, _END)
+                if x is _END:
+                    return
+                fn(x)
+            except BaseException as e:
+                failed.append(e)
+                return
+
+    pool = get_pool()
+    threads = max(2, min(pool._max_workers, _CORES)) if cpu_bound else pool._max_workers
+    helpers = [pool.submit(work) for _ in range(min(threads, max_threads or threads))]
+    for f in helpers:
+        f.result()
+    if failed:
+        raise failed[0]

@@ -11,7 +11,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.codecs import bytes_codec
-from chunkstore.storage import LocalStore, MemoryStore, local_temp
+from chunkstore.storage import LocalStore, MemoryStore, local_rows, local_temp
 from chunkstore.storage.base import ANY
 
 
@@ -83,7 +83,7 @@ def test_short_rows_and_other_stores_still_get_bytes(tmp_path, counting_tobytes)
 
 
 def test_more_rows_than_one_writev_takes(tmp_path, monkeypatch):
-    monkeypatch.setattr(local_temp, "_IOV_MAX", 7)
+    monkeypatch.setattr(local_rows, "IOV_MAX", 7)
     x = np.random.default_rng(2).random((100, 256))
     a = cs.create_array(str(tmp_path / "d.zarr"), shape=x.shape, chunks=(50, 128),
                         dtype="f8", compressors=None)
@@ -102,7 +102,7 @@ def test_a_short_writev_is_finished(tmp_path, monkeypatch):
             return real(fd, [memoryview(buffers[0])[:100]])
         return real(fd, buffers)
 
-    monkeypatch.setattr(local_temp.os, "writev", short)
+    monkeypatch.setattr(local_rows.os, "writev", short)
     store = LocalStore(tmp_path / "s")
     x = np.random.default_rng(3).random((64, 1024))
     block = x[:, 256:768]
@@ -115,7 +115,7 @@ def test_a_failing_row_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     def failing(fd, buffers):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(local_temp.os, "writev", failing)
+    monkeypatch.setattr(local_rows.os, "writev", failing)
     x = np.random.default_rng(4).random((128, 512))
     root = tmp_path / "e.zarr"
     a = cs.create_array(str(root), shape=x.shape, chunks=(64, 256), dtype="f8",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -30,12 +31,19 @@ import numpy as np
 
 from ..codecs import Pipeline
 from ..codecs.bounded import stored_bound
+from ..codecs.bytes_codec import has_long_rows
 from ..codecs.scratch import scratch_buffer
-from ..concurrency import INLINE_ITEM_BYTES, default_workers, pool_threads, run_batched
+from ..concurrency import (
+    INLINE_ITEM_BYTES,
+    default_workers,
+    pool_threads,
+    run_batched,
+    run_streamed,
+)
 from ..config import config
 from ..errors import ChunkDecodeError
-from ..indexing import ChunkProjection, OrthogonalIndexer
-from ..storage.base import Store
+from ..indexing import ChunkProjection
+from ..storage.base import Reader, Store
 from ..storage.bounds import (
     ObjectSizeError,
     bounded_get,
@@ -44,10 +52,11 @@ from ..storage.bounds import (
     sized_get_ranges,
 )
 from . import chunk_cache
-from .chunk_codec import ChunkCodec
+from .chunk_codec import ChunkCodec, is_basic
 from .layout import ChunkLayout
 from .prefetch import ahead
 from .ranges import RangePlanner
+from .resize import clear_outside
 from .rmw import WriteUnit, commit_units
 
 BATCH_BYTES = 256 * 2**20  # decoded bytes per write batch: bounds memory of huge writes
@@ -90,6 +99,8 @@ class PlainEngine:
         self._label = f"array {name!r}"  # names the array in a write unit's errors
         # the store writes strided blocks' rows itself (raw chunks: no copy first)
         self._strided_ok = bool(getattr(store, "writes_arrays", False))
+        # ... and reads whole raw chunks straight into the output's rows
+        self._reads_rows = bool(getattr(store, "reads_arrays", False))
         #: the largest a stored chunk may be (None: unknown, e.g. variable-length items)
         self.max_stored = stored_bound(pipeline)
         # chunks stored as raw C-ordered bytes: read in place through views of a
@@ -121,13 +132,13 @@ class PlainEngine:
     def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
         """Fill ``out`` from every projected chunk (missing chunks read as fill_value)."""
         cached = self.cache is not None and self.cache.active() and self._sid is not None
-        batch_bytes = max(READ_BATCH_BYTES, 2 * default_workers() * self.chunk_nbytes)
-        if cached or self.store.zero_copy_views:
+        if cached:
+            batch_bytes = max(READ_BATCH_BYTES, 2 * default_workers() * self.chunk_nbytes)
             for batch in self._batches(projections, batch_bytes):
-                if cached:
-                    self._read_cached(batch, out)
-                else:
-                    self._read_views(batch, out)
+                self._read_cached(batch, out)
+            return
+        if self.store.zero_copy_views:
+            self._read_in_place(projections, out)
             return
         # other stores: later batches are fetched while this one decodes; remote ones
         # keep several smaller batches in flight (a batch's slowest request then stalls
@@ -201,45 +212,72 @@ class PlainEngine:
                                 cpu_bound=True)
         chunk_cache.scatter(hits, out, self.read_fill, self.chunk_nbytes)
 
+    def _read_in_place(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
+        """Chunks read without a copy of the stored bytes (views, or straight into
+        ``out``). Sizeable chunks stream through the pool, each fetched by the thread
+        that decodes it: fetching overlaps decoding, and no thread waits for the others
+        at the end of a batch. Tiny chunks, and raw ones of which only a few elements
+        are read, are fetched a group at a time with one store call."""
+        stream = iter(projections)
+        first = next(stream, None)
+        if first is None:
+            return
+        stream = itertools.chain((first,), stream)
+        if self.chunk_nbytes < INLINE_ITEM_BYTES or (self.raw_dtype is not None
+                                                     and not first.is_complete):
+            for batch in self._batches(stream, READ_BATCH_BYTES):
+                self._read_views(batch, out)
+            return
+        kept_maps = bool(config.get("cache.map_bytes"))  # maps kept between reads: use them
+        with self.store.read_session() as reader:
+            run_streamed(functools.partial(self._read_one, out, reader, kept_maps), stream)
+
     def _read_views(self, batch: list[ChunkProjection], out: np.ndarray) -> None:
-        """Chunks read in place (no copy of the stored bytes). Compressed chunks are each
-        fetched by the thread that decodes it, so fetching overlaps decoding; raw or small
-        ones are fetched a group at a time, with one store call."""
-        store, key_of, bound = self.store, self.key_of, self.max_stored
-        if self.raw_dtype is not None:  # a copy per chunk: a few elements, or whole chunks
-            # whole chunks are worth a pool thread each; a few elements are copied inline
+        """``batch`` as groups of views, one store call each (mapped pages touched count
+        in RSS until the map is dropped: few at once)."""
+        if self.raw_dtype is not None:  # a few elements, or whole chunks
             read = self._read_view
             size = self.chunk_nbytes if any(p.is_complete for p in batch) else 0
         else:
             read, size = self.codec.read_into, self.chunk_nbytes
-        if self.raw_dtype is not None or self.chunk_nbytes < INLINE_ITEM_BYTES:
-            # mapped pages touched count in RSS until the map is dropped: few at once
-            per_group = min(VIEW_GROUP, max(2 * default_workers(),
-                                            VIEW_GROUP_BYTES // self.chunk_nbytes))
-            for start in range(0, len(batch), per_group):
-                group = batch[start:start + per_group]
-                keys = [key_of(p.chunk_coords) for p in group]
-                with self._named():
-                    views = bounded_get_views(store, keys, bound)
-                items = list(zip(group, keys, views, strict=True))
-                run_batched(lambda item: read(out, *item), items, item_bytes=size,
-                            cpu_bound=True)
-            return
-
-        # a small compressed chunk is read, not mapped: mapping, faulting and unmapping
-        # (TLB shootdowns across the pool's cores) cost more than the copy, unless the
-        # maps are kept between reads (``cache.map_bytes``)
-        mapped = (self.chunk_nbytes >= MAP_COMPRESSED_BYTES
-                  or bool(config.get("cache.map_bytes")))
-
-        def one(p: ChunkProjection) -> None:
-            key = key_of(p.chunk_coords)
+        per_group = min(VIEW_GROUP, max(2 * default_workers(),
+                                        VIEW_GROUP_BYTES // self.chunk_nbytes))
+        for start in range(0, len(batch), per_group):
+            group = batch[start:start + per_group]
+            keys = [self.key_of(p.chunk_coords) for p in group]
             with self._named():
-                view = (bounded_get_views(store, (key,), bound)[0] if mapped
-                        else bounded_get(store, key, bound))
-            read(out, p, key, view)
+                views = bounded_get_views(self.store, keys, self.max_stored)
+            items = list(zip(group, keys, views, strict=True))
+            run_batched(lambda item: read(out, *item), items, item_bytes=size,
+                        cpu_bound=True)
 
-        run_batched(one, batch, item_bytes=size, cpu_bound=True)
+    def _read_one(self, out: np.ndarray, reader: Reader, kept_maps: bool,
+                  proj: ChunkProjection) -> None:
+        """One sizeable chunk into ``out``: a raw one read straight into its place when
+        that is a block of long rows (``Store.read_session``), else through a view."""
+        key = self.key_of(proj.chunk_coords)
+        if self.raw_dtype is None:
+            # a small compressed chunk is read, not mapped: mapping, faulting and
+            # unmapping (TLB shootdowns across the pool's cores) cost more than the copy,
+            # unless the maps are kept between reads (``cache.map_bytes``)
+            with self._named():
+                view = (bounded_get_views(self.store, (key,), self.max_stored)[0]
+                        if kept_maps or self.chunk_nbytes >= MAP_COMPRESSED_BYTES
+                        else reader.get(key, self.max_stored))
+            self.codec.read_into(out, proj, key, view)
+            return
+        if self._reads_rows and not kept_maps and proj.is_complete and is_basic(
+                proj.out_selection):
+            dest = out[(*proj.out_selection, Ellipsis)]
+            if dest.shape == self.chunk_shape and dest.dtype == self.raw_dtype and (
+                    dest.flags.c_contiguous or has_long_rows(dest)):
+                with self._named():
+                    if not reader.read_into(key, dest):
+                        dest[...] = self.read_fill
+                return
+        with self._named():
+            view = bounded_get_views(self.store, (key,), self.max_stored)[0]
+        self._read_view(out, proj, key, view)
 
     def _read_view(self, out: np.ndarray, proj: ChunkProjection, key: str, view: Any) -> None:
         if view is None:
@@ -352,27 +390,3 @@ def _rebuild(codec: ChunkCodec, strided_ok: bool, proj: ChunkProjection, key: st
              value: np.ndarray, old: Any) -> Any:
     """A chunk's new encoding: ``value``'s part written over its ``old`` bytes."""
     return codec.encode(codec.assemble(proj, key, old, value), strided_ok)
-
-
-def clear_outside(engine: Any, layout: ChunkLayout, old_shape: tuple[int, ...],
-                  new_shape: tuple[int, ...]) -> None:
-    """``clear_outside`` of either engine: whole write units outside go, and the bands of
-    the kept units beyond the new edge are written with fill_value (read-modify-writes)."""
-    doomed = [layout.unit_key(u) for u in layout.units_outside(new_shape)]
-    try:
-        engine.store.delete_many(doomed)
-    finally:
-        invalidate = getattr(engine, "_invalidate", None)
-        if invalidate is not None:
-            invalidate(doomed)
-    unit = layout.write_shape
-    kept = tuple(min(o, -(-n // w) * w) for o, n, w in zip(old_shape, new_shape, unit,
-                                                          strict=True))
-    for axis, (n, k) in enumerate(zip(new_shape, kept, strict=True)):
-        if k <= n:
-            continue
-        band = tuple(slice(n, k) if i == axis else slice(0, kept[i])
-                     for i in range(len(old_shape)))
-        indexer = OrthogonalIndexer(band, kept, layout.chunks, False)
-        fill = np.full(indexer.shape, engine.read_fill, dtype=engine.dtype)
-        engine.write(indexer, fill)

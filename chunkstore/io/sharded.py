@@ -49,7 +49,8 @@ from .chunk_codec import ChunkCodec
 from .coalesce import coalesce
 from .inner_cache import InnerLookup
 from .layout import ChunkLayout
-from .plain import BATCH_BYTES, batches, clear_outside
+from .plain import BATCH_BYTES, batches
+from .resize import clear_outside
 from .rmw import WriteUnit, commit_units
 
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]

@@ -23,10 +23,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 from ..errors import InvalidKeyError, ReadOnlyError
 from . import write_events
 from .bounds import (  # noqa: F401 (ObjectSizeError: re-exported)
     ObjectSizeError,
+    bounded_get,
     bounded_get_many,
     check_sizes,
     wrong_size,
@@ -34,6 +37,32 @@ from .bounds import (  # noqa: F401 (ObjectSizeError: re-exported)
 
 ByteRange = tuple[int, int | None]
 BytesLike = bytes | bytearray | memoryview
+
+
+class Reader:
+    """Reads of one operation (``Store.read_session``); this default calls the store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def get(self, key: str, max_bytes: int | None = None) -> BytesLike | None:
+        """The value at ``key`` (None if missing); larger than ``max_bytes``: refused
+        (ObjectSizeError)."""
+        return bounded_get(self.store, key, max_bytes)
+
+    def read_into(self, key: str, array: np.ndarray) -> bool:
+        """Fill the writeable ``array`` with the value at ``key`` (its C-ordered bytes):
+        True; False when the key is missing; ObjectSizeError when the value is not
+        ``array.nbytes`` long. ``reads_arrays`` stores read straight into the array;
+        this gets the value and copies it in."""
+        value = self.get(key, array.nbytes)
+        if value is None:
+            return False
+        size = memoryview(value).nbytes
+        if size != array.nbytes:
+            raise wrong_size(self.store, key, size, array.nbytes)
+        array[...] = np.frombuffer(value, array.dtype).reshape(array.shape)
+        return True
 
 
 class _Token:
@@ -142,6 +171,8 @@ class Store(ABC):
     #: ``commit_many`` also takes strided numpy arrays of contiguous rows as values and
     #: stores their C-ordered bytes (writing rows one by one, without a copy first)
     writes_arrays: bool = False
+    #: a ``read_session``'s ``read_into`` reads values straight into the caller's array
+    reads_arrays: bool = False
     #: ``get_ranges`` reads all ranges of one key from one version of its value (else a
     #: writer replacing it between two requests could mix versions: callers then read
     #: one covering range per key)
@@ -327,6 +358,13 @@ class Store(ABC):
         the default is ``get_many``.
         """
         return bounded_get_many(self, keys, max_bytes)
+
+    @contextmanager
+    def read_session(self) -> Iterator[Reader]:
+        """A :class:`Reader` for the reads of one operation (one array read), from any
+        number of threads, valid inside the ``with`` block. A store may keep what they
+        share open meanwhile (a local store: its directories)."""
+        yield Reader(self)
 
     def set_many(self, items: Mapping[str, BytesLike] | Iterable[tuple[str, BytesLike]]) -> None:
         """Store several values as one batch (each key replaced atomically)."""

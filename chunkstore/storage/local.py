@@ -37,6 +37,7 @@ from .base import (
     ByteRange,
     BytesLike,
     Commit,
+    Reader,
     Store,
     normalize_prefix,
     validate_key,
@@ -45,7 +46,7 @@ from .base import (
 from .local_commit import commit
 from .local_maps import _maps, signature
 from .local_paths import DIRS_PER_SLICE, FILE_FLAGS, Root, Walk, dir_slices
-from .local_reads import LocalReads
+from .local_reads import LocalReader, LocalReads
 from .local_session import SharedWalk
 from .local_temp import discard, is_stale, is_temp
 
@@ -69,6 +70,7 @@ class LocalStore(LocalReads, Store):
     supports_conditional_delete = True
     snapshot_ranges = True  # get_ranges opens each file once for all its ranges
     writes_arrays = True  # strided blocks' rows are written straight (local_temp)
+    reads_arrays = True  # files are read straight into arrays' rows (read_session)
 
     def __init__(self, root: str | os.PathLike[str], read_only: bool = False) -> None:
         super().__init__(read_only)
@@ -209,6 +211,21 @@ class LocalStore(LocalReads, Store):
         finally:
             session.end()
 
+    @contextmanager
+    def read_session(self) -> Iterator[Reader]:
+        """``Store.read_session``: the root and key directories are opened once for the
+        whole operation (``local_session``), and ``read_into`` reads each file with
+        ``preadv`` straight into the array's rows. A subclass with its own ``get`` or
+        ``get_views`` (or a patched one) gets the default reader, which calls them."""
+        if (type(self).get, type(self).get_views) != _OWN_READS:
+            yield Reader(self)
+            return
+        session = SharedWalk(self._walk)
+        try:
+            yield LocalReader(self, session)
+        finally:
+            session.end()
+
     def _commit_many(self, items: Sequence[Commit], session: SharedWalk | None) -> list[bool]:
         items = list(items)
         if not items:
@@ -298,3 +315,4 @@ class LocalStore(LocalReads, Store):
 
 
 _COMMIT_MANY = LocalStore.commit_many
+_OWN_READS = (LocalStore.get, LocalStore.get_views)

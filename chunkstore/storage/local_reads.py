@@ -11,18 +11,23 @@ sparse file of a terabyte costs nothing to refuse, and the check costs no syscal
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..concurrency import run_batched
-from .base import ABSENT, ByteRange, BytesLike
+from .base import ABSENT, ByteRange, BytesLike, Reader
 from .bounds import too_large, wrong_size
 from .local_locks import LocalGeneration
 from .local_maps import _maps, signature
 from .local_paths import DIRS_PER_SLICE, Walk, dir_slices, read_exact, read_range
+from .local_rows import read_rows
+from .local_session import SharedWalk
 
 _INLINE_READ_BYTES = 64 * 1024  # get_many reads files up to this size without threads
 _MAP_MIN_BYTES = 64 * 1024  # smaller files are read, not mapped
@@ -41,20 +46,7 @@ class LocalReads:
         results: list[bytes | None] = []
         with self._walk() as w:
             def one(i: int) -> bytes | None:
-                head, name = located[i]
-                dir_fd = w.dir(head, keys[i])
-                fd = None if dir_fd is None else self._open(w, dir_fd, head, name, keys[i])
-                if fd is None:
-                    return None
-                try:
-                    st = os.fstat(fd)  # a directory or a FIFO at a key reads as missing
-                    if not stat.S_ISREG(st.st_mode):
-                        return None
-                    if max_bytes is not None and st.st_size > max_bytes:
-                        raise too_large(self, keys[i], st.st_size, max_bytes)
-                    return read_exact(fd, 0, st.st_size)
-                finally:
-                    os.close(fd)
+                return self._file_value(w, *located[i], keys[i], max_bytes)
 
             for part in dir_slices(located):
                 for n, i in enumerate(part):
@@ -132,6 +124,44 @@ class LocalReads:
         _maps.put(self._prefix + key, signature(st), mapped, self._prefix)
         return mapped
 
+    def _file_value(self, w: Walk, head: str, name: str, key: str,
+                    max_bytes: int | None) -> bytes | None:
+        """The bytes of the regular file at ``key`` (None: missing, a directory or a
+        FIFO); larger than ``max_bytes``: refused unread."""
+        dir_fd = w.dir(head, key)
+        fd = None if dir_fd is None else self._open(w, dir_fd, head, name, key)
+        if fd is None:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            if max_bytes is not None and st.st_size > max_bytes:
+                raise too_large(self, key, st.st_size, max_bytes)
+            return read_exact(fd, 0, st.st_size)
+        finally:
+            os.close(fd)
+
+    def _rows_from(self, w: Walk, head: str, name: str, key: str, array: np.ndarray) -> bool:
+        dir_fd = w.dir(head, key)
+        fd = None if dir_fd is None else self._open(w, dir_fd, head, name, key)
+        if fd is None:
+            return False
+        try:
+            try:
+                if read_rows(fd, array):
+                    return True
+            except OSError as e:  # a directory or a FIFO at the key: missing
+                if e.errno not in (errno.EISDIR, errno.ESPIPE):
+                    raise
+                return False
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # e.g. a device: missing, as for get_views
+                return False
+            raise wrong_size(self, key, st.st_size, array.nbytes)
+        finally:
+            os.close(fd)
+
     def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]],
                    object_size: int | None = None) -> list[bytes | None]:
         """Each file is opened once for all of its ranges; files are read in parallel.
@@ -202,3 +232,26 @@ class LocalReads:
                 found += run_batched(one, part, min_parallel=8)
                 w.release()
             return found
+
+
+class LocalReader(Reader):
+    """The reads of one operation on a LocalStore (``LocalReads.read_session``): each
+    borrows the operation's walk, or uses its own beyond the session's bounds."""
+
+    def __init__(self, store: Any, session: SharedWalk) -> None:
+        super().__init__(store)
+        self._session = session
+
+    def _run(self, key: str, fn: Callable[..., Any], *args: Any) -> Any:
+        ((head, name),) = self.store._locate((key,))
+        with self._session.borrow((head,), True) as shared:  # the first read opens it
+            if shared is not None:
+                return fn(shared, head, name, key, *args)
+        with self.store._walk() as w:
+            return fn(w, head, name, key, *args)
+
+    def get(self, key: str, max_bytes: int | None = None) -> bytes | None:
+        return self._run(key, self.store._file_value, max_bytes)
+
+    def read_into(self, key: str, array: np.ndarray) -> bool:
+        return self._run(key, self.store._rows_from, array)

@@ -20,11 +20,11 @@ import time
 import numpy as np
 
 from .base import BytesLike
+from .local_rows import write_all, write_rows
 
 TEMP_PREFIX = ".chunkstore-tmp-"
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _counter = itertools.count()
-_IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 16)
 
 
 def _host_tag() -> str:
@@ -75,44 +75,15 @@ def write_temp(dir_fd: int, value: BytesLike | np.ndarray) -> str:
     try:
         try:
             if view is None:
-                _write_rows(fd, value)  # type: ignore[arg-type]
+                write_rows(fd, value)  # type: ignore[arg-type]
             else:
-                _write_all(fd, view)
+                write_all(fd, view)
         finally:
             os.close(fd)
     except BaseException:
         discard(dir_fd, name)
         raise
     return name
-
-
-def _write_all(fd: int, view: memoryview) -> None:
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def rows(array: np.ndarray) -> list[np.ndarray]:
-    """The rows (last axis) of ``array`` in C order."""
-    if array.ndim <= 1:
-        return [array]
-    if array.ndim == 2:
-        return list(array)
-    return [row for part in array for row in rows(part)]
-
-
-def _write_rows(fd: int, array: np.ndarray) -> None:
-    """Write the C-ordered bytes of ``array`` (its rows contiguous): ``writev`` of up to
-    ``IOV_MAX`` rows at a time; a short write (rare for files) finishes with a copy."""
-    if array.strides[-1] != array.dtype.itemsize:  # not row-contiguous: one copy
-        _write_all(fd, memoryview(array.tobytes()))
-        return
-    todo = rows(array)
-    for start in range(0, len(todo), _IOV_MAX):
-        group = todo[start:start + _IOV_MAX]
-        wrote = os.writev(fd, group)
-        expected = sum(row.nbytes for row in group)
-        if wrote < expected:
-            _write_all(fd, memoryview(b"".join(row.tobytes() for row in group))[wrote:])
 
 
 def discard(dir_fd: int, name: str) -> None:

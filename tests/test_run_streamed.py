@@ -1,0 +1,95 @@
+"""run_streamed: every item once, taken lazily by the next free pool thread; the first
+failure (of the work or of the iteration) stops the others and is raised."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from chunkstore.concurrency import get_pool, run_streamed
+
+
+def test_every_item_once_across_pool_threads():
+    seen: list[int] = []
+    names: set[str] = set()
+    lock = threading.Lock()
+
+    def f(x: int) -> None:
+        time.sleep(0.001)
+        with lock:
+            seen.append(x)
+            names.add(threading.current_thread().name)
+
+    run_streamed(f, iter(range(200)))
+    assert sorted(seen) == list(range(200))
+    assert len(names) >= 2 and all(n.startswith("chunkstore") for n in names)
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_no_or_one_item_runs_inline(n):
+    names: list[str] = []
+    run_streamed(lambda x: names.append(threading.current_thread().name), range(n))
+    assert names == [threading.current_thread().name] * n
+
+
+def test_the_stream_is_consumed_lazily():
+    """At most one item per thread is taken ahead of the work done."""
+    taken = 0
+    done = 0
+    lock = threading.Lock()
+    worst = 0
+
+    def items():
+        nonlocal taken, worst
+        for i in range(100):
+            with lock:
+                taken += 1
+                worst = max(worst, taken - done)
+            yield i
+
+    def f(_x: int) -> None:
+        nonlocal done
+        time.sleep(0.0005)
+        with lock:
+            done += 1
+
+    run_streamed(f, items())
+    assert done == 100
+    assert worst <= get_pool()._max_workers + 1
+
+
+def test_a_failure_stops_the_others_and_is_raised():
+    started: list[int] = []
+
+    def f(x: int) -> None:
+        started.append(x)
+        if x == 3:
+            raise ValueError("item 3")
+        time.sleep(0.002)
+
+    with pytest.raises(ValueError, match="item 3"):
+        run_streamed(f, range(10_000))
+    assert len(started) < 100  # nobody went on to the end
+
+
+def test_an_error_of_the_iteration_is_raised():
+    def items():
+        yield from range(5)
+        raise KeyError("broken stream")
+
+    with pytest.raises(KeyError, match="broken stream"):
+        run_streamed(lambda x: None, items())
+
+
+def test_inside_a_pool_thread_it_runs_inline():
+    """A pool thread never waits on the pool (which could be full of waiters)."""
+    def outer(_x: int) -> list[str]:
+        inner: list[str] = []
+        run_streamed(lambda y: inner.append(threading.current_thread().name), range(20))
+        assert set(inner) == {threading.current_thread().name}
+        return inner
+
+    results = [get_pool().submit(outer, i) for i in range(8)]
+    assert all(len(r.result(timeout=30)) == 20 for r in results)
