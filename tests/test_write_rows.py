@@ -141,3 +141,38 @@ def test_zarr_python_reads_rows_written_by_chunkstore(tmp_path):
                          dtype="f8", compressors=None)
     a2[...] = y
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "z2.zarr"), mode="r")[...], y)
+
+
+@pytest.fixture
+def commits(monkeypatch):
+    """The number of chunks in each commit of a local write."""
+    sizes: list[int] = []
+    real = LocalStore._commit_many
+
+    def counting(self, items, session):
+        items = list(items)
+        sizes.append(len(items))
+        return real(self, items, session)
+
+    monkeypatch.setattr(LocalStore, "_commit_many", counting)
+    return sizes
+
+
+@pytest.mark.parametrize("compressors", [None, "zstd"])
+def test_views_do_not_count_against_the_write_budget(tmp_path, commits, compressors):
+    """Whole raw chunks handed over as views of the source hold no memory: however
+    small ``threading.write_bytes``, they are committed in runs of several chunks.
+    Encoded chunks do hold theirs: with a budget of one byte, one chunk per commit."""
+    data = np.random.default_rng(1).random((512, 2048)).astype("f4")
+    with cs.config.set({"threading.write_bytes": 1}):
+        a = cs.create_array(str(tmp_path / "a.zarr"), shape=data.shape, chunks=(64, 256),
+                            dtype="f4", compressors=compressors, fill_value=0)
+        commits.clear()
+        a[...] = data
+    assert sum(commits) == 64
+    if compressors is None:
+        assert len(commits) <= 32 and max(commits) > 1
+    else:
+        assert set(commits) == {1}
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "a.zarr"), mode="r")[...],
+                                  data)

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..codecs import Pipeline
 from ..codecs.bounded import stored_bound
-from ..codecs.bytes_codec import has_long_rows
+from ..codecs.bytes_codec import MIN_ROW_BYTES, has_long_rows
 from ..codecs.scratch import scratch_buffer
 from ..concurrency import (
     INLINE_ITEM_BYTES,
@@ -114,6 +114,11 @@ class PlainEngine:
                 # where two requests may see two versions of a chunk, one range per chunk
                 cost = store.request_cost_bytes if store.snapshot_ranges else self.chunk_nbytes
                 self.ranges = RangePlanner(tuple(self.chunk_shape), self.raw_dtype, cost)
+        # whole raw chunks of long rows are handed to such a store as views of the
+        # written array (``raw_bytes``): built, they hold no memory of their own
+        self._builds_views = (self._strided_ok and self.raw_dtype == self.dtype
+                              and self.dtype.kind in "biufc" and len(self.chunk_shape) >= 2
+                              and self.chunk_shape[-1] * self.dtype.itemsize >= MIN_ROW_BYTES)
 
     @functools.cached_property
     def _sid(self) -> Any:
@@ -345,9 +350,11 @@ class PlainEngine:
         batch_bytes = getattr(self.store, "write_batch_bytes", BATCH_BYTES)
         for batch in self._batches(projections, batch_bytes):
             units = [self._unit(self.layout.for_write(p), value, scalar_cache) for p in batch]
+            views = self._builds_views and not scalar and not any(u.needs_old for u in units)
             try:
                 commit_units(self.store, units, synchronizer=self.synchronizer,
-                             item_bytes=self.chunk_nbytes, keep_values=False)
+                             item_bytes=self.chunk_nbytes, keep_values=False,
+                             built_bytes=0 if views else None)
             finally:
                 self._invalidate([u.key for u in units])
 

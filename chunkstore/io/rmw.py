@@ -75,11 +75,14 @@ def _lock(synchronizer: Any, key: str):
 
 def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any = None,
                  cpu_bound: bool = True, item_bytes: int | None = None,
-                 keep_values: bool = True) -> list[Any]:
+                 keep_values: bool = True, built_bytes: int | None = None) -> list[Any]:
     """Apply every unit (see the module docstring); returns what each ``build`` returned
     last (the committed value, None for a delete, or ``UNCHANGED``). With
     ``keep_values=False`` a written value is reported as ``WRITTEN`` instead, and is
     dropped once committed: a large batch then holds only the runs in flight.
+    ``item_bytes``: about how large a unit's value is; ``built_bytes``: what a built
+    value holds in new memory until committed (``item_bytes`` unless given; 0 for
+    views of the caller's data, which runs need not bound nor keep small).
 
     Without a synchronizer: one batched versioned read of the units that need their old
     value, every unit built in parallel, one batched commit, then the units that lost a
@@ -92,14 +95,14 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
     results: list[Any] = ([None] if keep_values else _Outcomes([None])) * len(units)
     everything = list(range(len(units)))
     if synchronizer is None:
-        _in_runs(store, units, everything, results, cpu_bound, item_bytes)
+        _in_runs(store, units, everything, results, cpu_bound, item_bytes, built_bytes)
         return results
     # whole replacements need no lock where commits are checked (a racing locked
     # read-modify-write notices them and redoes its work); elsewhere every unit is locked
     free = [i for i in everything if not units[i].needs_old] \
         if store.supports_conditional_writes else []
     if free:
-        _in_runs(store, units, free, results, cpu_bound, item_bytes)
+        _in_runs(store, units, free, results, cpu_bound, item_bytes, built_bytes)
     taken = set(free)
     locked = [i for i in everything if i not in taken]
 
@@ -112,7 +115,8 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
 
 
 def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
-             results: list[Any], cpu_bound: bool, item_bytes: int | None) -> None:
+             results: list[Any], cpu_bound: bool, item_bytes: int | None,
+             built_bytes: int | None = None) -> None:
     """``_read_modify_write`` of ``pending`` as runs of neighbouring units, each run read,
     built and committed by one pool thread: encoding one run overlaps writing another
     (a store call per run, several in flight), instead of encoding everything first."""
@@ -127,13 +131,14 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     if wide:
         n_threads = min(n_threads, BLOCKING_THREADS_PER_CORE * pool_threads(True))
     size = max(1, len(pending) // (n_threads * RUNS_PER_THREAD))
-    if item_bytes:  # a run's built values are held until its commit: bound them all
+    held = item_bytes if built_bytes is None else built_bytes
+    if held:  # a run's built values are held until its commit: bound them all
         # (at least one thread per core, whatever the budget: chunks that large need it)
         budget = int(config.get("threading.write_bytes"))
-        n_threads = max(min(n_threads, pool_threads(True)), min(n_threads, budget // item_bytes))
-        size = max(1, min(size, budget // (n_threads * item_bytes)))
+        n_threads = max(min(n_threads, pool_threads(True)), min(n_threads, budget // held))
+        size = max(1, min(size, budget // (n_threads * held)))
         if wide:  # written while still in the core's cache, not after a round trip to RAM
-            size = max(1, min(size, WARM_RUN_BYTES // item_bytes))
+            size = max(1, min(size, WARM_RUN_BYTES // held))
     runs = [pending[i:i + size] for i in range(0, len(pending), size)]
     # tiny chunks on a store without latency to hide: the first run is timed and, when
     # its units prove quick, all run on this thread (threads would only take turns at

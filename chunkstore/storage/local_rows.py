@@ -40,10 +40,11 @@ def write_rows(fd: int, array: np.ndarray) -> None:
         write_all(fd, memoryview(array.tobytes()))
         return
     todo = rows(array)
+    row_bytes = todo[0].nbytes
     for start in range(0, len(todo), IOV_MAX):
         group = todo[start:start + IOV_MAX]
         wrote = os.writev(fd, group)
-        expected = sum(row.nbytes for row in group)
+        expected = row_bytes * len(group)
         if wrote < expected:
             write_all(fd, memoryview(b"".join(row.tobytes() for row in group))[wrote:])
 
