@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import json
 import math
 import os
@@ -54,6 +55,7 @@ from benchmarks.rechunk_measure import (
     dir_bytes,
     format_row,
     generated,
+    in_child,
     make_source,
     print_table,
     run_on_cluster,
@@ -175,7 +177,11 @@ def one_run(case, method, src, work, shape, chunks, target, axes, max_mem, nbyte
     dst = work / f"{case}-{method}.zarr"
     shutil.rmtree(dst, ignore_errors=True)
     settle(pause)
-    row = run_method(case, method, src, dst, work, shape, chunks, target, axes, max_mem)
+    # in a child process that is killed if it hangs: one stuck peer never stops the run
+    # (by its module's name: pickled from ``python -m`` it would be ``__main__``'s)
+    here = importlib.import_module("benchmarks.bench_rechunk")
+    row = in_child(functools.partial(here.run_method, case, method, src, dst, work, shape,
+                                     chunks, target, axes, max_mem))
     if row is None:
         return None
     if "error" in row:

@@ -13,6 +13,10 @@ searched for pause, spill and restart events.
 from __future__ import annotations
 
 import os
+import pickle
+import subprocess
+import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -139,6 +143,63 @@ def _within(fn: Callable[[], dict | None], timeout: float) -> dict:
     worker.start()
     worker.join(timeout)
     return box.get("value", {"error": f"TimeoutError: still running after {timeout:.0f} s"})
+
+
+_CHILD = ("import pickle, sys\n"
+          "from benchmarks.rechunk_measure import _answer\n"
+          "_answer(pickle.loads(sys.stdin.buffer.read()), sys.argv[1])\n")
+
+
+def in_child(fn: Callable[[], dict | None], timeout: float = TIMEOUT + 120) -> dict | None:
+    """``fn()`` (picklable) in a fresh Python process, which is killed with every process
+    it started when it has not answered after ``timeout`` seconds: a method whose cluster
+    hangs even while closing (dask p2p once left its client waiting on workers that were
+    gone) fails alone instead of stopping the benchmark."""
+    root = str(Path(__file__).resolve().parent.parent)  # where ``benchmarks`` is
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    with tempfile.TemporaryDirectory() as tmp:
+        answer = os.path.join(tmp, "answer.pickle")
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, answer],
+                                 stdin=subprocess.PIPE, env=env)
+        try:
+            assert child.stdin is not None
+            child.stdin.write(pickle.dumps(fn))
+            child.stdin.close()
+            try:
+                child.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return {"error": f"TimeoutError: no answer after {timeout:.0f} s (killed)"}
+            if not os.path.exists(answer):
+                return {"error": f"the run's process died (exit code {child.returncode})"}
+            with open(answer, "rb") as f:
+                return pickle.load(f)
+        finally:
+            _kill_tree(child.pid)
+
+
+def _answer(fn: Callable[[], dict | None], path: str) -> None:
+    try:
+        value = fn()
+    except Exception as e:  # noqa: BLE001  (reported as the run's error)
+        value = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+    with open(path, "wb") as f:
+        pickle.dump(value, f)
+
+
+def _kill_tree(pid: int) -> None:
+    """Kill ``pid`` and all its descendants (a cluster's nannies and workers)."""
+    try:
+        root = psutil.Process(pid)
+        procs = [*root.children(recursive=True), root]
+    except psutil.Error:
+        return
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=10)
 
 
 def _cpu_seconds(pids: list[int]) -> float:
