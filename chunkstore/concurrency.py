@@ -11,7 +11,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -137,6 +137,30 @@ def run_batched(
 
 
 _END = object()
+INTERLEAVE_WINDOW = 4096  # items taken from the stream at once by ``interleaved``
+
+
+def batches(items: Iterable[T], per_batch: int) -> Iterator[list[T]]:
+    """``items`` in lists of at most ``per_batch``."""
+    it = iter(items)
+    while batch := list(itertools.islice(it, per_batch)):
+        yield batch
+
+
+def interleaved(items: Iterable[T], parts: int, window: int = INTERLEAVE_WINDOW
+                ) -> Iterator[T]:
+    """``items`` reordered so that neighbours come from ``parts`` distant stretches:
+    each window of items is cut into ``parts`` consecutive stretches, and one item of
+    each is taken in turn (for threads that should not work on neighbouring items at
+    once). Every item comes once; at most ``window`` are held."""
+    it = iter(items)
+    while True:
+        held = list(itertools.islice(it, window))
+        if not held:
+            return
+        step = -(-len(held) // max(1, parts))
+        for i in range(step):
+            yield from held[i::step]
 
 
 def run_streamed(fn: Callable[[T], object], items: Iterable[T], *, cpu_bound: bool = True,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from chunkstore.concurrency import get_pool, run_streamed
+from chunkstore.concurrency import get_pool, interleaved, pool_threads, run_streamed
 
 
 def test_every_item_once_across_pool_threads():
@@ -93,3 +93,51 @@ def test_inside_a_pool_thread_it_runs_inline():
 
     results = [get_pool().submit(outer, i) for i in range(8)]
     assert all(len(r.result(timeout=30)) == 20 for r in results)
+
+
+@pytest.mark.parametrize("n, parts, window", [(0, 4, 16), (1, 4, 16), (10, 4, 16),
+                                              (256, 4, 4096), (1000, 3, 64), (7, 1, 3)])
+def test_interleaved_takes_every_item_once_from_distant_stretches(n, parts, window):
+    order = list(interleaved(range(n), parts, window))
+    assert sorted(order) == list(range(n))
+    if n >= window:  # the first items of a full window are a stretch apart
+        step = -(-window // parts)
+        assert order[:parts] == [k * step for k in range(parts)]
+
+
+def test_interleaved_holds_one_window_at_most():
+    taken = 0
+
+    def items():
+        nonlocal taken
+        for i in range(10_000):
+            taken += 1
+            yield i
+
+    it = interleaved(items(), 4, window=100)
+    next(it)
+    assert taken == 100
+
+
+def test_a_whole_read_places_distant_chunks_first(tmp_path, monkeypatch):
+    """Threads filling the output at once work in different rows of chunks (no two
+    fault in the same huge page of the output at once)."""
+    import chunkstore as cs
+    from chunkstore.io.plain import PlainEngine
+
+    a = cs.create_array(str(tmp_path / "a.zarr"), shape=(1024, 1024), chunks=(128, 128),
+                        dtype="f4", compressors=None)
+    a[...] = 1
+    seen: list[tuple[int, ...]] = []
+    real = PlainEngine._read_one
+
+    def watching(self, out, reader, kept_maps, proj):
+        seen.append(proj.chunk_coords)
+        return real(self, out, reader, kept_maps, proj)
+
+    monkeypatch.setattr(PlainEngine, "_read_one", watching)
+    assert (cs.open_array(str(tmp_path / "a.zarr"), mode="r")[...] == 1).all()
+    assert len(seen) == 64
+    parts = 2 * pool_threads(True)
+    first_rows = {coords[0] for coords in seen[:parts]}
+    assert len(first_rows) >= max(2, parts // 2)  # C order: all in the first row

@@ -35,7 +35,9 @@ from ..codecs.bytes_codec import MIN_ROW_BYTES, has_long_rows
 from ..codecs.scratch import scratch_buffer
 from ..concurrency import (
     INLINE_ITEM_BYTES,
+    batches,
     default_workers,
+    interleaved,
     pool_threads,
     run_batched,
     run_streamed,
@@ -67,18 +69,6 @@ REMOTE_READ_AHEAD = 4  # batches fetched ahead of the one decoding, from remote 
 MAP_COMPRESSED_BYTES = 2 * 2**20  # compressed chunks read through maps from this size
 VIEW_GROUP = 64  # views held at once (a memory map holds a file descriptor) ...
 VIEW_GROUP_BYTES = 16 * 2**20  # ... and at most this many mapped bytes (or 2 per thread)
-
-
-def batches(items: Iterable[Any], per_batch: int) -> Iterator[list[Any]]:
-    """``items`` in lists of at most ``per_batch``."""
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= per_batch:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 class PlainEngine:
@@ -234,8 +224,11 @@ class PlainEngine:
                 self._read_views(batch, out)
             return
         kept_maps = bool(config.get("cache.map_bytes"))  # maps kept between reads: use them
+        # chunks placed at once lie far apart in ``out``: threads faulting in the same
+        # huge page at once each zero one, and all but one are thrown away
         with self.store.read_session() as reader:
-            run_streamed(functools.partial(self._read_one, out, reader, kept_maps), stream)
+            run_streamed(functools.partial(self._read_one, out, reader, kept_maps),
+                         interleaved(stream, 2 * pool_threads(True)))
 
     def _read_views(self, batch: list[ChunkProjection], out: np.ndarray) -> None:
         """``batch`` as groups of views, one store call each (mapped pages touched count

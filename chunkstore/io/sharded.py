@@ -38,7 +38,7 @@ import numpy as np
 from ..codecs.bounded import shard_read_bound, stored_bound
 from ..codecs.pipeline import CodecPipeline, Pipeline
 from ..codecs.sharding import EMPTY, ShardingCodec
-from ..concurrency import run_batched
+from ..concurrency import batches, run_batched
 from ..config import config
 from ..errors import ChunkDecodeError, ChunkstoreError, UnsupportedError
 from ..indexing import ChunkProjection
@@ -49,7 +49,7 @@ from .chunk_codec import ChunkCodec
 from .coalesce import coalesce
 from .inner_cache import InnerLookup
 from .layout import ChunkLayout
-from .plain import BATCH_BYTES, batches
+from .plain import BATCH_BYTES
 from .resize import clear_outside
 from .rmw import WriteUnit, commit_units
 
