@@ -32,9 +32,15 @@ def raw_bytes(array: np.ndarray, strided_ok: bool = False) -> bytes | memoryview
 def has_long_rows(array: np.ndarray) -> bool:
     """Whether ``array``'s rows (its last axis) are contiguous, of a plain numeric type
     and at least ``MIN_ROW_BYTES`` long: worth writing one by one."""
-    return (array.ndim >= 2 and array.dtype.kind in _ROW_KINDS
-            and array.strides[-1] == array.dtype.itemsize
-            and array.shape[-1] * array.dtype.itemsize >= MIN_ROW_BYTES)
+    return (array.strides[-1:] == (array.dtype.itemsize,)
+            and long_rows(array.shape, array.dtype))
+
+
+def long_rows(shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    """Whether blocks of ``shape`` and ``dtype`` have rows ``has_long_rows`` takes (when
+    their last axis is contiguous)."""
+    return (len(shape) >= 2 and dtype.kind in _ROW_KINDS
+            and shape[-1] * dtype.itemsize >= MIN_ROW_BYTES)
 
 
 class BytesCodec(ArrayBytesCodec):

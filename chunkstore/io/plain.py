@@ -31,7 +31,7 @@ import numpy as np
 
 from ..codecs import Pipeline
 from ..codecs.bounded import stored_bound
-from ..codecs.bytes_codec import MIN_ROW_BYTES, has_long_rows
+from ..codecs.bytes_codec import has_long_rows, long_rows
 from ..codecs.scratch import scratch_buffer
 from ..concurrency import (
     INLINE_ITEM_BYTES,
@@ -107,8 +107,7 @@ class PlainEngine:
         # whole raw chunks of long rows are handed to such a store as views of the
         # written array (``raw_bytes``): built, they hold no memory of their own
         self._builds_views = (self._strided_ok and self.raw_dtype == self.dtype
-                              and self.dtype.kind in "biufc" and len(self.chunk_shape) >= 2
-                              and self.chunk_shape[-1] * self.dtype.itemsize >= MIN_ROW_BYTES)
+                              and long_rows(self.chunk_shape, self.dtype))
 
     @functools.cached_property
     def _sid(self) -> Any:

@@ -124,12 +124,17 @@ class LocalReads:
         _maps.put(self._prefix + key, signature(st), mapped, self._prefix)
         return mapped
 
+    def _open_key(self, w: Walk, head: str, name: str, key: str) -> int | None:
+        """A descriptor of the file at ``key`` (None when it or its directory is missing);
+        the caller closes it."""
+        dir_fd = w.dir(head, key)
+        return None if dir_fd is None else self._open(w, dir_fd, head, name, key)
+
     def _file_value(self, w: Walk, head: str, name: str, key: str,
                     max_bytes: int | None) -> bytes | None:
         """The bytes of the regular file at ``key`` (None: missing, a directory or a
         FIFO); larger than ``max_bytes``: refused unread."""
-        dir_fd = w.dir(head, key)
-        fd = None if dir_fd is None else self._open(w, dir_fd, head, name, key)
+        fd = self._open_key(w, head, name, key)
         if fd is None:
             return None
         try:
@@ -143,8 +148,7 @@ class LocalReads:
             os.close(fd)
 
     def _rows_from(self, w: Walk, head: str, name: str, key: str, array: np.ndarray) -> bool:
-        dir_fd = w.dir(head, key)
-        fd = None if dir_fd is None else self._open(w, dir_fd, head, name, key)
+        fd = self._open_key(w, head, name, key)
         if fd is None:
             return False
         try:
@@ -181,8 +185,7 @@ class LocalReads:
         with self._walk() as w:
             def read_key(j: int) -> None:
                 head, name = located[j]
-                dir_fd = w.dir(head, keys[j])
-                fd = None if dir_fd is None else self._open(w, dir_fd, head, name, keys[j])
+                fd = self._open_key(w, head, name, keys[j])
                 if fd is None:
                     return
                 try:
@@ -212,8 +215,7 @@ class LocalReads:
         with self._walk() as w:
             def one(i: int) -> tuple[bytes | None, Any]:
                 head, name = located[i]
-                dir_fd = w.dir(head, keys[i])
-                fd = None if dir_fd is None else self._open(w, dir_fd, head, name, keys[i])
+                fd = self._open_key(w, head, name, keys[i])
                 if fd is None:
                     return None, ABSENT
                 try:
