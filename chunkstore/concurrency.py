@@ -147,6 +147,31 @@ def batches(items: Iterable[T], per_batch: int) -> Iterator[list[T]]:
         yield batch
 
 
+def windows(items: Sequence[T], per_batch: int) -> Iterator[Sequence[T]]:
+    """``items`` in consecutive windows of at most ``per_batch``, each taking its items
+    from ``items`` when indexed: a sequence that makes its items on demand (an indexer's
+    projections) then holds none of a batch at once."""
+    for start in range(0, len(items), per_batch):
+        yield _Window(items, start, min(len(items), start + per_batch))
+
+
+class _Window(Sequence[T]):
+    """``items[start:stop]`` without copying (integer indices only)."""
+
+    __slots__ = ("_items", "_start", "_len")
+
+    def __init__(self, items: Sequence[T], start: int, stop: int) -> None:
+        self._items, self._start, self._len = items, start, stop - start
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i: int) -> T:  # type: ignore[override]
+        if not -self._len <= i < self._len:
+            raise IndexError(i)
+        return self._items[self._start + i % self._len]
+
+
 def interleaved(items: Iterable[T], parts: int, window: int = INTERLEAVE_WINDOW
                 ) -> Iterator[T]:
     """``items`` reordered so that neighbours come from ``parts`` distant stretches:

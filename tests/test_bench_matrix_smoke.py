@@ -24,6 +24,13 @@ def test_matrix_tiny_covers_every_cell(tmp_path, monkeypatch):
     for r in rows:
         if r["library"] == "chunkstore":
             assert r["ratio_vs_zarr-python"] > 0 and r["ratio_vs_tensorstore"] > 0
+            assert r["ratio_vs_zarrs"] > 0
+            # the best peer is the faster of zarrs and tensorstore in that cell
+            assert bench_matrix.best_ratio(r) == min(r["ratio_vs_zarrs"],
+                                                     r["ratio_vs_tensorstore"])
+    table = bench_matrix.summary(rows)
+    assert "| write | best of zarrs / tensorstore |" in table
+    assert "| read | best of zarrs / tensorstore |" in table
     floors = {r["case"] for r in rows if r["library"] == "numpy"}
     assert floors == {f"{d} numpy-floor memory {op}" for d in bench_matrix.DATA_DTYPES
                       for op in ("write", "read")}

@@ -3,6 +3,7 @@ the chunk, the part of the output, and whether the chunk is covered entirely).""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -44,7 +45,7 @@ def _ix(selection: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(next(meshes) if e is not None else s for e, s in zip(expanded, selection, strict=True))
 
 
-class OrthogonalIndexer:
+class OrthogonalIndexer(Sequence[ChunkProjection]):
     """Basic (ints, slices, Ellipsis) or orthogonal (plus int arrays / masks per axis)."""
 
     def __init__(self, selection: Selection, shape: Sequence[int], chunks: Sequence[int],
@@ -53,23 +54,53 @@ class OrthogonalIndexer:
         self.axes = [axis_indexer(sel[i], shape[i], chunks[i], i, orthogonal)
                      for i in range(len(sel))]
         self.kept = [not ax.drop for ax in self.axes]
+        self._drops = not all(self.kept)
         self.shape = tuple(ax.nitems for ax in self.axes if not ax.drop)
         self.is_basic = not any(type(ax) is ArrayAxis for ax in self.axes)
 
+    @functools.cached_property
+    def _per_axis(self) -> list[list[Any]]:
+        return [ax.parts() for ax in self.axes]
+
+    @functools.cached_property
+    def _count(self) -> int:
+        return math.prod(len(parts) for parts in self._per_axis)
+
+    @functools.cached_property
+    def _radices(self) -> list[tuple[int, int, list[Any]]]:
+        """Per axis from the last: (axis, parts, its parts), for ``__getitem__``."""
+        return [(a, len(p), p) for a, p in reversed(list(enumerate(self._per_axis)))]
+
+    def __len__(self) -> int:
+        """How many chunks the selection touches."""
+        return self._count
+
+    def __getitem__(self, i: int) -> ChunkProjection:  # type: ignore[override]
+        """The ``i``-th projection in iteration (C) order, made on demand: a write of
+        many chunks holds none of them longer than it needs it."""
+        n = self._count
+        if not -n <= i < n:
+            raise IndexError(f"projection {i} of {n}")
+        i %= n
+        combo: list[Any] = [None] * len(self.axes)
+        for axis, size, parts in self._radices:
+            i, j = divmod(i, size)
+            combo[axis] = parts[j]
+        return self._projection(combo)
+
     def __iter__(self) -> Iterator[ChunkProjection]:
-        per_axis = [ax.parts() for ax in self.axes]
-        if not per_axis:  # a 0-d array: its one chunk, whole
-            yield ChunkProjection((), (), (), True)
-            return
-        mesh = not self.is_basic
-        kept = None if all(self.kept) else self.kept
-        for combo in itertools.product(*per_axis):
-            coords, chunk_sel, out_sel, complete = zip(*combo, strict=True)
-            if kept is not None:
-                out_sel = tuple(itertools.compress(out_sel, kept))
-            if mesh:
-                chunk_sel, out_sel = _ix(chunk_sel), _ix(out_sel)
-            yield ChunkProjection(coords, chunk_sel, out_sel, all(complete))
+        for combo in itertools.product(*self._per_axis):
+            yield self._projection(combo)
+
+    def _projection(self, combo: Sequence[Any]) -> ChunkProjection:
+        if not combo:  # a 0-d array: its one chunk, whole
+            return ChunkProjection((), (), (), True)
+        coords, chunk_sel, out_sel, complete = zip(*combo, strict=True)
+        if self._drops:
+            out_sel = tuple(itertools.compress(out_sel, self.kept))
+        if not self.is_basic:
+            chunk_sel, out_sel = _ix(chunk_sel), _ix(out_sel)
+        return ChunkProjection(coords, chunk_sel, out_sel, all(complete))
 
 
 class BasicIndexer(OrthogonalIndexer):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,7 @@ from ..concurrency import (
     pool_threads,
     run_batched,
     run_streamed,
+    windows,
 )
 from ..config import config
 from ..errors import ChunkDecodeError
@@ -55,11 +56,12 @@ from ..storage.bounds import (
 )
 from . import chunk_cache
 from .chunk_codec import ChunkCodec, is_basic
+from .chunk_units import ChunkUnits
 from .layout import ChunkLayout
 from .prefetch import ahead
 from .ranges import RangePlanner
 from .resize import clear_outside
-from .rmw import WriteUnit, commit_units
+from .rmw import commit_units
 
 BATCH_BYTES = 256 * 2**20  # decoded bytes per write batch: bounds memory of huge writes
 #: chunk bytes per read batch (at least two chunks per pool thread): a batch's fetched
@@ -339,40 +341,26 @@ class PlainEngine:
         """Write ``value`` (already broadcast to the selection shape) into every chunk."""
         scalar_cache: dict[Any, Any] | None = {} if scalar else None
         # a remote store holds a batch's encoded chunks until they are sent: smaller batches
-        batch_bytes = getattr(self.store, "write_batch_bytes", BATCH_BYTES)
-        for batch in self._batches(projections, batch_bytes):
-            units = [self._unit(self.layout.for_write(p), value, scalar_cache) for p in batch]
-            views = self._builds_views and not scalar and not any(u.needs_old for u in units)
+        per_batch = max(1, getattr(self.store, "write_batch_bytes", BATCH_BYTES)
+                        // self.chunk_nbytes)
+        # an indexer makes its projections on demand: a batch is a window of it
+        parts = (windows(projections, per_batch) if isinstance(projections, Sequence)
+                 else batches(projections, per_batch))
+        for batch in parts:
+            units = ChunkUnits(batch, self.layout, self.codec, value, scalar_cache,
+                               self._strided_ok, self._label, self.max_stored)
+            views = self._builds_views and not scalar and units.all_whole()
             try:
                 commit_units(self.store, units, synchronizer=self.synchronizer,
                              item_bytes=self.chunk_nbytes, keep_values=False,
                              built_bytes=0 if views else None)
             finally:
-                self._invalidate([u.key for u in units])
+                self._invalidate(units.keys())
 
-    def _invalidate(self, keys: list[str]) -> None:
+    def _invalidate(self, keys: Iterable[str]) -> None:
         """Drop ``keys`` from the decoded-chunk cache (after they were written)."""
         if self._sid is not None:
             self.cache.invalidate(self._sid, keys)
-
-    def _unit(self, proj: ChunkProjection, value: np.ndarray, scalar_cache: dict | None
-              ) -> WriteUnit:
-        key = self.key_of(proj.chunk_coords)
-        codec = self.codec
-        if proj.is_complete and scalar_cache is not None:
-            # a scalar over whole chunks: every chunk of one edge shape encodes the same
-            edge = tuple((s.start, s.stop) for s in proj.chunk_selection
-                         if isinstance(s, slice))
-
-            def build(_old: Any) -> Any:
-                if edge not in scalar_cache:
-                    scalar_cache[edge] = codec.encode(codec.assemble(proj, key, None, value))
-                return scalar_cache[edge]
-        else:  # a partial, not a closure: fewer objects per chunk for the GC to track
-            build = functools.partial(_rebuild, codec, self._strided_ok, proj, key, value)
-        return WriteUnit(key, build, needs_old=not proj.is_complete,
-                         fallback=codec.fill_encoded, label=self._label,
-                         max_bytes=self.max_stored)
 
     def write_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:
         """Encode and store one whole chunk (deleted instead when it is all fill)."""
@@ -384,8 +372,3 @@ class PlainEngine:
         cut chunks beyond it to fill_value (so growing again shows fill, never stale data)."""
         clear_outside(self, self.layout, old_shape, new_shape)
 
-
-def _rebuild(codec: ChunkCodec, strided_ok: bool, proj: ChunkProjection, key: str,
-             value: np.ndarray, old: Any) -> Any:
-    """A chunk's new encoding: ``value``'s part written over its ``old`` bytes."""
-    return codec.encode(codec.assemble(proj, key, old, value), strided_ok)

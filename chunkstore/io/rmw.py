@@ -38,6 +38,7 @@ MAX_ATTEMPTS = 200
 RUNS_PER_THREAD = 4  # commits per thread and batch: fewer overlap less, more cost calls
 BLOCKING_THREADS_PER_CORE = 2  # runs at once per core on stores whose commits block
 WARM_RUN_BYTES = 2 * 2**20  # a local run's built values: about what a core's cache holds
+WARM_RUN_UNITS = 64  # ... and its units at most
 _BACKOFF_START, _BACKOFF_MAX = 0.0005, 0.05
 
 
@@ -80,6 +81,8 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
     last (the committed value, None for a delete, or ``UNCHANGED``). With
     ``keep_values=False`` a written value is reported as ``WRITTEN`` instead, and is
     dropped once committed: a large batch then holds only the runs in flight.
+    ``units`` may make each unit when indexed (``io.chunk_units``): a run takes its
+    units once per attempt and holds them only until committed.
     ``item_bytes``: about how large a unit's value is; ``built_bytes``: what a built
     value holds in new memory until committed (``item_bytes`` unless given; 0 for
     views of the caller's data, which runs need not bound nor keep small).
@@ -137,8 +140,9 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
         budget = int(config.get("threading.write_bytes"))
         n_threads = max(min(n_threads, pool_threads(True)), min(n_threads, budget // held))
         size = max(1, min(size, budget // (n_threads * held)))
-        if wide:  # written while still in the core's cache, not after a round trip to RAM
-            size = max(1, min(size, WARM_RUN_BYTES // held))
+        if wide:  # written while still in the core's cache, not after a round trip to RAM,
+            # and few enough that what a run makes per unit dies young (see chunk_units)
+            size = max(1, min(size, WARM_RUN_BYTES // held, WARM_RUN_UNITS))
     runs = [pending[i:i + size] for i in range(0, len(pending), size)]
     # tiny chunks on a store without latency to hide: the first run is timed and, when
     # its units prove quick, all run on this thread (threads would only take turns at
@@ -158,16 +162,18 @@ def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[i
     commit = commit or store.commit_many
     delay = _BACKOFF_START
     for _attempt in range(MAX_ATTEMPTS):
-        reads = [j for j, i in enumerate(pending) if units[i].needs_old]
+        run = [units[i] for i in pending]  # made once per attempt (``units`` may be lazy)
+        reads = [j for j, unit in enumerate(run) if unit.needs_old]
         olds: list[tuple[bytes | None, Any]] = [(None, ANY)] * len(pending)
         if reads:
-            got = _read_old(store, [units[pending[j]] for j in reads])
+            got = _read_old(store, [run[j] for j in reads])
             for j, old in zip(reads, got, strict=True):
                 olds[j] = old
 
-        work = [(units[i], old) for i, (old, _) in zip(pending, olds, strict=True)]
+        work = [(unit, old) for unit, (old, _) in zip(run, olds, strict=True)]
         built = run_batched(lambda item: item[0].build(item[1]), work, cpu_bound=cpu_bound,
                             item_bytes=item_bytes)
+        del work
         items, positions = [], []
         for j, value in enumerate(built):
             i = pending[j]
@@ -177,12 +183,12 @@ def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[i
             generation = olds[j][1]
             if value is None and generation is not ABSENT and generation is not ANY and (
                     not store.supports_conditional_delete):
-                if units[i].fallback is not None:
-                    value = units[i].fallback()
+                if run[j].fallback is not None:
+                    value = run[j].fallback()
                     results[i] = value
             if value is None and generation is ABSENT:
                 continue  # deleting what is not there
-            items.append((units[i].key, value, generation))
+            items.append((run[j].key, value, generation))
             positions.append(i)
         done = commit(items) if items else []
         pending = [i for i, ok in zip(positions, done, strict=True) if not ok]
