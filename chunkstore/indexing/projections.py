@@ -68,7 +68,8 @@ class OrthogonalIndexer(Sequence[ChunkProjection]):
 
     @functools.cached_property
     def _radices(self) -> list[tuple[int, int, list[Any]]]:
-        """Per axis from the last: (axis, parts, its parts), for ``__getitem__``."""
+        """Per axis, last axis first: (axis, how many parts, the parts), the digits
+        ``__getitem__`` splits an index into."""
         return [(a, len(p), p) for a, p in reversed(list(enumerate(self._per_axis)))]
 
     def __len__(self) -> int:

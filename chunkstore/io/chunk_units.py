@@ -25,8 +25,8 @@ from .rmw import WriteUnit
 
 
 class ChunkUnits(Sequence[WriteUnit]):
-    """The write units of ``value``'s parts in the chunks of ``projections`` (already
-    ``layout.for_write``-adjusted when taken). ``scalar_cache``: a dict shared by the
+    """The write units of ``value``'s parts in the chunks of ``projections``, each
+    projection seen as a write sees it (``layout.for_write``). ``scalar_cache``: a dict shared by the
     batches of a scalar write (whole chunks of one edge shape encode the same), else
     None. ``strided_ok``: the store writes strided raw blocks itself."""
 
