@@ -3,6 +3,7 @@ indexing (pure selection math) and the chunk IO engine."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -31,7 +32,7 @@ from .array_selection import (
     write_chunk,
     write_selection,
 )
-from .codecs import build_pipeline
+from .array_snapshot import Snapshot, open_engine_of
 from .codecs.sharding import inner_chunk_shape
 from .errors import NodeNotFoundError, NodeTypeError, ReadOnlyError
 from .hierarchy.attributes import Attributes
@@ -40,10 +41,9 @@ from .hierarchy.paths import normalize_path
 from .indexing import BASIC, COORDINATE, ORTHOGONAL
 from .info import InfoTable
 from .io import chunk_cache
-from .io.engine import Engine, layout_of, open_engine
+from .io.engine import Engine
 from .io.layout import ChunkLayout
 from .metadata import ArrayMetadata, is_array
-from .metadata.nodes import describe
 from .storage.base import Store
 from .storage.resolve import resolve_store
 
@@ -77,16 +77,14 @@ class Array:
         self._write_empty_chunks = write_empty_chunks
         self._allow_unsafe = allow_unsafe_codecs
         self._meta: ArrayMetadata | None = None
-        self._engine_cache: Engine | None = None
-        self._layout_cache: tuple[tuple[int, ...], tuple[int, ...], np.dtype] | None = None
+        self._snap: Snapshot | None = None
         if metadata is not None:
             self._set_metadata(metadata)
 
     # -- (lazy) metadata ----------------------------------------------------------------------
     def _set_metadata(self, metadata: ArrayMetadata) -> None:
         self._meta = metadata
-        self._engine_cache = None
-        self._layout_cache = None
+        self._snap = None
 
     @property
     def metadata(self) -> ArrayMetadata:
@@ -99,25 +97,25 @@ class Array:
             self._set_metadata(node)
         return self._meta  # type: ignore[return-value]
 
+    def _snapshot(self) -> Snapshot:
+        """The current metadata with its layout and engine (see ``array_snapshot``)."""
+        meta, snap = self.metadata, self._snap
+        if snap is None or snap.meta is not meta:  # (no reference back to self: when the
+            # last handle goes, a store such as a ZipStore is closed at once)
+            snap = self._snap = Snapshot(meta, functools.partial(
+                open_engine_of, self._store, self._path, self._synchronizer,
+                self._write_empty_chunks, self._allow_unsafe, self._cache))
+        return snap
+
     @property
     def _engine(self) -> Engine:
-        if self._engine_cache is None:
-            meta = self.metadata
-            pipeline = build_pipeline(meta, self._where(), self._allow_unsafe)
-            self._engine_cache = open_engine(self._store, layout_of(meta, self._path), pipeline,
-                                             meta, self.name, self._synchronizer,
-                                             self._write_empty_chunks, self._cache)
-        return self._engine_cache
+        return self._snapshot().engine
 
     @property
     def layout(self) -> ChunkLayout:
         """Where the array's elements live: chunk (read unit) and shard or chunk (write
         unit) grids and their store keys."""
         return self._engine.layout
-
-    def _where(self) -> str:
-        doc = "zarr.json" if self.metadata.zarr_format == 3 else ".zarray"
-        return describe(self._store, self._path, doc)
 
     def __reduce__(self):
         return (_reopen, (self._store, self._path, self._read_only, self._synchronizer,
@@ -126,7 +124,7 @@ class Array:
     def _use_cache(self, cache: Any) -> None:
         """Use ``cache`` (a ``cache=`` argument) from now on."""
         self._cache = chunk_cache.from_argument(cache)
-        self._engine_cache = None
+        self._snap = None
 
     def __eq__(self, other: object) -> bool:
         """The same array: same path in the same store location (an unpickled or reopened
@@ -277,12 +275,10 @@ class Array:
     @property
     def _layout(self) -> tuple[tuple[int, ...], tuple[int, ...], np.dtype]:
         """(shape, chunks, dtype), worked out once per metadata: every selection needs them."""
-        if self._layout_cache is None:
-            self._layout_cache = (self.shape, self.chunks, self.dtype)
-        return self._layout_cache
+        return self._snapshot().layout
 
-    def _indexer(self, selection: Any, kind: str):
-        shape, chunks, _ = self._layout
+    def _indexer(self, selection: Any, kind: str, snap: Snapshot | None = None):
+        shape, chunks, _ = (snap or self._snapshot()).layout
         try:
             if kind == COORDINATE:
                 return ix.CoordinateIndexer(selection, shape, chunks)

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from . import indexing as ix
+from .array_copy import copy_value, note_read
 from .indexing import BASIC, COORDINATE
-from .io.copy import copy_blocks
 
 
 class UnstorableValueError(ValueError, TypeError):
@@ -80,19 +80,21 @@ def as_region(selection: Any, shape: tuple[int, ...]) -> tuple[slice, ...] | Non
 def read_selection(array: Any, selection: Any, kind: str, out: np.ndarray | None = None
                    ) -> Any:
     """``array``'s elements at ``selection`` (run as ``kind``), into ``out`` if given."""
-    indexer = array._indexer(selection, kind)
+    note_read(array)
+    snap = array._snapshot()
+    indexer = array._indexer(selection, kind, snap)
     shape = indexer.shape
     if out is None:
         # as zarr-python: an order-"F" v2 array gives F-ordered results (not points)
-        f_order = kind != COORDINATE and array.zarr_format == 2 and array.order == "F"
-        result = np.empty(shape, dtype=array._layout[2], order="F" if f_order else "C")
+        f_order = kind != COORDINATE and snap.meta.zarr_format == 2 and snap.meta.order == "F"
+        result = np.empty(shape, dtype=snap.layout[2], order="F" if f_order else "C")
     else:
         if out.shape != shape:
             raise ValueError(f"array {array.name!r}: out has shape {out.shape}, the selection "
                              f"has {shape}")
         result = out
     target = result.reshape(-1) if kind == COORDINATE else result
-    array._engine.read(indexer, target)
+    snap.engine.read(indexer, target)
     if kind == COORDINATE:
         return result
     return result[()] if result.ndim == 0 and out is None else result
@@ -101,11 +103,12 @@ def read_selection(array: Any, selection: Any, kind: str, out: np.ndarray | None
 def write_selection(array: Any, selection: Any, value: Any, kind: str) -> None:
     """Store ``value`` (broadcast to the selection) at ``selection`` of ``array``."""
     array._check_writable()
-    indexer = array._indexer(selection, kind)
+    snap = array._snapshot()
+    indexer = array._indexer(selection, kind, snap)
     if kind == BASIC and is_lazy_array(value) and tuple(value.shape) == indexer.shape:
-        region = as_region(selection, array.shape)
+        region = as_region(selection, snap.shape)
         if region is not None:  # another Array, an h5py dataset...: block by block
-            copy_blocks(value, array.write_region, array.layout, region, array.dtype.itemsize)
+            copy_value(value, array, region)
             return
     scalar = np.ndim(value) == 0
     try:
@@ -113,6 +116,9 @@ def write_selection(array: Any, selection: Any, value: Any, kind: str) -> None:
     except (ValueError, TypeError) as e:
         raise UnstorableValueError(f"array {array.name!r}: cannot store "
                                    f"{type(value).__name__} as {array.dtype}: {e}") from None
+    if array._snapshot() is not snap:  # resized (by the value's conversion, or a thread)
+        snap = array._snapshot()
+        indexer = array._indexer(selection, kind, snap)
     try:
         arr = np.broadcast_to(arr, indexer.shape)
     except ValueError:
@@ -120,7 +126,7 @@ def write_selection(array: Any, selection: Any, value: Any, kind: str) -> None:
                          f"assigned to a selection of shape {indexer.shape}") from None
     if kind == COORDINATE:
         arr = arr.reshape(-1)
-    array._engine.write(indexer, arr, scalar=scalar)
+    snap.engine.write(indexer, arr, scalar=scalar)
 
 
 def block_slices(array: Any, selection: Any) -> tuple[slice, ...]:
@@ -160,9 +166,11 @@ def _check_coords(array: Any, coords: Any) -> tuple[int, ...]:
 
 def read_chunk(array: Any, coords: tuple[int, ...]) -> np.ndarray:
     """The data of one chunk of ``array``, clipped to the array's bounds."""
+    note_read(array)
     coords = _check_coords(array, coords)
-    chunk = array._engine.read_chunk(coords)
-    region = ix.chunk_region(coords, array.shape, array.chunks)
+    snap = array._snapshot()
+    chunk = snap.engine.read_chunk(coords)
+    region = ix.chunk_region(coords, snap.shape, snap.layout[1])
     return chunk[tuple(slice(0, s.stop - s.start) for s in region)]
 
 

@@ -64,6 +64,11 @@ class SameLocationError(ChunkstoreError, ValueError):
     """A copy, rechunk or transpose would write onto (or over) its own source."""
 
 
+class SelfReadingValueError(SameLocationError):
+    """A value written into an array was found to read that array only after some of its
+    blocks were written (those cannot be undone)."""
+
+
 class StaleConsolidatedMetadataWarning(UserWarning):
     """A node changed, but a consolidated copy that lists it could not be updated: a
     consolidated open of that group shows the node's previous metadata until

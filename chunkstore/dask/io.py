@@ -21,6 +21,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from ..api import create_array, open_array
 from ..array import Array
+from ..array_copy import stored_sources
 from ..codecs import scratch
 from ..hierarchy.group import Group
 from ..hierarchy.paths import normalize_path
@@ -106,15 +107,6 @@ def is_aligned(chunks: tuple[tuple[int, ...], ...], offsets: tuple[int, ...],
             if pos % c:
                 return False
     return True
-
-
-def stored_sources(x: da.Array) -> list[Array]:
-    """The stored Arrays a dask array reads (those ``from_store`` put in its graph)."""
-    found = []
-    for name, layer in x.dask.layers.items():
-        if name.startswith("original-"):
-            found += [v for v in layer.values() if isinstance(v, Array)]
-    return found
 
 
 def _regular_chunks(x: da.Array) -> tuple[int, ...] | None:

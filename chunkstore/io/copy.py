@@ -7,7 +7,7 @@ ends may be read-modify-writes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -23,11 +23,19 @@ def copy_blocks(source: Any, write: Callable[[tuple[slice, ...], np.ndarray], No
     """``write(block, source[part])`` for write-unit-aligned blocks tiling ``region`` of
     the target (at most ``max_bytes``, default ``COPY_BLOCK_BYTES``, decoded bytes each);
     ``source`` has the region's shape."""
+    for block, part in block_parts(layout, region, itemsize, max_bytes):
+        write(block, np.asarray(source[part]))
+
+
+def block_parts(layout: ChunkLayout, region: tuple[slice, ...], itemsize: int,
+                max_bytes: int | None = None
+                ) -> Iterator[tuple[tuple[slice, ...], tuple[slice, ...]]]:
+    """``(block, part)``: the blocks ``copy_blocks`` writes, each with the part of a source
+    of the region's shape that goes there."""
     limit = COPY_BLOCK_BYTES if max_bytes is None else max_bytes
     for block in layout.aligned_blocks(region, itemsize, limit):
-        part = tuple(slice(b.start - r.start, b.stop - r.start)
-                     for b, r in zip(block, region, strict=True))
-        write(block, np.asarray(source[part]))
+        yield block, tuple(slice(b.start - r.start, b.stop - r.start)
+                           for b, r in zip(block, region, strict=True))
 
 
 def copy_into(source: Any, target: Any, max_bytes: int | None = None) -> None:
