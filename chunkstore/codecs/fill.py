@@ -8,17 +8,23 @@ import numpy as np
 
 
 def is_all_fill(chunk: np.ndarray, fill: Any) -> bool:
-    """True when every element equals the fill value (NaN matches NaN)."""
+    """True when every element is the fill value: floats bit for bit (-0.0 is not 0.0, and
+    a NaN only the fill's own NaN), NaT matching NaT; such chunks read back as written."""
     if fill is None or chunk.size == 0:
         return fill is not None
-    if chunk.dtype.kind == "c":  # real and imaginary parts each, NaN matching NaN
+    if chunk.dtype.kind == "c":  # real and imaginary parts each
         fill = complex(fill)
         return (is_all_fill(chunk.real, chunk.real.dtype.type(fill.real))
                 and is_all_fill(chunk.imag, chunk.imag.dtype.type(fill.imag)))
-    fill_is_nan = chunk.dtype.kind == "f" and np.isnan(fill)
+    if chunk.dtype.kind == "f" and chunk.dtype.itemsize in (2, 4, 8):
+        # bit for bit: -0.0 is not a fill of 0.0, nor a NaN of another payload a fill of
+        # NaN (both would read back as the fill, not as written)
+        bits = np.dtype(f"u{chunk.dtype.itemsize}").newbyteorder(chunk.dtype.byteorder)
+        fill = np.asarray(fill, dtype=chunk.dtype).view(bits)[()]
+        chunk = chunk.view(bits)
+    elif chunk.dtype.kind == "f" and np.isnan(fill):
+        return bool(np.all(np.isnan(chunk)))
     first = chunk.flat[0]
-    if fill_is_nan:
-        return bool(np.isnan(first)) and bool(np.all(np.isnan(chunk)))
     if chunk.dtype.kind in "Mm" and np.isnat(fill):  # NaT != NaT, like NaN
         return bool(np.all(np.isnat(chunk)))
     if first != fill:

@@ -100,6 +100,11 @@ class CodecPipeline:
     def codecs(self) -> list[Codec]:
         return [c for c, _ in self.array_array] + [self.array_bytes] + list(self.bytes_bytes)
 
+    @property
+    def filter_ids(self) -> list[str]:
+        """The numcodecs ids of the array -> array codecs that are numcodecs filters."""
+        return [str(getattr(c, "codec_id", "")) for c, _ in self.array_array]
+
     def to_json(self) -> list[dict[str, Any]]:
         return [c.to_json() for c in self.codecs]
 

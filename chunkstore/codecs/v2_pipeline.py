@@ -69,7 +69,7 @@ class V2Pipeline:
         """One chunk's stored bytes (``strided_ok``: as ``Pipeline.encode``)."""
         if self._stage and not chunk.flags.c_contiguous and chunk.dtype == self.spec.dtype:
             # the compressor's input is read once and not kept: a reused buffer
-            return self.compressor.encode(contiguous(chunk, chunk.dtype))
+            return self.compressor.encode(_records_as_void(contiguous(chunk, chunk.dtype)))
         if (self.compressor is None and not self.filters and self.order != "F"
                 and chunk.dtype.kind != "O"):
             return raw_bytes(chunk, strided_ok)  # no codec at all: one copy at most
@@ -80,8 +80,13 @@ class V2Pipeline:
         for f in self.filters:
             data = f.encode(data)
         if self.compressor is not None:
-            return self.compressor.encode(data)
+            return self.compressor.encode(_records_as_void(data))
         return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+
+    @property
+    def filter_ids(self) -> list[str]:
+        """The numcodecs ids of the filters, in order."""
+        return [str(getattr(f, "codec_id", "")) for f in self.filters]
 
     def _decompress(self, data: Any, out: np.ndarray | None) -> Any:
         """The compressor's output, bounded by what the filters may have produced."""
@@ -130,3 +135,12 @@ def _object_chunk(data: Any, spec: ChunkSpec, order: str) -> np.ndarray:
                                f"expected {n} objects for shape {spec.shape}")
     arr = arr.reshape(spec.shape, order=order)
     return arr if arr.dtype == spec.dtype else arr.astype(spec.dtype)
+
+
+def _records_as_void(data: Any) -> Any:
+    """Records as opaque items of their size: numcodecs reads arrays through the buffer
+    protocol, which has no format for a datetime field (the bytes, and the item size
+    blosc shuffles by, are the same)."""
+    if isinstance(data, np.ndarray) and data.dtype.fields is not None:
+        return data.view(np.dtype((np.void, data.dtype.itemsize)))
+    return data

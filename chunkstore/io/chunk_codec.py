@@ -41,6 +41,9 @@ class ChunkCodec:
         self.write_empty_chunks = write_empty_chunks
         self.nbytes = max(1, int(np.prod(chunk_shape, dtype=np.int64)) * self.dtype.itemsize)
         self._fill_encoded: bytes | None = None
+        # numcodecs' delta filter stores a running difference: a NaN or infinity turns
+        # every later element of the chunk into NaN on decoding (checked when written)
+        self._running_sum = self.dtype.kind in "fc" and "delta" in pipeline.filter_ids
 
     def decode(self, label: str, blob: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Decode one stored chunk; errors name the array and key."""
@@ -113,11 +116,22 @@ class ChunkCodec:
 
     def encode_always(self, chunk: np.ndarray, strided_ok: bool = False) -> Any:
         try:
-            return self.pipeline.encode(chunk, strided_ok)
+            encoded = self.pipeline.encode(chunk, strided_ok)
         except (ChunkstoreError, TypeError) as e:  # e.g. an int in a string/bytes array
             hint = OBJECT_HINT if self.dtype.kind == "O" else ""
             raise CodecError(f"array {self.name!r}: cannot encode a chunk of {self.dtype}: {e}"
                              f"{hint}") from e
+        if self._running_sum and not np.isfinite(chunk).all():
+            lost = np.count_nonzero(np.isnan(self.pipeline.decode(encoded)) & ~np.isnan(chunk))
+            if lost:
+                raise CodecError(
+                    f"array {self.name!r}: the delta filter cannot store this chunk: a NaN or "
+                    f"infinity before other values would make {lost} of them NaN when read "
+                    "(it stores running differences). Such values come from the data, or "
+                    f"from the fill value ({self.fill_value}) where nothing was written: "
+                    "the padding of an edge chunk, the rest of a partly written chunk; use "
+                    "a finite fill_value and finite data, or no delta filter")
+        return encoded
 
     def fill_encoded(self) -> bytes:
         """The encoded all-fill chunk: written instead of a delete where a store cannot

@@ -352,7 +352,9 @@ V2_FIELDS = ["zarr_format", "shape", "chunks", "dtype", "compressor", "fill_valu
 @pytest.mark.parametrize("compressor", list(V2_COMPRESSORS))
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_v2_metadata_documents_agree(tmp_path, compressor, order):
-    data = sample(">f4", (5, 4))
+    # finite data in whole chunks: a NaN or inf (in the data, or the NaN fill padding an
+    # edge chunk) spoils delta's running difference, and chunkstore refuses such chunks
+    data = np.nan_to_num(sample(">f4", (4, 6)), posinf=1e30, neginf=-1e30)
     filters = [numcodecs.Delta(dtype=">f4")]
     for who in DIRECTIONS:
         write_v2(who, tmp_path / f"{who}.zarr", data, compressor, filters=filters, sep="/",
