@@ -717,16 +717,10 @@ def test_zip_second_process_commit_conflict_keeps_both(tmp_path):
         cs.open_array(str(tmp_path / kept[0]), path="x", mode="r")[:], [7, 7, 1, 1, 1, 1, 1, 1])
 
 
-# Overwriting ONE node of a zip archive wipes every other node of the archive; the same
-# call on a directory store replaces only that node. README, tour: "modes: r, r+, a, w, w-"
-# (DESIGN: '"w" create (overwrite)' of the node opened); `store=` takes "a `*.zip` path"
-# like a directory. Observed: "keep" is gone after creating / copying "new" with
-# overwrite=True (NodeNotFoundError), only with a .zip path.
+# Overwriting ONE node of a zip archive wiped every other node of the archive (the path
+# was opened as ZipStore(mode="w"), which truncates); the same call on a directory store
+# replaces only that node, and now so does a zip (tests/test_zip_overwrite_node.py).
 @pytest.mark.parametrize("how", ["create_array", "open_w", "open_group_w", "copy", "cli_copy"])
-# FAILS: resolve_store maps overwrite / mode "w" to ZipStore(mode="w"), which truncates the
-# archive (storage/resolve.py:61 _path_store; api/creation.py:74, api/copying.py:32)
-@pytest.mark.xfail(strict=True, reason="path-scoped overwrite into a .zip path truncates "
-                   "the whole archive, deleting unrelated nodes")
 def test_zip_overwrite_of_one_node_keeps_the_others(tmp_path, how):
     src = cs.create_array(str(tmp_path / "src.zarr"), shape=(10, 10), chunks=(3, 3),
                           dtype="i4")

@@ -15,7 +15,9 @@ from .memory import MemoryStore
 from .s3_backend import BACKEND_VARIABLE, BACKENDS, s3_store  # noqa: F401 (re-exported)
 from .zip import ZipStore
 
-_ZIP_MODES = {"r": "r", "w": "w"}  # every other mode appends
+#: every mode but "r" appends: "w" (overwrite) replaces the node opened, not the archive;
+#: the hierarchy deletes that node's keys as on a directory (``place_node``)
+_ZIP_MODES = {"r": "r"}
 #: "64MB", "1 GiB", "200kb", "1.5G": what a memory size looks like
 _BYTE_SIZE = re.compile(r"\s*\d+(\.\d*)?\s*([kmgtpe]i?b?|b)\s*", re.IGNORECASE)
 #: fsspec wrappers that only cache what they wrap: over local files they are dropped
@@ -75,8 +77,9 @@ def resolve_store(store: Any, *, mode: str = "a", storage_options: dict | None =
       ``CHUNKSTORE_S3_BACKEND`` environment variable, chooses instead (``s3_backend``)
     * another URL (``gs://``, ``memory://``, ``zip::...``) -> FsspecStore, with
       ``storage_options``
-    * a path ending in ``.zip`` -> ZipStore (mode ``"r"`` -> ``"r"``, ``"w"`` -> ``"w"``,
-      anything else -> ``"a"``)
+    * a path ending in ``.zip`` -> ZipStore (mode ``"r"`` -> ``"r"``, anything else,
+      ``"w"`` included, -> ``"a"``: overwriting a node replaces that node's entries and
+      keeps the rest of the archive, as on a directory)
     * any other path -> LocalStore; but a string that reads as a memory size
       (``"64MB"``) is refused as a likely mix-up of arguments (``"./64MB"`` is a path)
     * a dict-like mapping of str -> bytes -> a MemoryStore on that mapping

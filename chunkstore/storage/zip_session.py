@@ -130,8 +130,9 @@ class Session:
         info.external_attr = 0o644 << 16
         if key in self.live:
             self.dead += 1
-            # the new entry supersedes the old one; skip zipfile's duplicate warning
-            self.zf.NameToInfo.pop(key, None)
+        # the new entry supersedes an older one, live or removed (a node deleted and
+        # written again by an overwrite): skip zipfile's duplicate warning
+        self.zf.NameToInfo.pop(key, None)
         self.zf.writestr(info, bytes(value))
         assert self.zf.fp is not None
         self.zf.fp.flush()  # reads use a separate descriptor
