@@ -965,18 +965,12 @@ def test_four_processes_points_exotic_layouts(tmp_path, kind):
         assert (got[m == p] == exp).all(), (p, np.unique(got[m == p]))
 
 
-# Rechunk into a SHARDED target whose shard does not fit max_mem: "blocks follow the chunks,
-# and each shard is assembled by read-modify-writes" (plan note). On a store without
-# compare-and-swap (zip archive, fsspec memory://, any non-S3 fsspec file system) these
-# read-modify-writes run from several Dask threads with no lock: whole inner chunks are
-# lost (read back as fill_value). DESIGN: "Writes whose regions align with the target's
-# chunks take no locks; unaligned ones are made safe."; README: "writers of distinct
-# regions never lose an update". Observed e.g. 2400 of 24000 elements = 0 after execute().
+# Rechunk into a SHARDED target whose shard does not fit max_mem: each shard is assembled
+# by read-modify-writes from several tasks. On a store without compare-and-swap (zip,
+# fsspec memory://) they ran unlocked and whole inner chunks were lost (2400 of 24000
+# elements read as fill); they now take turns under a lock per shard
+# (tests/dask/test_rechunk_unsafe_targets.py).
 @pytest.mark.parametrize("kind", ["zip", "fsspec_memory"])
-# FAILS: dask/rechunk.py:143-166 _plan_for picks read-modify-write assembly of shards
-# without a synchronizer when target.store.supports_conditional_writes is False
-@pytest.mark.xfail(strict=True, reason="rechunk into shards on a non-CAS store loses inner "
-                   "chunks (concurrent unlocked shard read-modify-writes)")
 def test_rechunk_into_shards_on_store_without_cas(tmp_path, kind):
     import uuid
 
@@ -999,15 +993,11 @@ def test_rechunk_into_shards_on_store_without_cas(tmp_path, kind):
 
 
 # rechunk(..., overwrite=True) of a multi-stage plan whose target is the ROOT array of a
-# MemoryStore or zip archive: rechunk() deletes the existing array and creates the new
-# target at once, then execute() raises PlanError ("no place for intermediate data: pass
-# temp_store="): the old array is gone and the new one is empty. The code says "refuse an
-# impossible plan before creating anything" (dask/rechunk.py:109).
+# MemoryStore or zip archive deleted the old array, then execute() raised "no place for
+# intermediate data": every refusal now comes before anything is created or deleted (a
+# zip root is refused with the old array intact; a memory root gets a memory store for
+# its intermediate).
 @pytest.mark.parametrize("kind", ["memory", "zip"])
-# FAILS: the "no place for intermediate data" check lives in RechunkPlan._intermediate
-# (dask/plan.py:132-145), run by execute(), after _create_target (dask/rechunk.py:115)
-@pytest.mark.xfail(strict=True, reason="overwrite=True rechunk to a store root destroys the "
-                   "old array, then fails at execute()")
 def test_rechunk_overwrite_root_without_room_for_intermediate(tmp_path, kind):
     data = (np.arange(600 * 40).reshape(600, 40) % 977).astype("i4") + 1
     src = cs.create_array(None, shape=data.shape, chunks=(4, 40), dtype="i4")

@@ -8,12 +8,16 @@ import uuid
 from typing import Any
 
 import dask
+from dask.base import get_scheduler
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
+from dask.local import get_sync
 
 from ..api import create_array
 from ..array import Array
+from ..storage.memory import MemoryStore
 from ..storage.resolve import resolve_store
+from ..sync import ProcessSynchronizer
 from .graph import MAX_TASKS_PER_STAGE, PlanGraph, blocks_per_task
 from .memory import Workers, active_client, configure_workers, limit_map_cache
 from .planner import PlanError, Stage
@@ -26,8 +30,11 @@ class RechunkPlan:
 
     def __init__(self, source: Array | TransposedSource, target: Array, stages: list[Stage],
                  max_mem: int, temp_store: Any, progress: bool,
-                 workers: Workers | None = None) -> None:
+                 workers: Workers | None = None, *, shared_units: bool = False) -> None:
         self.source, self.target, self.stages = source, target, stages
+        #: tasks of the last stage write into common write units of a target whose store
+        #: cannot commit conditionally: they take turns under ``target.synchronizer``
+        self.shared_units = shared_units
         self.max_mem, self.temp_store, self.progress = max_mem, temp_store, progress
         self.workers = workers or Workers()
         self._temp_arrays: list[Array] = []
@@ -130,19 +137,8 @@ class RechunkPlan:
 
     # -- execution ----------------------------------------------------------------------------
     def _intermediate(self, stage: Stage) -> Array:
-        name = f"rechunk-tmp-{uuid.uuid4().hex[:12]}"
-        if self.temp_store is not None:
-            store, path = resolve_store(self.temp_store), name
-        elif self.target.path:
-            store, path = self.target.store, f"{self.target.path}.{name}"
-        else:
-            # An array at the root of a store cannot have children: use a neighbour.
-            sibling = self.target.store.sibling(f".{name}")
-            if sibling is None:
-                raise PlanError(f"the target of this rechunk is the root array of "
-                                f"{self.target.store!r}, which has no place for intermediate "
-                                "data: pass temp_store=")
-            store, path = sibling, ""
+        store, path = intermediate_home(self.target.store, self.target.path, self.temp_store,
+                                        f"rechunk-tmp-{uuid.uuid4().hex[:12]}")
         # a local intermediate is stored raw (``Stage.raw_target``): no encode, no
         # decode, chunks read straight from the mapped file (the 4 GiB rechunk: 15% less
         # CPU); elsewhere compressed as by default (fewer bytes over the network)
@@ -154,7 +150,9 @@ class RechunkPlan:
 
     def to_delayed(self, max_tasks: int = MAX_TASKS_PER_STAGE) -> Delayed:
         """The whole plan as one Delayed over a lazy graph (intermediate arrays are
-        created now)."""
+        created now). PlanError on a ``distributed`` cluster when the tasks share write
+        units under locks of this process (``shared_units``)."""
+        self._check_scheduler(active_client())  # before any intermediate array is created
         token = uuid.uuid4().hex
         handles, source = [], self.source
         for i, stage in enumerate(self.stages):
@@ -186,9 +184,9 @@ class RechunkPlan:
                 if self.progress:
                     from dask.diagnostics import ProgressBar
                     with ProgressBar():
-                        dask.compute(delayed)
+                        dask.compute(delayed, scheduler=self._local_scheduler(delayed))
                 else:
-                    dask.compute(delayed)
+                    dask.compute(delayed, scheduler=self._local_scheduler(delayed))
         finally:
             if restore is not None:
                 limit_map_cache(restore)
@@ -198,3 +196,51 @@ class RechunkPlan:
                     temp.store.remove_root()
             self._temp_arrays.clear()
         return self.target
+
+    def _thread_locks(self) -> bool:
+        """Whether the tasks rely on locks that serve the threads of this process only."""
+        return self.shared_units and not isinstance(self.target.synchronizer,
+                                                    ProcessSynchronizer)
+
+    def _check_scheduler(self, client: Any) -> None:
+        if client is not None and self._thread_locks():
+            raise PlanError(shared_units_refusal(self.target.store, self.target.path,
+                                                 self.target.layout.write_shape))
+
+    def _local_scheduler(self, delayed: Delayed) -> Any:
+        """The configured scheduler, except that tasks sharing write units under thread
+        locks run on this process's threads (a process pool would give each task a lock
+        of its own)."""
+        if not self._thread_locks():
+            return None
+        chosen = get_scheduler(collections=[delayed])
+        return "sync" if chosen is get_sync else "threads"
+
+
+def intermediate_home(store: Any, path: str, temp_store: Any, name: str) -> tuple[Any, str]:
+    """Where the intermediate array ``name`` of a plan whose target is ``path`` of
+    ``store`` lives: ``temp_store``, else beside the target (a neighbouring store for a
+    root array; a new memory store for one in memory). PlanError when there is no such
+    place (e.g. the root array of a zip archive); nothing is created."""
+    if temp_store is not None:
+        return resolve_store(temp_store), name
+    if path:
+        return store, f"{path}.{name}"
+    # An array at the root of a store cannot have children: use a neighbour.
+    sibling = store.sibling(f".{name}")
+    if sibling is None and isinstance(store, MemoryStore):
+        sibling = MemoryStore()  # the target is in this process's memory: so is this
+    if sibling is None:
+        raise PlanError(f"the target of this rechunk is the root array of {store!r}, which "
+                        "has no place for intermediate data: pass temp_store=")
+    return sibling, ""
+
+
+def shared_units_refusal(store: Any, path: str, unit: Any) -> str:
+    """Why a plan whose tasks share the target's write units cannot run on a cluster."""
+    return (f"the target {store!r} path {path or '/'!r} cannot commit conditionally, and "
+            f"its shards {tuple(unit)} do not fit in max_mem, so tasks would assemble each "
+            "shard by read-modify-writes that only a lock of this process keeps apart: not "
+            "on a distributed cluster. Use a target store with conditional writes (a local "
+            "directory or S3), or a max_mem large enough for whole shards, or pass "
+            "synchronizer=ProcessSynchronizer(dir) shared by the workers")

@@ -5,7 +5,10 @@ task and one worker hold; ``simulate()`` estimates a run on a cluster) and ``exe
 runs it on the current scheduler: the threaded one, or a ``distributed.Client`` if one
 is active. Each task copies one block (or a run of blocks, one after the other),
 reading whole source chunks and writing whole target chunks piece by piece (see
-``planner``), so no task holds more than ``max_mem`` and no write needs a lock.
+``planner``), so no task holds more than ``max_mem`` and no write needs a lock (except
+shards assembled by several tasks on a store that cannot commit conditionally: see
+``_shares_write_units``). Every refusal comes before the target is created (or an old
+one deleted by ``overwrite=True``).
 
 The graph is a lazy mapping: its tasks are made when the scheduler asks for them, so
 planning a 100 TB copy costs no more than planning a small one.
@@ -28,11 +31,13 @@ from ..creation import normalize_chunks
 from ..hierarchy.paths import normalize_path
 from ..io.overlap import refuse_onto_itself
 from ..storage.local import LocalStore
+from ..storage.memory import MemoryStore
 from ..storage.resolve import looks_like_byte_size, resolve_store
+from ..sync import ProcessSynchronizer, ThreadSynchronizer
 from .graph import MAX_TASKS_PER_STAGE, PlanGraph, blocks_per_task
 from .io import in_group
 from .memory import Workers, active_client
-from .plan import RechunkPlan
+from .plan import RechunkPlan, intermediate_home, shared_units_refusal
 from .planner import PlanError, Stage, parse_bytes, plan_rechunk
 from .report import PlanDescription, limit_notes, nanny_thresholds, simulate, stage_worker_memory
 from .source import TransposedSource, copy_block, read_into
@@ -107,16 +112,51 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     refuse_onto_itself(base, store, path, "rechunk")
     workers = workers or _workers_here()
     raw = _local_intermediate(store, temp_store)
-    # refuse an impossible plan before creating anything
-    plan_rechunk(source.shape, source.chunks, chunks, source.dtype.itemsize, budget,
-                 transposed=isinstance(source, TransposedSource),
-                 codec_threads=workers.codec_threads, min_tasks=workers.min_tasks,
-                 raw_intermediate=raw)
+    # every refusal before anything is created or deleted (``overwrite=True`` deletes the
+    # old array when the target is created): the stages are planned on a probe array
+    # with the target's metadata in a scratch memory store
+    probe = _create_target(source, MemoryStore(), "", chunks, _probe_kwargs(create_kwargs))
+    stages, notes = _plan_for(source, probe, budget, workers, raw)
+    if len(stages) > 1:  # an intermediate array needs a place (PlanError if none)
+        if temp_store is not None:
+            temp_store = resolve_store(temp_store)  # a bad one is refused now, too
+        intermediate_home(store, path, temp_store, "rechunk-probe")
+    shared = _shares_write_units(store, path, stages[-1] if stages else None, probe,
+                                 create_kwargs, notes)
     target = _create_target(source, store, path, chunks, create_kwargs)
-    stages, notes = _plan_for(source, target, budget, workers, raw)
-    plan = RechunkPlan(source, target, stages, budget, temp_store, progress, workers)
+    plan = RechunkPlan(source, target, stages, budget, temp_store, progress, workers,
+                       shared_units=shared)
     plan.notes.extend(notes)
     return plan
+
+
+def _probe_kwargs(create_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``create_kwargs`` for a metadata-only probe of the target (no deletion, no locks)."""
+    return {k: v for k, v in create_kwargs.items()
+            if k not in ("overwrite", "synchronizer", "cache")}
+
+
+def _shares_write_units(store: Any, path: str, stage: Stage | None, probe: Array,
+                        create_kwargs: dict[str, Any], notes: list[str]) -> bool:
+    """Whether tasks of the last stage write into common write units (blocks follow the
+    inner chunks of shards that do not fit in max_mem) of a store that cannot commit
+    conditionally (zip archives, fsspec file systems other than S3). Those tasks' partial
+    writes would overwrite each other's, so they take turns under a lock per write unit:
+    a ``ThreadSynchronizer`` on the target (unless one is given), honoured by the
+    threaded scheduler; PlanError when a ``distributed`` client is active (the locks of
+    one process cannot serve its workers) unless a ``ProcessSynchronizer`` is given."""
+    unit = tuple(probe.layout.write_shape)
+    if store.supports_conditional_writes or stage is None or not any(
+            b < n and b % u for b, u, n in zip(stage.block, unit, stage.shape, strict=True)):
+        return False
+    sync = create_kwargs.get("synchronizer")
+    if active_client() is not None and not isinstance(sync, ProcessSynchronizer):
+        raise PlanError(shared_units_refusal(store, path, unit))
+    if sync is None:
+        create_kwargs["synchronizer"] = ThreadSynchronizer()
+    notes.append(f"{store!r} cannot commit conditionally: tasks writing into one shard take "
+                 "turns under a lock per shard (run on this process's threads)")
+    return True
 
 
 def _workers_here() -> Workers:
@@ -146,7 +186,9 @@ def _plan_for(source: Array | TransposedSource, target: Array, budget: int,
     """Stages whose blocks cover whole write units of the target (its shards, if sharded),
     so no two tasks write into one object. When one shard does not fit in ``max_mem``,
     blocks follow the inner chunks and each shard is assembled by conditional
-    read-modify-writes (correct, but each shard is rewritten several times)."""
+    read-modify-writes (correct, but each shard is rewritten several times; on a store
+    without conditional commits they take turns under a lock: ``_shares_write_units``).
+    ``target`` may be a probe with the target's metadata (nothing is written)."""
     unit = tuple(target.layout.write_shape)
     itemsize = source.dtype.itemsize
     workers = workers or Workers()
