@@ -7,7 +7,7 @@ and tensorstore. Every row says which S3 client served it (``backend``).
     python -m benchmarks.bench_s3 --mib 16   # a 16 MiB array (16 chunks of 1 MiB)
     python -m benchmarks.bench_s3 --latency-ms 20     # every request answered 20 ms later
     python -m benchmarks.bench_s3 --latency-ms 0,20   # both, one endpoint after the other
-    python -m benchmarks.bench_s3 --rounds 3          # methods interleaved, medians kept
+    python -m benchmarks.bench_s3 --rounds 5          # methods interleaved, medians kept (3)
     python -m benchmarks.bench_s3 --server werkzeug   # a new connection per request
 
 The endpoint is moto's S3 server running in a subprocess (so that its copy of the data
@@ -101,8 +101,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="array size in MiB (a square of 1 MiB chunks; default 256)")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="run every method this many times, interleaved; medians kept")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="run every method this many times, interleaved; medians kept "
+                             "(default 3, 1 with --tiny)")
     parser.add_argument("--group-size", type=int, default=None, help="arrays per group (31)")
     parser.add_argument("--latency-ms", default="0",
                         help="delay every S3 request by this much (the endpoint's middleware); "
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             options = {"key": "testing", "secret": "testing",
                        "client_kwargs": {"endpoint_url": ep.url}}
             s3fs.S3FileSystem(**options).mkdir("bench")
-            for _ in range(max(1, args.rounds)):
+            for _ in range(max(1, args.rounds or (1 if args.tiny else 3))):
                 for method in methods:
                     if method in skipped:
                         continue
