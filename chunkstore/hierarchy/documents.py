@@ -18,10 +18,12 @@ so a writer killed at any point never leaves a copy that shows a stale entry as 
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import MetadataError, NodeNotFoundError
+from ..errors import ContainsArrayError, ContainsGroupError, MetadataError, NodeNotFoundError
 from ..io import chunk_cache
 from ..io.rmw import UNCHANGED, update_object
 from ..metadata.json_io import dump_json, load_json
@@ -34,7 +36,7 @@ from ..metadata.nodes import (
     parse_node,
     where_prefix,
 )
-from ..storage.base import Store
+from ..storage.base import ABSENT, Store
 from .consolidated import crash_point, guarded_change, refresh_consolidated
 from .reading import probe_nodes, read_node, read_nodes, try_read_node
 
@@ -51,25 +53,71 @@ def _documents(store: Store, path: str, meta: NodeMetadata) -> dict[str, bytes]:
 
 
 def write_nodes(store: Store, nodes: Mapping[str, NodeMetadata], *, synchronizer: Any = None,
-                consolidating: Sequence[str] | None = None) -> None:
+                consolidating: Sequence[str] | None = None, created: str | None = None
+                ) -> None:
     """Store the documents of several nodes (path -> metadata, e.g. a new node and the
     groups created above it) with one batched write, each document replaced atomically;
     then bring the consolidated copies above them up to date. ``consolidating``: the
     groups holding such copies when the caller knows them (it has just read them; ``[]``
-    skips the refresh), else they are found by reading the store."""
-    docs: dict[str, bytes] = {}
-    for path, meta in nodes.items():
-        docs.update(_documents(store, path, meta))
+    skips the refresh), else they are found by reading the store.
+
+    ``created``: the path of a node being created where the caller found none (and the
+    groups above it it found missing are the other ``nodes``): each node's metadata
+    document is committed only if still absent, so of two writers creating one node at
+    once the later raises ContainsArrayError / ContainsGroupError instead of replacing
+    the other's (on stores with conditional commits), and a group above it that another
+    writer created meanwhile is kept as that writer made it."""
+    per_node = {path: _documents(store, path, meta) for path, meta in nodes.items()}
     leaves = [p for p in nodes if not any(q.startswith(p + "/") or (not p and q)
                                           for q in nodes if q != p)]
     if not leaves:
         return
     formats = {nodes[p].zarr_format for p in leaves}
     fmt = formats.pop() if len(formats) == 1 else None
+    docs = {k: v for d in per_node.values() for k, v in d.items()}
+    act = ((lambda: _create_nodes(store, nodes, per_node, created)) if created is not None
+           else (lambda: store.set_many(docs) if docs else None))
     # the leaves' entries add the unlisted groups between, too
-    guarded_change(store, [(p, "self") for p in leaves], fmt,
-                   lambda: store.set_many(docs) if docs else None,
+    guarded_change(store, [(p, "self") for p in leaves], fmt, act,
                    synchronizer=synchronizer, groups=consolidating)
+
+
+def _create_nodes(store: Store, nodes: Mapping[str, NodeMetadata],
+                  per_node: Mapping[str, Mapping[str, bytes]], created: str) -> None:
+    """Commit each node's metadata document only where none is stored, then the rest of
+    the documents of the nodes so created (see ``write_nodes``)."""
+    firsts = {p: join_path(p, node_keys(meta)[0]) for p, meta in nodes.items()}
+    done = store.commit_many([(firsts[p], per_node[p][firsts[p]], ABSENT) for p in nodes])
+    rest: dict[str, bytes] = {}
+    for path, applied in zip(nodes, done, strict=True):
+        if applied:
+            rest.update((k, v) for k, v in per_node[path].items() if k != firsts[path])
+        elif path == created:
+            raise _taken(store, path)
+    if created in nodes and nodes[created].zarr_format == 2:
+        # a v2 array and group have different documents: one made by another writer
+        # meanwhile means neither of us may stay (both hear of it: no silent loss)
+        mine = firsts[created]
+        other = mine[: -len(".zarray")] + (".zgroup" if mine.endswith(".zarray") else ".zarray")
+        if store.get(other) is not None:
+            store.delete(mine)
+            raise _taken(store, created)
+    if rest:
+        store.set_many(rest)
+
+
+def _taken(store: Store, path: str) -> Exception:
+    """The error for a node another writer created at ``path`` since the caller looked."""
+    names = ("zarr.json", ".zarray", ".zgroup")
+    values = store.get_many([join_path(path, n) for n in names])
+    array = values[1] is not None
+    if values[0] is not None:
+        with contextlib.suppress(ValueError, AttributeError):
+            array = json.loads(values[0]).get("node_type") == "array"
+    kind, what = ((ContainsArrayError, "an array") if array else
+                  (ContainsGroupError, "a group"))
+    return kind(f"{what} was created at path {path or '/'!r} in {store!r} by another writer "
+                "since this one looked (pass overwrite=True to replace it)")
 
 
 def write_node(store: Store, path: str, meta: NodeMetadata, *, synchronizer: Any = None,

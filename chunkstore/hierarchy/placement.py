@@ -86,5 +86,6 @@ def place_node(store: Store, path: str, meta: NodeMetadata, *, overwrite: bool =
                     consolidating=consolidating if existing.zarr_format == fmt else None)
     written: dict[str, NodeMetadata] = {p: empty_group(fmt) for p in parents if nodes[p] is None}
     written[path] = meta
-    write_nodes(store, written, synchronizer=synchronizer, consolidating=consolidating)
+    write_nodes(store, written, synchronizer=synchronizer, consolidating=consolidating,
+                created=None if existing is not None else path)
     return None if consolidating is None else tuple(consolidating)
