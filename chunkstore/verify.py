@@ -64,6 +64,17 @@ def stored_units(array: Any) -> list[tuple[tuple[int, ...], str]]:
     return sorted(found)
 
 
+def links_outside(array: Any) -> dict[str, str]:
+    """Key -> reason of each entry below ``array`` that is a symlink leading outside the
+    store's root (never listed, nor followed; reads of it fail). Only local stores have
+    them."""
+    find = getattr(array.store, "links_outside", None)
+    if find is None:
+        return {}
+    base = f"{array.path}/" if array.path else ""
+    return {key: " ".join(reason.split()) for key, reason in find(base).items()}
+
+
 def unit_region(array: Any, coords: tuple[int, ...]) -> tuple[slice, ...]:
     """The region of the array a stored unit covers (clipped to the shape)."""
     return tuple(slice(c * u, min(n, (c + 1) * u))
@@ -137,6 +148,8 @@ def verify(node: Any, path: str = "", progress: Callable[[int, int, int], None] 
         node = open_any(node, mode="r", path=path or None)
     report = VerifyReport()
     arrays = list(_walk(node, report))
+    for array in arrays:  # keys the listing leaves out as they lead outside the store
+        report.bad.update(links_outside(array))
     work = [(a, coords, key) for a in arrays for coords, key in stored_units(a)]
     report.arrays = len(arrays)
     nbytes = 0

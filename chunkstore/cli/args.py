@@ -9,7 +9,7 @@ import re
 import textwrap
 from typing import Any, NoReturn
 
-from .errors import EXIT_ERROR
+from .errors import EXIT_ERROR, CLIError
 
 #: values that start with a dash but are numbers or lists of them ("-1,16", "-5:, :3"),
 #: so that ``--chunks -1,16`` works as the help says
@@ -77,12 +77,13 @@ def bytes_arg(text: str) -> int:
 
 def storage_options(items: list[str] | None) -> dict[str, Any] | None:
     """``["anon=true", "endpoint_url=http://..."]`` -> ``{"anon": True, ...}``; values
-    are JSON when they parse as JSON, else strings."""
+    are JSON when they parse as JSON, else strings. A malformed item is a CLIError (one
+    line, exit status 2)."""
     opts: dict[str, Any] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise argparse.ArgumentTypeError(f"--storage-option {item!r}: expected KEY=VALUE")
+            raise CLIError(f"--storage-option {item!r}: expected KEY=VALUE")
         try:
             opts[key] = json.loads(value)
         except ValueError:

@@ -10,14 +10,16 @@ from ..storage import LocalStore
 from ..storage.resolve import resolve_store
 from .args import add_store_options, storage_options
 from .errors import CLIError
-from .stores import check_location
+from .stores import check_location, check_store_root
 
 
 def sweep(path: str, options: dict[str, Any] | None, older_than: float) -> int:
     """How many leftover temporary files were removed from the store at ``path`` (only
-    local directories have them: other stores replace objects in one request)."""
+    local directories have them: other stores replace objects in one request). A path
+    that is not a Zarr store is refused (nothing below it is touched)."""
     check_location(path)
     store = resolve_store(path, storage_options=options)
+    check_store_root(path, store)
     if not isinstance(store, LocalStore):
         return 0
     return store.sweep_temp("", older_than=older_than)

@@ -14,6 +14,10 @@ from .errors import CLIError
 
 #: what a store argument may be, for error messages
 EXPECTED_STORE = "expected a Zarr store: a directory, a .zip archive or a URL"
+#: what a path without Zarr metadata at its root is
+NOT_A_STORE = "not a Zarr store (no zarr.json, .zarray or .zgroup at its root)"
+#: the documents of which one at least is at the root of a Zarr store
+ROOT_DOCUMENTS = ("zarr.json", ".zgroup", ".zarray", ".zattrs")
 _FILE_KINDS = {
     ".npy": ("a NumPy .npy file", "; convert it with 'chunkstore convert FILE.npy OUT.zarr'"),
     ".h5": ("an HDF5 file", "; convert it with 'chunkstore convert FILE.h5 OUT.zarr --node DATASET'"),
@@ -82,6 +86,13 @@ def check_location(path: str) -> None:
         _check_local(path, path)
 
 
+def check_store_root(path: str, store: Any) -> None:
+    """Fail, naming ``path``, when the resolved ``store`` has no Zarr metadata document at
+    its root (what ``open_node`` refuses as not a Zarr store)."""
+    if not any(store.exists(name) for name in ROOT_DOCUMENTS):
+        raise CLIError(f"{path}: {NOT_A_STORE}")
+
+
 @contextmanager
 def reading(path: str) -> Iterator[None]:
     """Errors raised while reading ``path`` that would not name it, named."""
@@ -114,8 +125,7 @@ def open_node(path: str, options: dict[str, Any] | None = None, node: str | None
         except NodeNotFoundError:
             if node and node.strip("/"):
                 raise CLIError(f"{path}: no Zarr array or group at node {node!r}") from None
-            raise CLIError(f"{path}: not a Zarr store (no zarr.json, .zarray or .zgroup at its "
-                           "root)") from None
+            raise CLIError(f"{path}: {NOT_A_STORE}") from None
     is_array = hasattr(found, "shape")
     if kind == "array" and not is_array:
         raise CLIError(f"{where(path, node)}: is a group, not an array (pick an array with "

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from ..errors import InvalidKeyError
 from ..storage.base import validate_key
+from ..storage.local_temp import TEMP_PREFIX
+
+#: names the formats give their documents: a node named so would never be listed
+RESERVED_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 
 
 def normalize_path(path: str | None) -> str:
@@ -12,6 +17,21 @@ def normalize_path(path: str | None) -> str:
     path = str(path).strip("/")
     if path:
         validate_key(path)
+    return path
+
+
+def check_new_path(path: str) -> str:
+    """Return the normalized ``path`` of a node to be created, or raise InvalidKeyError
+    naming it when a component is a name reserved by the Zarr formats (``zarr.json``,
+    ``.zarray``, ...) or by chunkstore's temporary files (``.chunkstore-tmp-*``): such a
+    node would open by name but never be listed. Existing nodes are read as they are."""
+    path = normalize_path(path)
+    for part in path.split("/") if path else ():
+        if part in RESERVED_NAMES or part.startswith(TEMP_PREFIX):
+            what = ("a Zarr metadata document" if part in RESERVED_NAMES
+                    else "chunkstore's temporary files")
+            raise InvalidKeyError(f"node path {path!r}: {part!r} is a name reserved for "
+                                  f"{what} (a node named so would never be listed)")
     return path
 
 

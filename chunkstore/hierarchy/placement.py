@@ -22,7 +22,7 @@ from ..metadata.nodes import (
 from ..storage.base import Store
 from .consolidated import holds_consolidated
 from .documents import delete_node, write_nodes
-from .paths import ancestors
+from .paths import ancestors, check_new_path
 
 
 def parents_to_check(path: str, within: str | None) -> list[str]:
@@ -54,6 +54,7 @@ def place_node(store: Store, path: str, meta: NodeMetadata, *, overwrite: bool =
     ``within`` that hold consolidated metadata, when the caller knows them (else the
     refresh reads them).
     """
+    check_new_path(path)
     fmt = meta.zarr_format
     parents = parents_to_check(path, within)
     parent_names = KIND_KEYS + ((V2_KEY,) if fmt == 2 else ())

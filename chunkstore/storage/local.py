@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidKeyError
 from .base import (
     ANY,
     ByteRange,
@@ -56,6 +57,18 @@ SWEEP_AGE = 3600.0
 
 def _bad_name(name: str) -> bool:
     return not name or name in (".", "..") or "\\" in name or "\x00" in name
+
+
+def _note_escape(w: Walk, key: str, outside: dict[str, str]) -> None:
+    """Add the symlink ``key`` to ``outside`` if it leads outside the root (it is not
+    followed there: the confined walk refuses it)."""
+    try:
+        fd = w.beneath(key.split("/"), key, FILE_FLAGS)
+    except InvalidKeyError as e:
+        outside[key] = str(e)
+        return
+    if fd is not None:
+        os.close(fd)
 
 
 class LocalStore(LocalReads, Store):
@@ -277,9 +290,12 @@ class LocalStore(LocalReads, Store):
         return self._scan(base, sweep_older_than=older_than, keys=False)[1]
 
     def _scan(self, prefix: str, sweep_older_than: float | None = None,
-              keys: bool = True) -> tuple[list[str], int]:
+              keys: bool = True, outside: dict[str, str] | None = None
+              ) -> tuple[list[str], int]:
         """Keys starting with ``prefix`` (sorted) and, with ``sweep_older_than``, how
-        many stale temporary files were removed on the way."""
+        many stale temporary files were removed on the way. Symlinks that do not lead to
+        a regular file inside the root are not listed (nor followed); with ``outside``,
+        those leading outside the root are added to it (key -> the error reading it)."""
         found: list[str] = []
         swept: set[str] = set()
         removed = 0
@@ -292,8 +308,11 @@ class LocalStore(LocalReads, Store):
                         removed += 1
                     continue
                 key = rel + name
-                if (not keys or _bad_name(name) or not key.startswith(prefix)
-                        or is_link and not w.is_file(key.split("/"), key)):
+                if not keys or _bad_name(name) or not key.startswith(prefix):
+                    continue
+                if is_link and not w.is_file(key.split("/"), key):
+                    if outside is not None:
+                        _note_escape(w, key, outside)
                     continue
                 found.append(key)
             for head in sorted(swept, key=lambda h: h.count("/"), reverse=True):
@@ -305,6 +324,13 @@ class LocalStore(LocalReads, Store):
     # -- listing -----------------------------------------------------------------------
     def list_prefix(self, prefix: str) -> Iterator[str]:
         return iter(self._scan(validate_prefix(prefix))[0])
+
+    def links_outside(self, prefix: str) -> dict[str, str]:
+        """The entries below ``prefix`` that are symlinks leading outside the root (never
+        listed nor followed; reading them is an InvalidKeyError), key -> that error."""
+        outside: dict[str, str] = {}
+        self._scan(validate_prefix(prefix), outside=outside)
+        return dict(sorted(outside.items()))
 
     def list_dir(self, prefix: str) -> Iterator[str]:
         base = normalize_prefix(prefix)
