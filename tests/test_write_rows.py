@@ -84,6 +84,7 @@ def test_short_rows_and_other_stores_still_get_bytes(tmp_path, counting_tobytes)
 
 def test_more_rows_than_one_writev_takes(tmp_path, monkeypatch):
     monkeypatch.setattr(local_rows, "IOV_MAX", 7)
+    monkeypatch.setattr(local_rows, "COPY_BELOW_ROW_BYTES", 0)  # 1 KiB rows by writev
     x = np.random.default_rng(2).random((100, 256))
     a = cs.create_array(str(tmp_path / "d.zarr"), shape=x.shape, chunks=(50, 128),
                         dtype="f8", compressors=None)
@@ -111,11 +112,16 @@ def test_a_short_writev_is_finished(tmp_path, monkeypatch):
     assert store.get("c/0/0") == block.tobytes()
 
 
-def test_a_failing_row_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("path", ["writev", "staged"])
+def test_a_failing_row_write_leaves_no_temporary_file(tmp_path, monkeypatch, path):
     def failing(fd, buffers):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(local_rows.os, "writev", failing)
+    if path == "writev":
+        monkeypatch.setattr(local_rows, "COPY_BELOW_ROW_BYTES", 0)
+        monkeypatch.setattr(local_rows.os, "writev", failing)
+    else:  # 2 KiB rows: staged in the thread's scratch buffer, one write
+        monkeypatch.setattr(local_rows, "write_all", failing)
     x = np.random.default_rng(4).random((128, 512))
     root = tmp_path / "e.zarr"
     a = cs.create_array(str(root), shape=x.shape, chunks=(64, 256), dtype="f8",
@@ -176,3 +182,23 @@ def test_views_do_not_count_against_the_write_budget(tmp_path, commits, compress
         assert set(commits) == {1}
     np.testing.assert_array_equal(cs.open_array(str(tmp_path / "a.zarr"), mode="r")[...],
                                   data)
+
+
+@pytest.mark.parametrize("shape, chunks", [((256, 512), (128, 256)),  # 2 KiB rows, staged
+                                           ((64, 1024), (64, 512)),  # 4 KiB rows, writev
+                                           ((6, 40, 300), (3, 20, 150))])  # 3-d, staged
+def test_short_and_long_rows_land_and_read_back_exactly(tmp_path, shape, chunks):
+    """Rows below ``COPY_BELOW_ROW_BYTES`` go through one staged copy, longer rows through
+    writev/preadv: the same bytes on disk either way, and reads into a strided output."""
+    x = np.random.default_rng(7).random(shape)
+    root = tmp_path / "r.zarr"
+    a = cs.create_array(str(root), shape=shape, chunks=chunks, dtype="f8", compressors=None)
+    a[...] = x
+    last = tuple(n // c - 1 for n, c in zip(shape, chunks, strict=True))
+    where = tuple(slice(i * c, (i + 1) * c) for i, c in zip(last, chunks, strict=True))
+    assert stored_chunk(root, "c/" + "/".join(map(str, last))) == x[where].tobytes()
+    np.testing.assert_array_equal(a[...], x)  # each chunk read into its rows of the output
+    y = x[::-1].copy()  # the same chunks again, through the same threads' scratch buffers
+    a[...] = y
+    np.testing.assert_array_equal(a[...], y)
+    np.testing.assert_array_equal(a[1:, 3:], y[1:, 3:])

@@ -4,7 +4,10 @@ A strided block of an array (a chunk inside a larger array) is C-ordered bytes o
 row by row: its last axis is contiguous, the others are not. ``writev`` and ``preadv``
 take a list of such rows, so a chunk goes between the file and the caller's array in
 one system call per ``IOV_MAX`` rows, where ``bytes`` of the whole chunk would cost a
-copy (and the memory of one chunk) on the way.
+copy (and the memory of one chunk) on the way. Writes of rows shorter than
+:data:`COPY_BELOW_ROW_BYTES` are the exception: a view per row holds the GIL longer than
+one copy into this thread's scratch buffer (NumPy releases it while copying), and other
+threads wait for it.
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ import os
 
 import numpy as np
 
+from ..codecs.scratch import contiguous
 from .local_paths import read_exact
 
+# 1 MiB chunks of 2 KiB rows, 4 writer threads: writes 5-10% faster staged than by writev
+# (one thread alone: the same CPU time); from 4 KiB rows on, writev costs less CPU
+COPY_BELOW_ROW_BYTES = 4096
 IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 16)
 
 
@@ -38,6 +45,10 @@ def write_rows(fd: int, array: np.ndarray) -> None:
     ``IOV_MAX`` rows at a time; a short write (rare for files) finishes with a copy."""
     if array.strides[-1] != array.dtype.itemsize:  # not row-contiguous: one copy
         write_all(fd, memoryview(array.tobytes()))
+        return
+    if array.shape[-1] * array.dtype.itemsize < COPY_BELOW_ROW_BYTES:
+        staged = contiguous(array, array.dtype, "write")
+        write_all(fd, memoryview(staged.reshape(-1).view(np.uint8)))
         return
     todo = rows(array)
     row_bytes = todo[0].nbytes
