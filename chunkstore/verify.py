@@ -9,14 +9,13 @@ names of :class:`chunkstore.Array` and :class:`chunkstore.Group` are used.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ChunkstoreError, NodeNotFoundError
+from .io.layout import parse_unit_key
 
-_DIGITS = re.compile(r"[0-9]+")
 _METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 
 
@@ -30,36 +29,14 @@ def unit_grid(array: Any) -> tuple[int, ...]:
     return tuple(math.ceil(n / u) for n, u in zip(array.shape, unit_shape(array), strict=True))
 
 
-def _key_parser(array: Any) -> Callable[[str], tuple[int, ...] | None]:
-    """Key below the array -> grid coordinates of its unit (None: not a unit key), learnt
-    from the key of unit (0, ..., 0)."""
-    n = array.ndim
-    base = f"{array.path}/" if array.path else ""
-    zero = array.chunk_key((0,) * n)[len(base):]
-    if n == 0:
-        return lambda rel: () if rel == zero else None
-    prefix = zero[:len(zero) - (2 * n - 1)]  # "0" and (n - 1) times separator + "0"
-    sep = zero[len(prefix) + 1] if n > 1 else ","
-
-    def parse(rel: str) -> tuple[int, ...] | None:
-        if not rel.startswith(prefix):
-            return None
-        parts = rel[len(prefix):].split(sep)
-        if len(parts) != n or not all(_DIGITS.fullmatch(p) for p in parts):
-            return None
-        return tuple(int(p) for p in parts)
-
-    return parse
-
-
 def stored_units(array: Any) -> list[tuple[tuple[int, ...], str]]:
     """``(grid coordinates, key)`` of every stored shard (or chunk) of ``array``, sorted."""
     base = f"{array.path}/" if array.path else ""
-    parse, grid = _key_parser(array), unit_grid(array)
+    zero, grid = array.chunk_key((0,) * array.ndim), unit_grid(array)
     found = []
     for key in array.store.list_prefix(base):
-        coords = parse(key[len(base):])
-        if coords is not None and all(c < g for c, g in zip(coords, grid, strict=True)):
+        coords = parse_unit_key(key, zero, grid)
+        if coords is not None:
             found.append((coords, key))
     return sorted(found)
 

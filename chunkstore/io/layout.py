@@ -110,6 +110,27 @@ class ChunkLayout:
             if any(u >= g for u, g in zip(unit, new_grid, strict=True)):
                 yield unit
 
+    def count_outside(self, new_shape: Sequence[int]) -> int:
+        """How many write units ``units_outside`` yields (without making them)."""
+        kept = math.prod(min(g, n) for g, n in zip(self.unit_grid,
+                                                    _grid(new_shape, self.write_shape),
+                                                    strict=True))
+        return math.prod(self.unit_grid) - kept
+
+    # -- keys ----------------------------------------------------------------------------
+    @cached_property
+    def unit_prefix(self) -> str:
+        """The part all write-unit keys share, before the grid coordinates (e.g.
+        ``"path/c/"``): what to list to find the stored units."""
+        n = len(self.shape)
+        zero = self.unit_key((0,) * n)
+        return zero[:len(zero) - (2 * n - 1)] if n else zero
+
+    def unit_of_key(self, key: str) -> tuple[int, ...] | None:
+        """The grid coordinates of the write unit stored at ``key`` (None: ``key`` is not
+        one of this grid's unit keys)."""
+        return parse_unit_key(key, self.unit_key((0,) * len(self.shape)), self.unit_grid)
+
     # -- alignment -----------------------------------------------------------------------
     def is_aligned(self, region: Sequence[slice]) -> bool:
         """True when ``region`` covers every write unit it touches whole (its edges lie on
@@ -147,6 +168,24 @@ class ChunkLayout:
         pieces = [list(zip(e[:-1], e[1:], strict=True)) for e in edges]
         for parts in itertools.product(*pieces):
             yield tuple(slice(a, b) for a, b in parts)
+
+
+def parse_unit_key(key: str, zero_key: str, grid: Sequence[int]) -> tuple[int, ...] | None:
+    """The grid coordinates in ``key``, read the way ``zero_key`` (the key of unit
+    (0, ..., 0)) spells them: its prefix, then one number per axis between its
+    separators; None when ``key`` is not spelled so or lies outside ``grid``."""
+    n = len(grid)
+    if n == 0:
+        return () if key == zero_key else None
+    prefix = zero_key[:len(zero_key) - (2 * n - 1)]
+    if not key.startswith(prefix):
+        return None
+    parts = key[len(prefix):].split(zero_key[len(prefix) + 1]) if n > 1 else [
+        key[len(prefix):]]
+    if len(parts) != n or not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    coords = tuple(int(p) for p in parts)
+    return coords if all(c < g for c, g in zip(coords, grid, strict=True)) else None
 
 
 def _grid(shape: Sequence[int], unit: Sequence[int]) -> tuple[int, ...]:

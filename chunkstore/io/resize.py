@@ -1,8 +1,14 @@
 """Shrinking an array: the write units outside the new shape go, and the parts of the
-kept units beyond the new edge are reset to fill_value (so growing again shows fill)."""
+kept units beyond the new edge are reset to fill_value (so growing again shows fill).
+
+A grid of few write units is worked out from the shape; a larger one (a sparse array of
+millions of chunks) from the units its store holds, listed once: time and memory then
+follow what is stored, not the size of the grid."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,21 +21,52 @@ def clear_outside(engine: Any, layout: ChunkLayout, old_shape: tuple[int, ...],
                   new_shape: tuple[int, ...]) -> None:
     """``clear_outside`` of either engine: whole write units outside go, and the bands of
     the kept units beyond the new edge are written with fill_value (read-modify-writes)."""
-    doomed = [layout.unit_key(u) for u in layout.units_outside(new_shape)]
+    unit = layout.write_shape
+    kept = tuple(min(o, -(-n // w) * w) for o, n, w in zip(old_shape, new_shape, unit,
+                                                          strict=True))
+    across = [-(-k // w) for k, w in zip(kept, unit, strict=True)]  # kept units per axis
+    in_bands = sum(math.prod(across) // across[axis]
+                   for axis, (n, k) in enumerate(zip(new_shape, kept, strict=True)) if k > n)
+    if layout.count_outside(new_shape) + in_bands > ENUMERATE_MAX_UNITS:
+        stored = [u for u in map(layout.unit_of_key,
+                                 engine.store.list_prefix(layout.unit_prefix)) if u is not None]
+        _delete(engine, layout, [u for u in stored if _outside(u, new_shape, unit)])
+        for u in stored:  # each stored unit across the new edge, its part beyond it
+            region = layout.unit_region(u)
+            for axis, n in enumerate(new_shape):
+                if region[axis].stop > n and not _outside(u, new_shape, unit):
+                    band = tuple(slice(n, r.stop) if i == axis else r
+                                 for i, r in enumerate(region))
+                    _fill(engine, layout, band, kept)
+        return
+    _delete(engine, layout, layout.units_outside(new_shape))
+    for axis, (n, k) in enumerate(zip(new_shape, kept, strict=True)):
+        if k > n:
+            _fill(engine, layout, tuple(slice(n, k) if i == axis else slice(0, kept[i])
+                                        for i in range(len(old_shape))), kept)
+
+
+#: above this many write units to delete or clear, the stored ones are listed instead
+ENUMERATE_MAX_UNITS = 4096
+
+
+def _outside(unit: Sequence[int], new_shape: Sequence[int], write_shape: Sequence[int]
+             ) -> bool:
+    return any(u * w >= n for u, w, n in zip(unit, write_shape, new_shape, strict=True))
+
+
+def _delete(engine: Any, layout: ChunkLayout, units: Iterable[tuple[int, ...]]) -> None:
+    doomed = [layout.unit_key(u) for u in units]
     try:
         engine.store.delete_many(doomed)
     finally:
         invalidate = getattr(engine, "_invalidate", None)
         if invalidate is not None:
             invalidate(doomed)
-    unit = layout.write_shape
-    kept = tuple(min(o, -(-n // w) * w) for o, n, w in zip(old_shape, new_shape, unit,
-                                                          strict=True))
-    for axis, (n, k) in enumerate(zip(new_shape, kept, strict=True)):
-        if k <= n:
-            continue
-        band = tuple(slice(n, k) if i == axis else slice(0, kept[i])
-                     for i in range(len(old_shape)))
-        indexer = OrthogonalIndexer(band, kept, layout.chunks, False)
-        fill = np.full(indexer.shape, engine.read_fill, dtype=engine.dtype)
-        engine.write(indexer, fill)
+
+
+def _fill(engine: Any, layout: ChunkLayout, band: tuple[slice, ...],
+          kept: tuple[int, ...]) -> None:
+    """Write fill_value over ``band`` (read-modify-writes of the units it cuts)."""
+    indexer = OrthogonalIndexer(band, kept, layout.chunks, False)
+    engine.write(indexer, np.full(indexer.shape, engine.read_fill, dtype=engine.dtype))

@@ -144,6 +144,8 @@ def _float_to_json(value: Any, dtype: np.dtype) -> Any:
         return "NaN"
     if math.isinf(f):
         return "Infinity" if f > 0 else "-Infinity"
+    if f == 0 and math.copysign(1.0, f) < 0:
+        return -0.0  # not 0: its sign is the fill's bits
     return int(f) if f.is_integer() and abs(f) < 2**53 else f
 
 
