@@ -162,6 +162,25 @@ class ShardingCodec(ArrayBytesCodec):
             return (0, self.index_nbytes)
         return (-self.index_nbytes, None)
 
+    def check_range(self, index: np.ndarray) -> tuple[int, int | None]:
+        """What to read again, beside a shard's data, to see that its index still holds:
+        the index itself when at the start (an entry past the end then reads short); at
+        the end, every byte after the last stored inner chunk, so that an entry reaching
+        into the index (which a suffix range cannot tell) leaves a tail too short for it."""
+        if self.index_location == "start":
+            return self.index_range
+        stored = index[:, 1] != EMPTY
+        return (int((index[stored, 0] + index[stored, 1]).max()) if stored.any() else 0,
+                None)
+
+    def index_in(self, checked: Any) -> bytes | None:
+        """The index bytes in what ``check_range`` read (None: too short to hold them)."""
+        if len(checked) < self.index_nbytes:
+            return None
+        if self.index_location == "start":
+            return bytes(checked)
+        return bytes(memoryview(checked)[len(checked) - self.index_nbytes:])
+
     def decode_index(self, data: Any, where: str = "shard") -> np.ndarray:
         """The index as an ``(n_inner, 2)`` uint64 array (C order of inner chunks)."""
         self._check_resolved()
@@ -216,11 +235,15 @@ class ShardingCodec(ArrayBytesCodec):
         """The decoded index of a whole shard object; every entry must be empty or lie
         inside the shard's payload (the bytes other than the index)."""
         index = self.decode_index(self.index_bytes_of(shard, where), where)
-        size = len(shard)
+        self.check_payload(index, len(shard), where)
+        return index
+
+    def check_payload(self, index: np.ndarray, size: int, where: str = "shard") -> None:
+        """Every entry of ``index`` is empty or inside the payload of a shard of ``size``
+        bytes (the bytes other than the index); else ``ChunkDecodeError``."""
         lo, hi = ((self.index_nbytes, size) if self.index_location == "start"
                   else (0, size - self.index_nbytes))
         self._check_entries(index, lo, hi, where, size)
-        return index
 
     @staticmethod
     def inner_bytes(shard: Any, index: np.ndarray, i: int) -> memoryview | None:
