@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from .codecs.base import ChunkSpec
 from .codecs.convert import v2_codecs, v3_codec_chain
 from .codecs.sharding import ShardingCodec
-from .errors import MetadataError, UnsupportedError
+from .errors import CodecError, MetadataError, UnsupportedError
 from .metadata import (
     ArrayMetadata,
     ArrayMetadataV2,
@@ -197,7 +198,12 @@ def build_array_metadata(
                                order=order, where=where, allow_unsafe=allow_unsafe_codecs,
                                serializer=serializer)
         if shard_shape is not None:
-            chain = [ShardingCodec(chunk_shape, chain, index_location=index_location).to_json()]
+            sharding = ShardingCodec(chunk_shape, chain, index_location=index_location)
+            try:  # refused now rather than at the first read
+                sharding.resolve(ChunkSpec(tuple(shard_shape), np_dtype))
+            except CodecError as e:
+                raise CodecError(f"{where}: shards={list(shard_shape)}: {e}") from None
+            chain = [sharding.to_json()]
             chunk_shape = shard_shape
         return ArrayMetadataV3(
             shape=shape, dtype=np_dtype, chunk_shape=chunk_shape,

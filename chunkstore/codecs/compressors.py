@@ -21,6 +21,33 @@ _BLOSC_CNAMES = {"lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"}
 _BLOSC_SIZES = struct.Struct("<I4xI")  # header bytes 4..16: nbytes, (blocksize), cbytes
 _COPY_MAX_BYTES = 32 * 1024  # below this a memcpy beats numcodecs' destination checks
 _WHOLE_BUFFERS = (bytes, mmap.mmap)  # len() is the size in bytes
+_AUTOSHUFFLE = -1  # numcodecs' choice by item size; a v3 document names "shuffle"
+_BLOSC_MAX_BLOCKSIZE = 2**31 - 1  # blosc takes an int
+ZSTD_LEVELS = range(-131072, 23)  # zstd's own bounds (ZSTD_minCLevel .. ZSTD_maxCLevel)
+
+
+def whole_number(value: Any, what: str, low: int, high: int | None = None) -> int:
+    """``value`` when it is an integer (not a bool, not a float) in ``[low, high]``;
+    else ``CodecError`` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low or (
+            high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"in {low}..{high}"
+        raise CodecError(f"{what} must be an integer {bounds}, got {value!r}")
+    return int(value)
+
+
+def check_numcodecs_config(config: dict[str, Any]) -> None:
+    """The parameters of a v2 (numcodecs) blosc or zstd config, checked as for v3: out of
+    range, numcodecs builds the codec and fails at the first chunk with a raw error."""
+    codec_id = config.get("id")
+    if codec_id == "blosc":
+        shuffle = config.get("shuffle", 1)
+        whole_number(shuffle, "blosc codec: shuffle", _AUTOSHUFFLE, 2)
+        BloscCodec(config.get("cname", "lz4"), config.get("clevel", 5),
+                   "shuffle" if shuffle == _AUTOSHUFFLE else int(shuffle),
+                   config.get("typesize"), config.get("blocksize", 0))
+    elif codec_id == "zstd":
+        ZstdCodec(config.get("level", 0))
 
 
 class BloscCodec(BytesBytesCodec):
@@ -31,16 +58,19 @@ class BloscCodec(BytesBytesCodec):
 
     def __init__(self, cname: str = "lz4", clevel: int = 5, shuffle: str | int = "shuffle",
                  typesize: int | None = None, blocksize: int = 0) -> None:
-        if isinstance(shuffle, int):
-            shuffle = _SHUFFLE_IDS.get(shuffle, "shuffle")
+        if isinstance(shuffle, int) and not isinstance(shuffle, bool):
+            shuffle = "shuffle" if shuffle == _AUTOSHUFFLE else _SHUFFLE_IDS.get(shuffle, shuffle)
         if cname not in _BLOSC_CNAMES:
             raise CodecError(f"blosc codec: unknown cname {cname!r}")
-        if shuffle not in _SHUFFLE_NAMES:
-            raise CodecError(f"blosc codec: shuffle must be one of {sorted(_SHUFFLE_NAMES)}")
-        if not isinstance(clevel, int) or not 0 <= clevel <= 9:
-            raise CodecError(f"blosc codec: clevel must be 0..9, got {clevel!r}")
+        if not isinstance(shuffle, str) or shuffle not in _SHUFFLE_NAMES:
+            raise CodecError(f"blosc codec: shuffle must be one of {sorted(_SHUFFLE_NAMES)}, "
+                             f"got {shuffle!r}")
+        clevel = whole_number(clevel, "blosc codec: clevel", 0, 9)
+        if typesize is not None:
+            typesize = whole_number(typesize, "blosc codec: typesize", 1)
+        blocksize = whole_number(blocksize, "blosc codec: blocksize", 0, _BLOSC_MAX_BLOCKSIZE)
         self.cname, self.clevel, self.shuffle = cname, clevel, shuffle
-        self.typesize, self.blocksize = typesize, int(blocksize)
+        self.typesize, self.blocksize = typesize, blocksize
         self._cname_bytes = cname.encode()
         self._codec = numcodecs.Blosc(cname=cname, clevel=clevel, shuffle=_SHUFFLE_NAMES[shuffle],
                                       blocksize=self.blocksize, typesize=typesize)
@@ -144,8 +174,7 @@ class ZstdCodec(BytesBytesCodec):
     fresh_output = True
 
     def __init__(self, level: int = 0, checksum: bool = False) -> None:
-        if not isinstance(level, int):
-            raise CodecError(f"zstd codec: level must be an integer, got {level!r}")
+        level = whole_number(level, "zstd codec: level", ZSTD_LEVELS.start, ZSTD_LEVELS.stop - 1)
         self.level, self.checksum = level, bool(checksum)
         self._codec = numcodecs.Zstd(level=level, checksum=self.checksum)
 

@@ -23,7 +23,6 @@ from .sharding import ShardingCodec
 from .transpose import TransposeCodec
 from .vlen import VLenBytesCodec, VLenUTF8Codec, vlen_codec_for
 
-_SHUFFLE = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
 _BYTES_FILTER_IDS = frozenset({"shuffle"})  # v2 filters that are bytes->bytes codecs in v3
 
 
@@ -59,11 +58,9 @@ def to_v3_codec(item: Any, where: str, allow_unsafe: bool = False) -> Codec:
         config = item.get_config()
         cid = config.get("id")
         if cid == "blosc":
-            shuffle = config.get("shuffle", 1)
-            if shuffle == -1:  # AUTOSHUFFLE: byte-shuffle unless 1-byte items, as numcodecs does
-                shuffle = 1
+            # an int shuffle: AUTOSHUFFLE (-1) becomes "shuffle", one out of range an error
             return BloscCodec(config.get("cname", "lz4"), config.get("clevel", 5),
-                              _SHUFFLE.get(shuffle, "shuffle"), None, config.get("blocksize", 0))
+                              config.get("shuffle", 1), None, config.get("blocksize", 0))
         if cid == "zstd":
             return ZstdCodec(config.get("level", 0), config.get("checksum", False))
         if cid == "gzip":

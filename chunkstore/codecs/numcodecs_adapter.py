@@ -17,6 +17,7 @@ from ..errors import ChunkDecodeError, CodecError
 from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec
 from .bounded import bounded_decode
 from .bounded import encoded_bound as numcodecs_encoded_bound
+from .compressors import check_numcodecs_config
 from .filter_specs import filter_output_spec
 from .limits import compressed_bound
 
@@ -39,6 +40,10 @@ def numcodecs_from_config(config: dict[str, Any], where: str, allow_unsafe: bool
             f"{where}: codec {codec_id!r} can execute code or build arbitrary objects and is "
             "refused; pass allow_unsafe_codecs=True only for data you trust"
         )
+    try:
+        check_numcodecs_config(config)
+    except CodecError as e:
+        raise CodecError(f"{where}: {e}") from None
     try:
         return numcodecs.get_codec(dict(config))
     except Exception as e:  # unknown id (ValueError) or bad parameters (TypeError, ...)

@@ -35,33 +35,37 @@ class CodecPipeline:
 
     zarr_format = 3
 
-    def __init__(self, codecs: list[Codec], spec: ChunkSpec, where: str = "array") -> None:
+    def __init__(self, codecs: list[Codec], spec: ChunkSpec, where: str = "array",
+                 field: str = "codecs") -> None:
         self.spec = spec
         self.array_array: list[tuple[ArrayArrayCodec, ChunkSpec]] = []
         self.array_bytes: ArrayBytesCodec | None = None
         self.bytes_bytes: list[BytesBytesCodec] = []
         current = spec
         for codec in codecs:
-            codec = codec.resolve(current)
+            try:
+                codec = codec.resolve(current)
+            except CodecError as e:  # named by where it is (the document, the field)
+                raise CodecError(f"{where}: field {field!r}: {e}") from None
             if isinstance(codec, ArrayArrayCodec):
                 if self.array_bytes is not None:
-                    raise CodecError(f"{where}: field 'codecs': array->array codec "
+                    raise CodecError(f"{where}: field {field!r}: array->array codec "
                                      f"{codec.name!r} after the array->bytes codec")
                 self.array_array.append((codec, current))
                 current = codec.output_spec(current)
             elif isinstance(codec, ArrayBytesCodec):
                 if self.array_bytes is not None:
-                    raise CodecError(f"{where}: field 'codecs': more than one array->bytes codec")
+                    raise CodecError(f"{where}: field {field!r}: more than one array->bytes codec")
                 self.array_bytes = codec
                 self._bytes_spec = current
                 current = codec.bytes_spec(current)
             else:
                 if self.array_bytes is None:
-                    raise CodecError(f"{where}: field 'codecs': bytes->bytes codec "
+                    raise CodecError(f"{where}: field {field!r}: bytes->bytes codec "
                                      f"{codec.name!r} before the array->bytes codec")
                 self.bytes_bytes.append(codec)
         if self.array_bytes is None:
-            raise CodecError(f"{where}: field 'codecs' has no array->bytes codec (e.g. 'bytes')")
+            raise CodecError(f"{where}: field {field!r} has no array->bytes codec (e.g. 'bytes')")
         #: a chunk is serialized into a reused buffer (the compressor after the bytes
         #: codec returns new bytes), not into a new array per chunk
         self._stage = bool(isinstance(self.array_bytes, BytesCodec) and self.bytes_bytes

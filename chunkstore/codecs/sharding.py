@@ -24,13 +24,15 @@ import numpy as np
 from ..errors import ChunkDecodeError, CodecError, UnsupportedError
 from .base import ArrayBytesCodec, ChunkSpec, Codec
 from .bytes_codec import BytesCodec
-from .compressors import Crc32cCodec
+from .compressors import Crc32cCodec, whole_number
 from .fill import is_all_fill
 from .pipeline import CodecPipeline
 from .registry import codec_from_json, register_codec
 from .transpose import TransposeCodec
 
 EMPTY = np.uint64(2**64 - 1)
+#: a shard index may always take this much, even when larger than the shard's data
+MAX_INDEX_FLOOR_BYTES = 64 * 2**20
 _MAX_END = 2**64 - 1  # no entry may end past this (the largest uint64)
 _INDEX_DTYPE = np.dtype("uint64")
 _LOCATIONS = ("start", "end")
@@ -65,13 +67,7 @@ class ShardingCodec(ArrayBytesCodec):
     def __init__(self, chunk_shape: Any, codecs: Any = None, index_codecs: Any = None,
                  index_location: str = "end", fill_value: Any = None) -> None:
         where = "codec 'sharding_indexed'"
-        try:
-            self.chunk_shape = tuple(int(c) for c in chunk_shape)
-        except (TypeError, ValueError) as e:
-            raise CodecError(f"{where}: chunk_shape must be a list of ints, got "
-                             f"{chunk_shape!r}") from e
-        if any(c < 1 for c in self.chunk_shape):
-            raise CodecError(f"{where}: chunk_shape must be positive, got {list(self.chunk_shape)}")
+        self.chunk_shape = chunk_shape_of(chunk_shape, where)
         if index_location not in _LOCATIONS:
             raise CodecError(f"{where}: index_location must be 'start' or 'end', got "
                              f"{index_location!r}")
@@ -128,17 +124,27 @@ class ShardingCodec(ArrayBytesCodec):
         out.chunks_per_shard = tuple(s // c for s, c in
                                      zip(spec.shape, self.chunk_shape, strict=True))
         out.inner = CodecPipeline(self.codecs, ChunkSpec(self.chunk_shape, spec.dtype),
-                                  f"{where}: field 'codecs'")
+                                  where, "codecs")
         out.index = CodecPipeline(self.index_codecs,
                                   ChunkSpec((*out.chunks_per_shard, 2), _INDEX_DTYPE),
-                                  f"{where}: field 'index_codecs'")
+                                  where, "index_codecs")
         idx = out.index
         if not (all(isinstance(c, TransposeCodec) for c, _ in idx.array_array)
                 and isinstance(idx.array_bytes, BytesCodec)
                 and all(isinstance(c, Crc32cCodec) for c in idx.bytes_bytes)):
             raise UnsupportedError(f"{where}: field 'index_codecs' must have a fixed encoded "
                                    f"size (bytes, transpose, crc32c), got {idx.to_json()}")
-        out.index_nbytes = len(bytes(idx.encode(out.empty_index())))
+        # 16 bytes per inner chunk, 4 per crc32c: worked out, not encoded (a hostile
+        # grid of 2**32 inner chunks would make a 64 GiB empty index to measure)
+        n_inner = math.prod(out.chunks_per_shard)
+        out.index_nbytes = 16 * n_inner + 4 * len(idx.bytes_bytes)
+        shard_nbytes = math.prod(spec.shape) * spec.dtype.itemsize
+        if out.index_nbytes > max(MAX_INDEX_FLOOR_BYTES, shard_nbytes):
+            raise CodecError(
+                f"{where}: shards of {list(spec.shape)} hold {n_inner} inner chunks of "
+                f"{list(self.chunk_shape)}: their index would take {out.index_nbytes} "
+                f"bytes, more than the shard's own {shard_nbytes} (and than "
+                f"{MAX_INDEX_FLOOR_BYTES}); use larger inner chunks")
         return out
 
     def _check_resolved(self) -> None:
@@ -315,6 +321,16 @@ def sharding_of(codecs: Any) -> dict[str, Any] | None:
     return None
 
 
+def chunk_shape_of(value: Any, where: str = "codec 'sharding_indexed'") -> tuple[int, ...]:
+    """A sharding codec's ``chunk_shape``: a list of positive integers (no floats, no
+    strings, no bools: NumPy-like truncation would change the grid silently)."""
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise CodecError(f"{where}: chunk_shape must be a list of positive integers, got "
+                         f"{value!r}")
+    return tuple(whole_number(c, f"{where}: chunk_shape {list(value)!r}: each entry", 1)
+                 for c in value)
+
+
 def inner_chunk_shape(metadata: Any) -> tuple[int, ...] | None:
     """The inner chunk shape of a sharded array's metadata, None when not sharded."""
     if getattr(metadata, "zarr_format", None) != 3:
@@ -322,4 +338,4 @@ def inner_chunk_shape(metadata: Any) -> tuple[int, ...] | None:
     config = sharding_of(metadata.codecs)
     if config is None:
         return None
-    return tuple(int(c) for c in config.get("chunk_shape", ()))
+    return chunk_shape_of(config.get("chunk_shape", ()))

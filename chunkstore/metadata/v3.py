@@ -56,6 +56,12 @@ def normalize_codec_json(codec: Any, where: str) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise MetadataError(f"{where}: field 'codecs': configuration of {codec['name']!r} "
                             "must be an object")
+    if codec["name"] == "sharding_indexed":  # read before any codec is built (the grid)
+        shape = config.get("chunk_shape")
+        if not isinstance(shape, list) or not all(
+                type(c) is int and c > 0 for c in shape):
+            raise MetadataError(f"{where}: field 'codecs': 'sharding_indexed' needs "
+                                f"'chunk_shape', a list of positive integers, got {shape!r}")
     out = {"name": codec["name"], "configuration": dict(config)}
     for key, value in codec.items():
         if key not in ("name", "configuration"):
