@@ -9,8 +9,9 @@ a temporary array on local disk (same bounded memory, twice the IO), then from t
 It is recognised before the first block when it holds the Array (another handle on the
 same place, a wrapper such as xarray's lazily indexed arrays, a dask collection built on
 it); otherwise by the reads it makes of the Array on this thread while its blocks are
-read (``note_read``). A dask graph whose tasks take the Array inline (not through a
-source layer) and run on other threads or processes is not looked into.
+read (``note_read``). In a dask graph, the source layers, the arguments of the first
+``_MAX_TASKS`` tasks and those of the tasks fused into them are looked into; a source
+held in a closure is not found.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ _LEAVES = (np.ndarray, np.generic, str, bytes, int, float, complex, type(None), 
            list, tuple, set, frozenset, type)
 _WRAPPER_DEPTH = 6  # xarray: adapter -> copy-on-write -> lazily indexed -> backend -> Array
 _MAX_LOOKS = 256
+_PLAIN = (np.ndarray, np.generic, str, bytes, int, float, complex, type(None), slice, type)
+_NONE = object()
+_TASK_DEPTH = 4  # a task's arguments, and those of tasks fused into it
+_MAX_TASKS = 200_000  # graph tasks looked at, about 0.1 s
 
 
 def note_read(array: Any) -> None:
@@ -62,22 +67,47 @@ def reads_target(value: Any, target: Any) -> bool:
 
 def stored_sources(value: Any) -> list[Any]:
     """The Arrays ``value`` holds: itself, those held by attributes of wrappers around them
-    (xarray's lazily indexed arrays, h5py-like views), and those in the small layers of a
-    dask graph (``dask.array.from_array`` and ``chunkstore.dask.from_store`` keep their
-    source in a layer of one task). A bounded walk: a source hidden deeper, or in a
-    closure, is not found."""
+    (xarray's lazily indexed arrays, h5py-like views), and those in a dask graph: a source
+    layer (``chunkstore.dask.from_store``, ``dask.array.from_array``), an array passed
+    inline to every task (``inline_array=True``), or one fused into optimized tasks. A
+    bounded walk: a source hidden deeper, or in a closure, is not found."""
     found: list[Any] = []
     seen: set[int] = set()
     looks = [_MAX_LOOKS]
     _collect(value, _WRAPPER_DEPTH, seen, looks, found)
     graph = getattr(value, "__dask_graph__", None)
     layers = getattr(graph() if callable(graph) else None, "layers", None) or {}
+    budget = _MAX_TASKS
     for layer in layers.values():
+        for arg, _ in getattr(layer, "indices", None) or ():  # Blockwise: inline arguments
+            _walk_task(arg, _TASK_DEPTH, seen, looks, found)
         mapping = getattr(layer, "mapping", None)
-        if isinstance(mapping, dict) and len(mapping) <= 4:
-            for task in mapping.values():  # dask's DataNode wraps a source in ``value``
-                _collect(getattr(task, "value", task), _WRAPPER_DEPTH, seen, looks, found)
+        if not isinstance(mapping, dict):
+            continue
+        for task in mapping.values():
+            budget -= 1
+            if budget < 0:
+                return found
+            _walk_task(task, _TASK_DEPTH, seen, looks, found)
     return found
+
+
+def _walk_task(node: Any, depth: int, seen: set[int], looks: list[int], found: list) -> None:
+    """The Arrays in one dask task: the values of its data nodes, its arguments and those
+    of the tasks nested in it (fused tasks), ``depth`` levels down."""
+    if isinstance(node, _PLAIN) or looks[0] <= 0:
+        return
+    value = getattr(node, "value", _NONE)  # dask's DataNode
+    if value is not _NONE:
+        if not isinstance(value, _PLAIN):
+            _collect(value, _WRAPPER_DEPTH, seen, looks, found)
+        return
+    parts = node if isinstance(node, tuple | list) else getattr(node, "args", None)
+    if parts is None:
+        _collect(node, _WRAPPER_DEPTH, seen, looks, found)
+    elif depth:
+        for part in parts:
+            _walk_task(part, depth - 1, seen, looks, found)
 
 
 def _collect(obj: Any, depth: int, seen: set[int], looks: list[int], found: list) -> None:

@@ -28,7 +28,7 @@ from ..hierarchy.paths import normalize_path
 from ..io.overlap import refuse_onto_itself
 from ..metadata import join_path
 from ..storage.resolve import resolve_store
-from .memory import active_client, configure_workers
+from .memory import active_client, configure_workers, refuse_copied
 from .planner import CODEC_THREADS, PIECES, PlanError, Stage, _piece, parse_bytes, pieces_of
 
 
@@ -76,7 +76,17 @@ def from_store(store_or_array: Any, path: str | None = None, chunks: Any = None,
 
 
 def _read_block_getter(array: Array, region: Any) -> np.ndarray:
-    return array.read_region(tuple(region))
+    """One block of a ``from_store`` graph, of the shape the graph was made with: after a
+    shrink (seen by this handle, or by a worker opening the array anew), the part beyond
+    the new edge reads as fill, as a growth back would show it (never a smaller block)."""
+    region = tuple(region)
+    block = array.read_region(region)
+    want = tuple(s.stop - s.start for s in region)  # dask gives start and stop
+    if block.shape == want:
+        return block
+    out = np.full(want, array._engine.read_fill, dtype=array.dtype)
+    out[tuple(slice(0, n) for n in block.shape)] = block
+    return out
 
 
 def aligned_chunks(shape: tuple[int, ...], offsets: tuple[int, ...], target: tuple[int, ...]
@@ -152,6 +162,7 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
         target_store, target_path = store, normalize_path(path)
     for source in stored_sources(x):
         refuse_onto_itself(source, target_store, target_path, "to_store")
+    refuse_copied(target_store, f"to_store into {target_path or '/'!r}", x)
     if isinstance(store, Array):
         target = store
     elif region is not None:
@@ -162,8 +173,14 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
                               overwrite=overwrite, **create_kwargs)
     if region is None:
         region = tuple(slice(0, n) for n in target.shape)
-    region = tuple(slice(*s.indices(n)[:2])
-                   for s, n in zip(region, target.shape, strict=True))
+    if len(region) != target.ndim or not all(isinstance(s, slice) for s in region):
+        raise ValueError(f"array {target.name!r}: region must be one slice per axis "
+                         f"({target.ndim}), got {region!r}")
+    steps = [s.indices(n) for s, n in zip(region, target.shape, strict=True)]
+    if any(step != 1 for _, _, step in steps):
+        raise ValueError(f"array {target.name!r}: region {region} has a step; to_store "
+                         "writes contiguous regions (write a[::k] = x through the Array)")
+    region = tuple(slice(start, max(start, stop)) for start, stop, _ in steps)
     shape = tuple(s.stop - s.start for s in region)
     if shape != x.shape:
         raise ValueError(f"array {target.name!r}: region {region} has shape {shape}, the dask "

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .planner import PlanError
+
 #: RSS of an idle worker process with numpy, dask, distributed and chunkstore imported,
 #: measured here (113-125 MiB); used when the workers cannot be asked
 DEFAULT_BASELINE = 130 * 10**6
@@ -131,6 +133,28 @@ def active_client() -> Any:
         return default_client()
     except (ImportError, ValueError):
         return None
+
+
+def other_processes(collection: Any = None) -> bool:
+    """Whether tasks of ``collection`` would run on copies of their arguments: under a
+    ``distributed`` client (its in-process workers too) or dask's process pool."""
+    if active_client() is not None:
+        return True
+    import dask.multiprocessing
+    from dask.base import get_scheduler
+    return get_scheduler(collections=[collection] if collection is not None else None
+                         ) is dask.multiprocessing.get
+
+
+def refuse_copied(store: Any, what: str, collection: Any = None) -> None:
+    """``PlanError`` when ``store`` lives in this process only (``Store.process_local``,
+    e.g. ``MemoryStore``) and the scheduler would hand its tasks copies of it: their
+    writes would be lost without an error."""
+    if getattr(store, "process_local", False) and other_processes(collection):
+        raise PlanError(f"{what}: {store!r} lives in this process only, and the scheduler "
+                        "runs tasks on copies of it (a distributed cluster, or processes): "
+                        "what they wrote would be lost. Write to a directory or object "
+                        "store, or use the threaded scheduler")
 
 
 # -- settings applied in each worker ---------------------------------------------------------

@@ -15,11 +15,19 @@ from dask.local import get_sync
 
 from ..api import create_array
 from ..array import Array
+from ..errors import ContainsArrayError
+from ..hierarchy.placement import check_parents
 from ..storage.memory import MemoryStore
 from ..storage.resolve import resolve_store
 from ..sync import ProcessSynchronizer
 from .graph import MAX_TASKS_PER_STAGE, PlanGraph, blocks_per_task
-from .memory import Workers, active_client, configure_workers, limit_map_cache
+from .memory import (
+    Workers,
+    active_client,
+    configure_workers,
+    limit_map_cache,
+    refuse_copied,
+)
 from .planner import PlanError, Stage
 from .report import PlanDescription, _mb, limit_notes, simulate, stage_worker_memory
 from .source import TransposedSource
@@ -203,6 +211,7 @@ class RechunkPlan:
                                                     ProcessSynchronizer)
 
     def _check_scheduler(self, client: Any) -> None:
+        refuse_copied(self.target.store, f"rechunk into {self.target.name!r}")
         if client is not None and self._thread_locks():
             raise PlanError(shared_units_refusal(self.target.store, self.target.path,
                                                  self.target.layout.write_shape))
@@ -221,9 +230,16 @@ def intermediate_home(store: Any, path: str, temp_store: Any, name: str) -> tupl
     """Where the intermediate array ``name`` of a plan whose target is ``path`` of
     ``store`` lives: ``temp_store``, else beside the target (a neighbouring store for a
     root array; a new memory store for one in memory). PlanError when there is no such
-    place (e.g. the root array of a zip archive); nothing is created."""
+    place (e.g. the root array of a zip archive, or an array at the root of
+    ``temp_store``); nothing is created."""
     if temp_store is not None:
-        return resolve_store(temp_store), name
+        home = resolve_store(temp_store)
+        try:
+            check_parents(home, name)
+        except ContainsArrayError as e:
+            raise PlanError(f"temp_store {home!r} cannot hold this rechunk's intermediate "
+                            f"array: {e}") from None
+        return home, name
     if path:
         return store, f"{path}.{name}"
     # An array at the root of a store cannot have children: use a neighbour.

@@ -36,7 +36,7 @@ from ..storage.resolve import looks_like_byte_size, resolve_store
 from ..sync import ProcessSynchronizer, ThreadSynchronizer
 from .graph import MAX_TASKS_PER_STAGE, PlanGraph, blocks_per_task
 from .io import in_group
-from .memory import Workers, active_client
+from .memory import Workers, active_client, refuse_copied
 from .plan import RechunkPlan, intermediate_home, shared_units_refusal
 from .planner import PlanError, Stage, parse_bytes, plan_rechunk
 from .report import PlanDescription, limit_notes, nanny_thresholds, simulate, stage_worker_memory
@@ -117,10 +117,12 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     # with the target's metadata in a scratch memory store
     probe = _create_target(source, MemoryStore(), "", chunks, _probe_kwargs(create_kwargs))
     stages, notes = _plan_for(source, probe, budget, workers, raw)
+    refuse_copied(store, f"rechunk into {path or '/'!r}")
     if len(stages) > 1:  # an intermediate array needs a place (PlanError if none)
         if temp_store is not None:
             temp_store = resolve_store(temp_store)  # a bad one is refused now, too
-        intermediate_home(store, path, temp_store, "rechunk-probe")
+        home, _ = intermediate_home(store, path, temp_store, "rechunk-probe")
+        refuse_copied(home, "rechunk's intermediate array")
     shared = _shares_write_units(store, path, stages[-1] if stages else None, probe,
                                  create_kwargs, notes)
     target = _create_target(source, store, path, chunks, create_kwargs)

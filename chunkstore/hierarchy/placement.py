@@ -38,6 +38,25 @@ def empty_group(zarr_format: int) -> GroupMetadataV2 | GroupMetadataV3:
     return GroupMetadataV3() if zarr_format == 3 else GroupMetadataV2()
 
 
+def check_parents(store: Store, path: str) -> None:
+    """ContainsArrayError when a node above ``path`` (either format) is an array, so that
+    nothing could be created at ``path``; one batched read."""
+    parents = ancestors(path)
+    names = (*KIND_KEYS, V2_KEY)
+    values = iter(store.get_many([join_path(p, n) for p in parents for n in names]))
+    nodes = {p: parse_node({n: next(values) for n in names}, where_prefix(store, p))
+             for p in parents}
+    _refuse_array_parent(store, path, nodes)
+
+
+def _refuse_array_parent(store: Store, path: str, nodes: dict[str, Any]) -> None:
+    for parent, node in nodes.items():
+        if node is not None and is_array(node):
+            raise ContainsArrayError(f"cannot create {path!r}: A parent of {path!r} "
+                                     f"({parent or '/'!r} in {store!r}) is an array - only "
+                                     "groups may have child nodes.")
+
+
 def place_node(store: Store, path: str, meta: NodeMetadata, *, overwrite: bool = False,
                within: str | None = None, checked: bool = False,
                consolidating_above: Sequence[str] | None = None,
@@ -71,12 +90,7 @@ def place_node(store: Store, path: str, meta: NodeMetadata, *, overwrite: bool =
         kind = ContainsArrayError if is_array(existing) else ContainsGroupError
         what = "an array" if is_array(existing) else "a group"
         raise kind(f"{what} already exists at path {path or '/'!r} in {store!r}")
-    for parent in parents:
-        node = nodes[parent]
-        if node is not None and is_array(node):
-            raise ContainsArrayError(f"cannot create {path!r}: A parent of {path!r} "
-                                     f"({parent or '/'!r} in {store!r}) is an array - only "
-                                     "groups may have child nodes.")
+    _refuse_array_parent(store, path, {p: nodes[p] for p in parents})
     consolidating: list[str] | None = None
     if within is None or consolidating_above is not None:
         key = "zarr.json" if fmt == 3 else V2_KEY

@@ -180,6 +180,9 @@ class Store(ABC):
     #: every call is a network round trip (milliseconds): batches of small values are
     #: never run inline one after another to probe their cost
     remote: bool = False
+    #: the contents live in this process only (a pickled copy is another store): tasks
+    #: run in other processes would write into copies (``dask.memory.refuse_copied``)
+    process_local: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -35,6 +35,7 @@ class MemoryStore(Store):
     supports_conditional_writes = True
     supports_conditional_delete = True
     snapshot_ranges = True
+    process_local = True
 
     def __init__(self, data: MutableMapping[str, bytes] | None = None, read_only: bool = False):
         super().__init__(read_only)
