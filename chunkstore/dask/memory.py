@@ -136,14 +136,18 @@ def active_client() -> Any:
 
 
 def other_processes(collection: Any = None) -> bool:
-    """Whether tasks of ``collection`` would run on copies of their arguments: under a
-    ``distributed`` client (its in-process workers too) or dask's process pool."""
-    if active_client() is not None:
-        return True
+    """Whether tasks would run on copies of their arguments: with ``collection``, under
+    the scheduler dask would compute it with (a ``distributed`` client's, in-process
+    workers too, or the process pool); without, whenever a client is active (plans run
+    on it) or the process pool is configured."""
     import dask.multiprocessing
     from dask.base import get_scheduler
-    return get_scheduler(collections=[collection] if collection is not None else None
-                         ) is dask.multiprocessing.get
+    if collection is None and active_client() is not None:
+        return True
+    chosen = get_scheduler(collections=[collection] if collection is not None else None)
+    owner = getattr(chosen, "__self__", None)
+    return chosen is dask.multiprocessing.get or (
+        owner is not None and type(owner).__module__.startswith("distributed"))
 
 
 def refuse_copied(store: Any, what: str, collection: Any = None) -> None:

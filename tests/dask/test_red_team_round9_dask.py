@@ -382,6 +382,26 @@ def test_rechunk_and_to_store_within_one_zip_archive(tmp_path, threads):
     np.testing.assert_array_equal(g2["dbl"][...], 2 * v)
 
 
+def test_memory_store_under_the_process_pool_is_refused_and_threads_work(tmp_path):
+    """dask's process pool pickles the MemoryStore into each task, as a cluster does."""
+    store = cs.MemoryStore()
+    x = da.arange(16, chunks=4, dtype="i4")
+    with dask.config.set(scheduler="processes"):
+        with pytest.raises(csd.PlanError, match="lives in this process only"):
+            csd.to_store(x, store, "a")
+    assert list(store.list_prefix("")) == []
+    with dask.config.set(scheduler="threads"):
+        np.testing.assert_array_equal(csd.to_store(x, store, "a")[...], np.arange(16))
+
+
+def test_to_store_region_must_be_one_slice_per_axis(tmp_path, threads):
+    a = cs.create_array(str(tmp_path / "r.zarr"), shape=(4, 4), chunks=(2, 2), dtype="i4")
+    for region in [(slice(0, 2),), (1, slice(0, 4)), (slice(0, 2), slice(0, 4), slice(0, 1))]:
+        with pytest.raises(ValueError, match="one slice per axis"):
+            csd.to_store(da.ones((2, 4), chunks=2, dtype="i4"), a, region=region)
+    np.testing.assert_array_equal(a[...], np.zeros((4, 4), "i4"))
+
+
 # --------------------------------------------------------------------------------------
 # distributed.LocalCluster with 2 worker processes (keep these last: see module doc)
 # --------------------------------------------------------------------------------------
@@ -476,21 +496,11 @@ def test_cluster_from_store_after_shrink_keeps_its_shape(client, tmp_path):
     np.testing.assert_array_equal(r, [1, 2, 3, 4, 5, 0, 0, 0, 0, 0])
 
 
-def test_memory_store_under_the_process_pool_is_refused_and_threads_work(tmp_path):
-    """dask's process pool pickles the MemoryStore into each task, as a cluster does."""
+
+def test_cluster_active_but_threads_chosen_writes_a_memory_store(client):
+    """The refusal follows the scheduler dask would use: threads chosen explicitly under
+    an active client write into this process's store."""
     store = cs.MemoryStore()
-    x = da.arange(16, chunks=4, dtype="i4")
-    with dask.config.set(scheduler="processes"):
-        with pytest.raises(csd.PlanError, match="lives in this process only"):
-            csd.to_store(x, store, "a")
-    assert list(store.list_prefix("")) == []
     with dask.config.set(scheduler="threads"):
-        np.testing.assert_array_equal(csd.to_store(x, store, "a")[...], np.arange(16))
-
-
-def test_to_store_region_must_be_one_slice_per_axis(tmp_path, threads):
-    a = cs.create_array(str(tmp_path / "r.zarr"), shape=(4, 4), chunks=(2, 2), dtype="i4")
-    for region in [(slice(0, 2),), (1, slice(0, 4)), (slice(0, 2), slice(0, 4), slice(0, 1))]:
-        with pytest.raises(ValueError, match="one slice per axis"):
-            csd.to_store(da.ones((2, 4), chunks=2, dtype="i4"), a, region=region)
-    np.testing.assert_array_equal(a[...], np.zeros((4, 4), "i4"))
+        out = csd.to_store(da.arange(12, chunks=5, dtype="i4"), store, "t", chunks=(4,))
+    np.testing.assert_array_equal(out[...], np.arange(12))
