@@ -23,5 +23,4 @@ def consolidate_metadata(store: Any, path: str | None = None, zarr_format: int |
     path = normalize_path(path)
     g = open_group(st, "r+", path, zarr_format=zarr_format, use_consolidated=False)
     root, entries = consolidate(st, path, g.metadata)
-    return Group(st, path, root, consolidated=Consolidated(path, entries),
-                 consolidating=("",) if not path else None)
+    return Group(st, path, root, consolidated=Consolidated(path, entries))

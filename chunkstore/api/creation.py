@@ -204,7 +204,8 @@ def full_like(a: Any, fill_value: Any = DEFAULT_FILL, **kwargs: Any) -> Array:
 
 
 def jsonable_attrs(source: Any, where: str) -> dict[str, Any]:
-    """The attributes of ``source`` (an Array, an h5py dataset...) as plain JSON."""
+    """The attributes of ``source`` (an Array, an h5py dataset...) as plain JSON; the
+    dimension names of an Array go with ``like_array_kwargs``, not as an attribute."""
     attrs = getattr(source, "attrs", None)
     if attrs is None:
         return {}
@@ -215,6 +216,10 @@ def jsonable_attrs(source: Any, where: str) -> dict[str, Any]:
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
         out[str(key)] = value
+    if getattr(source, "dimension_names", None) is not None:
+        # v2's spelling of dimension names, passed on as dimension_names (a v3 copy would
+        # otherwise keep it as a user attribute beside them)
+        out.pop("_ARRAY_DIMENSIONS", None)
     return check_json_value(out, f"{where}: attributes")
 
 

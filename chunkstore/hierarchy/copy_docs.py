@@ -58,8 +58,7 @@ def _default(obj: Any) -> Any:
 
 def _dump(doc: dict[str, Any], where: str) -> bytes:
     try:
-        return json.dumps(doc, allow_nan=False, separators=(",", ":"),
-                          default=_default).encode()
+        return json.dumps(doc, separators=(",", ":"), default=_default).encode()
     except (TypeError, ValueError, RecursionError) as e:
         raise MetadataError(f"{where}: value is not JSON-serializable: {e}") from e
 

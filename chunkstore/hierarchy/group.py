@@ -52,15 +52,12 @@ class Group(GroupCreation, GroupOpening):
 
     def __init__(self, store: Store, path: str = "", metadata: GroupMetadata | None = None, *,
                  read_only: bool = False, consolidated: Consolidated | None = None,
-                 synchronizer: Any = None, consolidating: tuple[str, ...] | None = None) -> None:
+                 synchronizer: Any = None) -> None:
         self._store, self._path = store, path
         self._read_only = bool(read_only or store.read_only)
         self._meta = metadata if metadata is not None else load_group(store, path)
         self._cons = consolidated
         self._synchronizer = synchronizer
-        # the groups at or above this one holding consolidated copies, when known (they
-        # are then not read again when a member is created); None: read them
-        self._consolidating = consolidating
 
     # -- properties ---------------------------------------------------------------------------
     store = property(lambda self: self._store, doc="The Store holding the group.")
@@ -131,13 +128,8 @@ class Group(GroupCreation, GroupOpening):
                 snap = self._cons
                 arr._on_metadata_change = lambda meta: snap.put(path, meta)
             return arr
-        known = None
-        if self._consolidating is not None and self._cons is None:
-            own = getattr(node, "consolidated_metadata", None) is not None
-            known = self._consolidating + ((path,) if own else ())
         return Group(self._store, path, node, read_only=self._read_only,  # type: ignore[arg-type]
-                     consolidated=self._cons, synchronizer=self._synchronizer,
-                     consolidating=known if node.zarr_format == 3 else None)
+                     consolidated=self._cons, synchronizer=self._synchronizer)
 
     def __getitem__(self, name: str) -> Array | Group:
         path = self._full(name)

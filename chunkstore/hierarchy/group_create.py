@@ -29,14 +29,13 @@ class GroupCreation:
     """The member-creating half of a Group (see the module docstring)."""
 
     # provided by Group: _store, _path, _read_only, _synchronizer, _cons (a consolidated
-    # snapshot or None), _consolidating, zarr_format, name, _check_writable, _full,
+    # snapshot or None), zarr_format, name, _check_writable, _full,
     # _node, _wrap
     _store: Any
     _path: str
     _read_only: bool
     _synchronizer: Any
     _cons: Any
-    _consolidating: tuple[str, ...] | None
     zarr_format: int
     name: str
     if TYPE_CHECKING:
@@ -70,13 +69,11 @@ class GroupCreation:
         attrs = check_json_value(dict(attributes or {}), f"group {path!r}: attributes")
         meta = (GroupMetadataV3(attributes=attrs) if self.zarr_format == 3
                 else GroupMetadataV2(attributes=attrs))
-        above = place_node(self._store, path, meta, overwrite=overwrite, within=self._path,
-                           consolidating_above=self._consolidating,
-                           synchronizer=self._synchronizer)
+        place_node(self._store, path, meta, overwrite=overwrite, within=self._path,
+                   synchronizer=self._synchronizer)
         self._note_created(path, meta, overwrite)
         return type(self)(self._store, path, meta, read_only=self._read_only,  # type: ignore[call-arg]
-                          consolidated=self._cons, synchronizer=self._synchronizer,
-                          consolidating=above)
+                          consolidated=self._cons, synchronizer=self._synchronizer)
 
     def require_group(self, name: str, *, overwrite: bool = False) -> Self:
         """The group ``name``, created if missing; an array there raises ContainsArrayError."""
@@ -109,7 +106,7 @@ class GroupCreation:
         kwargs.pop("storage_options", None)
         path = self._full(name)
         arr = new_array(self._store, path, shape=shape, dtype=dtype, within=self._path,
-                        consolidating_above=self._consolidating, **kwargs)
+                        **kwargs)
         self._note_created(path, arr.metadata, bool(kwargs.get("overwrite")))
         if self._cons is not None:
             snap = self._cons
@@ -220,10 +217,8 @@ class GroupCreation:
         node = self._node(path)
         if node is None:
             raise KeyError(f"no member {name!r} in group {self.name!r} of {self._store!r}")
-        direct = "/" not in path[len(self._path):].strip("/")  # else groups between may hold copies
         delete_node(self._store, path, zarr_format=node.zarr_format,
-                    synchronizer=self._synchronizer,
-                    consolidating=self._consolidating if direct else None)
+                    synchronizer=self._synchronizer)
         if self._cons is not None:
             self._cons.put(path, None)
 

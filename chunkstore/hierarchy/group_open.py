@@ -41,19 +41,6 @@ def load_group(store: Store, path: str) -> GroupMetadata:
     return node  # type: ignore[return-value]
 
 
-def _root_consolidating(path: str, node: GroupMetadata, docs: dict[str, bytes | None]
-                        ) -> tuple[str, ...] | None:
-    """Which of the root group and its (no) ancestors hold consolidated copies, when the
-    documents just read tell (None: unknown, e.g. a v2 group read without .zmetadata)."""
-    if path:
-        return None
-    if isinstance(node, GroupMetadataV3):
-        return ("",) if node.consolidated_metadata is not None else ()
-    if cons.V2_KEY not in docs:
-        return None
-    return ("",) if docs[cons.V2_KEY] is not None else ()
-
-
 class GroupOpening:
     """Class methods that open or create a group (see the module docstring)."""
 
@@ -88,10 +75,9 @@ class GroupOpening:
                                  f"{where_prefix(store, path)}: attributes")
         meta: GroupMetadata = (GroupMetadataV3(attributes=attrs) if zarr_format == 3
                                else GroupMetadataV2(attributes=attrs))
-        above = place_node(store, path, meta, overwrite=overwrite, checked=checked,
-                           synchronizer=synchronizer)
-        return cls(store, path, meta, synchronizer=synchronizer,  # type: ignore[call-arg]
-                   consolidating=above)
+        place_node(store, path, meta, overwrite=overwrite, checked=checked,
+                   synchronizer=synchronizer)
+        return cls(store, path, meta, synchronizer=synchronizer)  # type: ignore[call-arg]
 
     @classmethod
     def _open_at(cls, st: Store, mode: str, path: str, *, zarr_format: int | None = None,
@@ -134,5 +120,4 @@ class GroupOpening:
                                     f"{st!r} has none")
         snapshot = Consolidated(path, entries) if entries is not None else None
         return cls(st, path, node, read_only=mode == "r",  # type: ignore[call-arg]
-                   consolidated=snapshot, synchronizer=synchronizer,
-                   consolidating=_root_consolidating(path, node, docs))  # type: ignore[arg-type]
+                   consolidated=snapshot, synchronizer=synchronizer)

@@ -5,7 +5,6 @@ above groups), so it lives below both."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -69,11 +68,11 @@ def new_array(st: Store, path: str, *, shape: Any, dtype: Any = "f8",
               write_empty_chunks: bool | None = None, allow_unsafe_codecs: bool = False,
               config: dict[str, Any] | None = None, zarr_format: int = 3,
               dimension_separator: str | None = None, within: str | None = None,
-              checked: bool = False, consolidating_above: Sequence[str] | None = None,
+              checked: bool = False,
               **meta_kwargs: Any) -> Array:
     """Create the array node at ``path`` of a resolved store and return it.
 
-    ``within``, ``checked`` and ``consolidating_above`` say what the caller knows of the
+    ``within`` and ``checked`` say what the caller knows of the
     hierarchy already (see ``placement.place_node``); ``meta_kwargs`` are the other
     arguments of ``creation.build_array_metadata``."""
     if zarr_format == 3 and dimension_separator is not None:
@@ -87,6 +86,6 @@ def new_array(st: Store, path: str, *, shape: Any, dtype: Any = "f8",
                                 dimension_separator=dimension_separator, where=where,
                                 allow_unsafe_codecs=allow_unsafe_codecs, **meta_kwargs)
     place_node(st, path, meta, overwrite=overwrite, within=within, checked=checked,
-               consolidating_above=consolidating_above, synchronizer=synchronizer)
+               synchronizer=synchronizer)
     return Array(st, path, meta, synchronizer=synchronizer, write_empty_chunks=write_empty,
                  allow_unsafe_codecs=allow_unsafe_codecs)

@@ -4,7 +4,6 @@ with one batched read and one batched write in the common case."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ContainsArrayError, ContainsGroupError
@@ -59,43 +58,40 @@ def _refuse_array_parent(store: Store, path: str, nodes: dict[str, Any]) -> None
 
 def place_node(store: Store, path: str, meta: NodeMetadata, *, overwrite: bool = False,
                within: str | None = None, checked: bool = False,
-               consolidating_above: Sequence[str] | None = None,
-               synchronizer: Any = None) -> tuple[str, ...] | None:
-    """Create the node ``meta`` at ``path``; returns the groups above it that hold
-    consolidated copies when that is known from what was read (None: unknown).
+               synchronizer: Any = None) -> None:
+    """Create the node ``meta`` at ``path``.
 
     A node already there (in either format: an existing v2 array blocks a new v3 one)
     raises ContainsArrayError / ContainsGroupError, or is deleted with ``overwrite``. The
     missing groups above ``path`` are created (root included, as zarr-python does); a
     parent that is an array raises ContainsArrayError. ``within``: the path of a group
     known to exist (its ancestors are not read); ``checked``: nothing is at ``path`` (the
-    caller just read it in both formats); ``consolidating_above``: the groups at or above
-    ``within`` that hold consolidated metadata, when the caller knows them (else the
-    refresh reads them).
+    caller just read it in both formats). The groups above that hold consolidated copies
+    are found in the same batched read (the copy's document of each group at or above
+    ``within``), never taken from an older handle, which would miss a consolidation
+    made since.
     """
     check_new_path(path)
     fmt = meta.zarr_format
     parents = parents_to_check(path, within)
     parent_names = KIND_KEYS + ((V2_KEY,) if fmt == 2 else ())
-    requests = [(p, n) for p in parents for n in parent_names]
+    key = "zarr.json" if fmt == 3 else V2_KEY  # where a group keeps its consolidated copy
+    known = [p for p in ancestors(path) if p not in parents]  # at or above ``within``
+    requests = [(p, n) for p in parents for n in parent_names] + [(p, key) for p in known]
     if not checked:
         requests += [(path, n) for n in KIND_KEYS]
     values = store.get_many([join_path(p, n) for p, n in requests])
-    docs: dict[str, dict[str, bytes | None]] = {p: {} for p in [*parents, path]}
+    docs: dict[str, dict[str, bytes | None]] = {p: {} for p in [*known, *parents, path]}
     for (p, n), value in zip(requests, values, strict=True):
         docs[p][n] = value
-    nodes = {p: parse_node(docs[p], where_prefix(store, p)) for p in docs}
+    nodes = {p: parse_node(docs[p], where_prefix(store, p)) for p in [*parents, path]}
     existing = None if checked else nodes[path]
     if existing is not None and not overwrite:
         kind = ContainsArrayError if is_array(existing) else ContainsGroupError
         what = "an array" if is_array(existing) else "a group"
         raise kind(f"{what} already exists at path {path or '/'!r} in {store!r}")
     _refuse_array_parent(store, path, {p: nodes[p] for p in parents})
-    consolidating: list[str] | None = None
-    if within is None or consolidating_above is not None:
-        key = "zarr.json" if fmt == 3 else V2_KEY
-        consolidating = [*(consolidating_above or ()),
-                         *(p for p in parents if holds_consolidated(docs[p].get(key), fmt))]
+    consolidating = [p for p in ancestors(path) if holds_consolidated(docs[p].get(key), fmt)]
     if existing is not None:
         delete_node(store, path, zarr_format=existing.zarr_format, synchronizer=synchronizer,
                     consolidating=consolidating if existing.zarr_format == fmt else None)
@@ -103,4 +99,3 @@ def place_node(store: Store, path: str, meta: NodeMetadata, *, overwrite: bool =
     written[path] = meta
     write_nodes(store, written, synchronizer=synchronizer, consolidating=consolidating,
                 created=None if existing is not None else path)
-    return None if consolidating is None else tuple(consolidating)

@@ -10,13 +10,10 @@ import numpy as np
 
 from ..errors import MetadataError
 
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"bare {name} is not valid JSON")
-
-
 #: the deepest nesting of arrays and objects a metadata document may have
 MAX_JSON_DEPTH = 128
+#: the deepest a user value (attributes) may nest: it sits two levels down in zarr.json
+MAX_VALUE_DEPTH = MAX_JSON_DEPTH - 2
 INT64_MAX = 2**63 - 1
 
 
@@ -25,7 +22,9 @@ def load_json(raw: bytes, where: str) -> dict[str, Any]:
     including nesting deeper than ``MAX_JSON_DEPTH`` (which would otherwise exhaust the
     interpreter's recursion limit, here or in the code that walks the document)."""
     try:
-        doc = json.loads(raw, parse_constant=_reject_constant)
+        # bare NaN / Infinity are not JSON, but Python's json (so zarr-python) writes them
+        # in attributes: read as floats, as zarr-python does
+        doc = json.loads(raw)
     except RecursionError:
         field = _deep_field(raw)
         raise MetadataError(f"{where}: {_field_label(field)}nests JSON deeper than "
@@ -95,9 +94,11 @@ def _default(obj: Any) -> Any:
 
 
 def dump_json(doc: dict[str, Any], where: str = "metadata") -> bytes:
-    """Serialize a document (2-space indent, no bare NaN/Infinity)."""
+    """Serialize a document (2-space indent). Values chunkstore makes never hold NaN or
+    infinity (fill values spell them as strings, user values are refused); a bare NaN
+    read from another writer's attributes is written back as it was."""
     try:
-        return json.dumps(doc, indent=2, allow_nan=False, default=_default).encode()
+        return json.dumps(doc, indent=2, default=_default).encode()
     except (TypeError, ValueError) as e:
         raise MetadataError(f"{where}: value is not JSON-serializable: {e}") from e
 
@@ -111,13 +112,18 @@ def check_json_value(value: Any, where: str) -> Any:
     """Validate that a user value (attributes) is plain JSON; return it normalized.
 
     A value of a non-JSON type raises JSONTypeError (a TypeError); NaN or infinity, which
-    strict JSON cannot hold, raise MetadataError (a ValueError)."""
+    strict JSON cannot hold, and nesting deeper than a document may have (readers refuse
+    it: the node could never be opened again) raise MetadataError (a ValueError)."""
     try:
-        return json.loads(json.dumps(value, allow_nan=False, default=_default))
+        normalized = json.loads(json.dumps(value, allow_nan=False, default=_default))
     except TypeError as e:
         raise JSONTypeError(f"{where}: value is not JSON-serializable: {e}") from e
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise MetadataError(f"{where}: value is not JSON-serializable: {e}") from e
+    if _deeper_than(normalized, MAX_VALUE_DEPTH):
+        raise MetadataError(f"{where}: value nests JSON deeper than {MAX_VALUE_DEPTH} "
+                            "levels (readers refuse deeper documents)")
+    return normalized
 
 
 def require(doc: dict[str, Any], field: str, types: type | tuple[type, ...], where: str) -> Any:
