@@ -75,3 +75,17 @@ def test_autoshuffle_and_negative_zstd_levels_still_work(tmp_path, zarr_format):
                             dtype="u1", compressors=codec, zarr_format=zarr_format)
         a[:] = x
         np.testing.assert_array_equal(cs.open_array(str(tmp_path / f"e{i}.zarr"))[:], x)
+
+
+def test_copy_keeps_shards_between_v3_arrays_unless_told(tmp_path):
+    src = cs.create_array(str(tmp_path / "s.zarr"), shape=(12, 10), chunks=(2, 5),
+                          shards=(6, 10), dtype="i2", fill_value=-1)
+    src[:] = np.arange(120, dtype="i2").reshape(12, 10)
+    same = cs.copy(src, str(tmp_path / "c.zarr"))
+    assert (same.chunks, same.shards) == ((2, 5), (6, 10))
+    np.testing.assert_array_equal(same[...], src[...])
+    v2 = cs.copy(src, str(tmp_path / "v2.zarr"), zarr_format=2)
+    assert (v2.chunks, v2.shards) == ((2, 5), None)
+    other = cs.copy(src, str(tmp_path / "o.zarr"), chunks=(4, 4))
+    assert (other.chunks, other.shards) == ((4, 4), None)
+    np.testing.assert_array_equal(other[...], src[...])

@@ -22,8 +22,9 @@ def copy(source: Any, store: Any = None, path: str | None = None, *,
 
     ``source``: a chunkstore Array or Group, or any array-like with ``shape``, ``dtype`` and
     NumPy slicing (a NumPy array or memmap, an h5py dataset...). Its attributes come along;
-    chunks default to the source's chunks; an Array keeps its format (unless
-    ``zarr_format`` is given), fill value, dimension names and v2 separator.
+    chunks default to the source's chunks (and shards, between v3 arrays); an Array keeps
+    its format (unless ``zarr_format`` is given), fill value, dimension names and v2
+    separator.
     """
     path = normalize_path(path)
     if isinstance(source, Array | Group):  # never over its own source (before any delete)
@@ -47,6 +48,9 @@ def copy(source: Any, store: Any = None, path: str | None = None, *,
                         "group-like mapping of them (e.g. an h5py Group)")
     if isinstance(source, Array):
         like_array_kwargs(source, create_kwargs)
+        if (chunks is None and source.shards is not None and "shards" not in create_kwargs
+                and create_kwargs["zarr_format"] == 3):
+            create_kwargs["shards"] = source.shards  # the same layout, unless told
     if chunks is None:
         chunks = regular_chunks(source)
     arr = create_array(st, path, shape=tuple(source.shape), dtype=source.dtype, chunks=chunks,
