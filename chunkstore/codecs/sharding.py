@@ -168,25 +168,6 @@ class ShardingCodec(ArrayBytesCodec):
             return (0, self.index_nbytes)
         return (-self.index_nbytes, None)
 
-    def check_range(self, index: np.ndarray) -> tuple[int, int | None]:
-        """What to read again, beside a shard's data, to see that its index still holds:
-        the index itself when at the start (an entry past the end then reads short); at
-        the end, every byte after the last stored inner chunk, so that an entry reaching
-        into the index (which a suffix range cannot tell) leaves a tail too short for it."""
-        if self.index_location == "start":
-            return self.index_range
-        stored = index[:, 1] != EMPTY
-        return (int((index[stored, 0] + index[stored, 1]).max()) if stored.any() else 0,
-                None)
-
-    def index_in(self, checked: Any) -> bytes | None:
-        """The index bytes in what ``check_range`` read (None: too short to hold them)."""
-        if len(checked) < self.index_nbytes:
-            return None
-        if self.index_location == "start":
-            return bytes(checked)
-        return bytes(memoryview(checked)[len(checked) - self.index_nbytes:])
-
     def decode_index(self, data: Any, where: str = "shard") -> np.ndarray:
         """The index as an ``(n_inner, 2)`` uint64 array (C order of inner chunks)."""
         self._check_resolved()

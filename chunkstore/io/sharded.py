@@ -97,7 +97,7 @@ class ShardEngine:
         # decoded inner chunks kept between calls (``chunk_cache``, ``inner_cache``; off
         # unless a budget is set)
         self.cache = chunk_cache.resolve(cache)
-        # key -> (raw index bytes, parsed index, the range that checks it)
+        # key -> (raw index bytes, parsed index)
         # parsed indexes kept per open array (an index of 64 inner chunks is 1 KiB)
         self._indexes = LRUCache(max_entries=65536,
                                  max_bytes=int(config.get("cache.shard_index_bytes")),
@@ -129,45 +129,32 @@ class ShardEngine:
         return f"{key} (inner chunk {tuple(int(c) for c in coords)})"
 
     # -- indexes -------------------------------------------------------------------------
-    def indexes(self, keys: Sequence[str], checks: dict[str, tuple[bytes, Any]] | None = None
+    def indexes(self, keys: Sequence[str], raws: dict[str, bytes] | None = None
                 ) -> list[np.ndarray | None]:
         """Parsed indexes of the shards ``keys`` (None: shard not stored), one batched
-        ranged read for those not cached; for every index found, its raw bytes and the
-        range that checks them (``ShardingCodec.check_range``) go to ``checks``, to check
-        them against the store when the data is read."""
+        ranged read for those not cached; the raw bytes of every index found go to
+        ``raws`` (to check them against the store when the data is read)."""
         found: dict[str, np.ndarray | None] = {}
         for k in keys:
             entry = self._indexes.get(k)
             if entry is not None:
                 found[k] = entry[1]
-                if checks is not None:
-                    checks[k] = (entry[0], entry[2])
+                if raws is not None:
+                    raws[k] = entry[0]
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         if missing:
             rng = self.codec.index_range
             parts = self.store.get_ranges([(k, rng) for k in missing])
             for key, part in zip(missing, parts, strict=True):
-                found[key] = None
-                if part is not None:
-                    raw, found[key], check = self._remember(key, part)
-                    if checks is not None:
-                        checks[key] = (raw, check)
+                found[key] = None if part is None else self._remember(key, part)
+                if part is not None and raws is not None:
+                    raws[key] = bytes(part)
         return [found[k] for k in keys]
 
-    def _remember(self, key: str, raw: Any) -> tuple[bytes, np.ndarray, Any]:
+    def _remember(self, key: str, raw: Any) -> np.ndarray:
         index = self.codec.decode_index(raw, f"array {self.name!r}: shard {key!r}")
-        entry = (bytes(raw), index, self.codec.check_range(index))
-        self._indexes.put(key, entry)
-        return entry
-
-    def _refuse_overlap(self, key: str, raw: bytes, index: np.ndarray) -> None:
-        """A shard's tail after its last inner chunk came back shorter than its index:
-        unless it changed meanwhile, an entry reaches into the index (or past the end),
-        and ``ChunkDecodeError`` names it."""
-        size = self.store.getsize(key)
-        now = self.store.get_ranges([(key, self.codec.index_range)])[0]
-        if size is not None and now is not None and bytes(now) == raw:
-            self.codec.check_payload(index, size, f"array {self.name!r}: shard {key!r}")
+        self._indexes.put(key, (bytes(raw), index))
+        return index
 
     def invalidate(self, keys: Iterable[str] | None = None) -> None:
         """Forget cached indexes (all of them by default)."""
@@ -210,8 +197,8 @@ class ShardEngine:
             batch, keys = lookup.serve(batch, keys, out)
             if not batch:
                 return
-        checks: dict[str, tuple[bytes, Any]] = {}
-        indexes = self.indexes(keys, checks)
+        raws: dict[str, bytes] = {}
+        indexes = self.indexes(keys, raws)
         requests: list[tuple[str, tuple[int, int]]] = []
         wanted: list[list[tuple[ChunkProjection, int, int, int]]] = []
         fills: list[tuple[ChunkProjection, str, int]] = []
@@ -243,17 +230,12 @@ class ShardEngine:
                                if g == r])
         # every index used is re-read alongside the data (same call: on stores with
         # snapshot ranges, from the same version as the data) to catch other writers
-        recheck = [k for k in dict.fromkeys(keys) if k in checks]
+        recheck = [k for k in dict.fromkeys(keys) if k in raws]
         parts = self.store.get_ranges(
-            requests + [(k, checks[k][1]) for k in recheck]) if (
+            requests + [(k, self.codec.index_range) for k in recheck]) if (
             requests or recheck) else []
-        stale = []
-        for k, got in zip(recheck, parts[len(requests):], strict=True):
-            index_bytes = None if got is None else self.codec.index_in(got)
-            if index_bytes is None and got is not None:
-                self._refuse_overlap(k, checks[k][0], indexes[keys.index(k)])
-            if index_bytes != checks[k][0]:
-                stale.append(k)
+        stale = [k for k, raw in zip(recheck, parts[len(requests):], strict=True)
+                 if raw is None or bytes(raw) != raws[k]]
         if stale:
             raise _StaleIndex(stale)
         for p, _, _ in fills:
