@@ -57,6 +57,7 @@ Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
 #: reads of a batch whose shards other writers keep replacing (about 2 s in all with the
 #: back-off: a writer rewriting a small shard every millisecond made 16 too few)
 READ_ATTEMPTS = 48
+_ONE_RANGE = 2**62  # a coalescing gap that joins every range of a shard
 
 
 class _StaleIndex(Exception):
@@ -202,7 +203,11 @@ class ShardEngine:
         requests: list[tuple[str, tuple[int, int]]] = []
         wanted: list[list[tuple[ChunkProjection, int, int, int]]] = []
         fills: list[tuple[ChunkProjection, str, int]] = []
-        gap = self.store.request_cost_bytes
+        # a store whose ranges may come from different versions of an object (S3: one
+        # GET each) gets one covering range per shard, so a shard replaced meanwhile is
+        # never read half from each version (an unchanged index cannot tell them apart
+        # when the inner chunks keep their sizes)
+        gap = self.store.request_cost_bytes if self.store.snapshot_ranges else _ONE_RANGE
         for key, (_, items), index in zip(keys, batch, indexes, strict=True):
             if index is None:
                 fills.extend((p, key, local) for p, local in items)
@@ -225,6 +230,10 @@ class ShardEngine:
             stops = starts + np.array([t[3] for t in located], np.int64)
             firsts, lasts, group = coalesce(starts, stops, gap)
             for r, (a, b) in enumerate(zip(firsts.tolist(), lasts.tolist(), strict=True)):
+                if self.max_shard is not None and b - a > self.max_shard:
+                    raise ChunkDecodeError(f"array {self.name!r}: shard {key!r}: its index "
+                                           f"entries span {b - a} bytes, more than the "
+                                           f"{self.max_shard} a shard of it may hold")
                 requests.append((key, (a, b)))
                 wanted.append([t for t, g in zip(located, group.tolist(), strict=True)
                                if g == r])

@@ -49,7 +49,7 @@ from typing import Any
 
 import fsspec
 
-from ..errors import ChunkstoreError, ReadOnlyError
+from ..errors import ChunkstoreError, InvalidKeyError, ReadOnlyError
 from . import s3_conditional
 from .base import ByteRange, validate_key
 from .errors import BadArchiveError, MissingBackendError, StoreError
@@ -259,6 +259,12 @@ class FsspecStore(FsspecSizedReads, FsspecListing):
 
     def _path(self, key: str) -> str:
         validate_key(key)
+        if "?versionId=" in key and is_s3(self.fs):
+            # s3fs reads it as an object version, whatever follows: the key would be
+            # another object's (obstore keeps it as part of the name)
+            raise InvalidKeyError(f"{self!r}: key {key!r}: s3fs reads '?versionId=' as an "
+                                  "object version, not as part of the name; rename the node "
+                                  "or use the obstore backend")
         root = self.root
         return f"{root}/{key}" if root else key
 

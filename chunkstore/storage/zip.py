@@ -167,8 +167,10 @@ class ZipStore(Store):
         if owner._fresh and not owner._read_only:
             self._session().lock.release()  # mode "w"/"x" always leaves an archive
         s = owner._attached
-        if s is None:
-            return
+        if s is None:  # no call made yet: other handles' writes may still be pending
+            s = pending_session(self._real)
+            if s is None:
+                return
         with s.lock:
             s.commit()
         owner._fresh = False  # re-opening continues from what was committed
@@ -188,10 +190,7 @@ class ZipStore(Store):
         if byte_range is not None and info.compress_type == zipfile.ZIP_STORED and (
                 not info.flag_bits & 0x1):
             size = info.file_size
-            start, stop = byte_range
-            if start < 0 and stop is None:
-                start = max(0, size + start)
-            stop = size if stop is None else min(stop, size)
+            start, stop, _ = slice(*byte_range).indices(size)  # as data[start:stop]
             if stop <= start:
                 return b""
             offset = s.data_offset(info)
