@@ -28,7 +28,8 @@ INLINE_ITEM_BYTES = 32 * 1024
 # ... unless the first few take longer than this each (a slow codec): then the pool
 INLINE_ITEM_SECONDS = 50e-6
 _PROBE_ITEMS = 16
-_PROBES = 2  # probes of tiny items before they go to threads
+_PROBES = 2  # inline probes of tiny items before a stretch of them is timed on threads
+_THREADS_GAIN = 0.8  # threads keep slow tiny items only when this much quicker per item
 _CLAIMS_PER_THREAD = 4  # runs each thread takes, on average: fewer balance load worse
 _CORES = os.cpu_count() or 1
 _pool: ThreadPoolExecutor | None = None
@@ -83,35 +84,62 @@ def run_batched(
     until none are left: no per-item task, and a thread slowed down by other work on the
     machine simply takes fewer runs. Runs inline when there is too little
     work, when each item is known to be tiny (``item_bytes`` below ``INLINE_ITEM_BYTES``)
-    and the first few prove quick, or when already inside a pool thread (nested
+    and the first few prove quick (or a stretch timed on threads is no quicker per
+    item: on a slow machine, Python's per-item work is slow too), or when already
+    inside a pool thread (nested
     submission could deadlock a bounded pool). ``max_threads`` caps the threads used
     (e.g. to bound what items in flight hold). ``weight``: how many units of
     ``item_bytes`` each item stands for (e.g. a run of chunks), for that probe.
     """
     if len(items) < min_parallel or _in_pool_thread():
         return [fn(x) for x in items]
-    if item_bytes is not None and item_bytes < INLINE_ITEM_BYTES:
-        weight = max(1, weight)
-        probe = max(1, _PROBE_ITEMS // weight)
-        head: list = []
-        # a slow first probe is tried once more: the first items pay one-time costs
-        # (directories made, a thread starting up beside), and one slow probe would
-        # send every tiny item to threads that then take turns at the GIL
-        for _ in range(_PROBES):
-            if len(head) >= len(items):
-                return head
-            start = time.perf_counter()
-            part = [fn(x) for x in items[len(head):len(head) + probe]]
-            head += part
-            if time.perf_counter() - start < len(part) * weight * INLINE_ITEM_SECONDS:
-                return head + [fn(x) for x in items[len(head):]]
-        return head + run_batched(fn, items[len(head):], min_parallel=min_parallel,
-                                  cpu_bound=cpu_bound, max_threads=max_threads)
+    if item_bytes is None or item_bytes >= INLINE_ITEM_BYTES:
+        return _on_threads(fn, items, cpu_bound, max_threads)
+    weight = max(1, weight)
+    probe = max(1, _PROBE_ITEMS // weight)
+    head: list = []
+    inline = float("inf")  # seconds per unit of the quicker inline probe
+    # a slow first probe is tried once more: the first items pay one-time costs
+    # (directories made, a thread starting up beside), and one slow probe would
+    # send every tiny item to threads that then take turns at the GIL
+    for _ in range(_PROBES):
+        if len(head) >= len(items):
+            return head
+        start = time.perf_counter()
+        part = [fn(x) for x in items[len(head):len(head) + probe]]
+        head += part
+        inline = min(inline, (time.perf_counter() - start) / (len(part) * weight))
+        if inline < INLINE_ITEM_SECONDS:
+            return head + [fn(x) for x in items[len(head):]]
+    # slow tiny items (a slow codec or disk, or just a slow machine): a stretch is timed
+    # on threads, which keep the rest only if they prove quicker than inline
+    stretch = items[len(head):len(head) + 2 * probe * _threads(cpu_bound, max_threads)]
+    if not stretch:
+        return head
+    start = time.perf_counter()
+    head += _on_threads(fn, stretch, cpu_bound, max_threads)
+    threaded = (time.perf_counter() - start) / (len(stretch) * weight)
+    rest = items[len(head):]
+    if threaded < _THREADS_GAIN * inline:
+        return head + _on_threads(fn, rest, cpu_bound, max_threads)
+    return head + [fn(x) for x in rest]
+
+
+def _threads(cpu_bound: bool, max_threads: int | None) -> int:
+    workers = get_pool()._max_workers
+    threads = max(2, min(workers, _CORES)) if cpu_bound else workers
+    return min(threads, max_threads or threads)
+
+
+def _on_threads(fn: Callable[[T], R], items: Sequence[T], cpu_bound: bool,
+                max_threads: int | None) -> list[R]:
+    """``[fn(x) for x in items]`` on pool threads that claim runs of neighbouring items
+    from a shared counter (keys of one directory stay with one thread)."""
     pool = get_pool()
     n = len(items)
-    threads = max(2, min(pool._max_workers, _CORES)) if cpu_bound else pool._max_workers
-    threads = min(n, threads, max_threads or n)
-    # runs of neighbouring items per claim: keys of one directory stay with one thread
+    if n == 0:
+        return []
+    threads = min(n, _threads(cpu_bound, max_threads))
     step = max(1, n // (threads * _CLAIMS_PER_THREAD))
     results: list = [None] * n
     claims = itertools.count(0, step)

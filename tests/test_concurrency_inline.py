@@ -81,3 +81,49 @@ def test_probes_cover_short_lists_exactly():
 
     assert run_batched(slow, list(range(20)), item_bytes=100) == list(range(20))
     assert sorted(calls) == list(range(20))  # each item once, probes included
+
+
+def _loops_for(seconds: float) -> int:
+    """Iterations of a bare Python loop that take about ``seconds`` here."""
+    n, best = 20_000, float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(n):
+            pass
+        best = min(best, time.perf_counter() - start)
+    return max(1, int(n * seconds / best))
+
+
+def test_slow_tiny_items_that_hold_the_gil_stay_inline():
+    """Slow only because Python itself is slow (a slow machine): a stretch is timed on
+    threads, which are no quicker per item, so the rest runs on this thread again."""
+    me = threading.current_thread().name
+    seen: list[str] = []
+    loops = _loops_for(200e-6)  # a fixed amount of work, not a deadline threads could share
+
+    def busy(x: int) -> int:
+        for _ in range(loops):  # above the per-item inline budget, all under the GIL
+            pass
+        seen.append(threading.current_thread().name)
+        return x * 5
+
+    items = list(range(600))
+    assert run_batched(busy, items, item_bytes=100) == [x * 5 for x in items]
+    assert seen[:32] == [me] * 32  # the two inline probes
+    assert any(name.startswith("chunkstore") for name in seen)  # the timed stretch
+    assert seen[-200:] == [me] * 200  # the rest back on this thread
+
+
+def test_slow_tiny_items_that_release_the_gil_keep_the_pool():
+    me = threading.current_thread().name
+    seen: list[str] = []
+
+    def waits(x: int) -> int:
+        time.sleep(300e-6)  # IO-like: threads overlap it
+        seen.append(threading.current_thread().name)
+        return x - 1
+
+    items = list(range(600))
+    assert run_batched(waits, items, item_bytes=100) == [x - 1 for x in items]
+    assert seen[:32] == [me] * 32
+    assert me not in seen[32:]  # the stretch and the rest both on pool threads
