@@ -2,7 +2,8 @@
 installed, and fsspec named) vs zarr-python, zarr-python with the zarrs codec pipeline,
 and tensorstore. Every row says which S3 client served it (``backend``).
 
-    python -m benchmarks.bench_s3            # issue size: 256 MiB float32, 1 MiB chunks
+    python -m benchmarks.bench_s3            # issue size: 256 MiB float32, 1 MiB chunks,
+                                             # on the endpoint as is, then with 20 ms latency
     python -m benchmarks.bench_s3 --tiny     # seconds, for CI
     python -m benchmarks.bench_s3 --mib 16   # a 16 MiB array (16 chunks of 1 MiB)
     python -m benchmarks.bench_s3 --latency-ms 20     # every request answered 20 ms later
@@ -105,16 +106,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="run every method this many times, interleaved; medians kept "
                              "(default 3, 1 with --tiny)")
     parser.add_argument("--group-size", type=int, default=None, help="arrays per group (31)")
-    parser.add_argument("--latency-ms", default="0",
+    parser.add_argument("--latency-ms", default=None,
                         help="delay every S3 request by this much (the endpoint's middleware); "
-                             "a comma-separated list runs each in turn")
+                             "a comma-separated list runs each in turn (default 0,20; 0 with "
+                             "--tiny)")
     parser.add_argument("--server", choices=("keepalive", "werkzeug"), default="keepalive",
                         help="the endpoint's HTTP server: keepalive (tornado, connections kept "
                              "open as S3 does) or werkzeug (a new connection per request)")
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
-        serve(args.serve, float(args.latency_ms), args.server)
+        serve(args.serve, float(args.latency_ms or 0), args.server)
         return []
     import numpy as np
     import s3fs
@@ -130,7 +132,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     OUT.mkdir(exist_ok=True)
     results: list[dict] = []
     methods = args.methods.split(",")
-    for latency in (float(x) for x in str(args.latency_ms).split(",")):
+    latencies = args.latency_ms or ("0" if args.tiny else "0,20")
+    for latency in (float(x) for x in str(latencies).split(",")):
         runs: dict[tuple[str, str], list[dict]] = {}
         skipped: set[str] = set()
         with Endpoint(latency, args.server) as ep:
