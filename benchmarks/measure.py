@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 
 MB = 1e6
@@ -52,6 +53,19 @@ def release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+def settle_memory(nbytes: int) -> None:
+    """Make ``nbytes`` of free memory now, untimed: pages are touched and freed again.
+
+    On a machine whose RAM the page cache has filled (after gigabytes of benchmark
+    files), the first operation that allocates a large output pays for reclaiming the
+    cache (1 GiB: about a second of system time); the operations after it get the pages
+    it freed. Without this, whichever library runs first after a phase of writes is
+    charged for it."""
+    if nbytes > 0:
+        block = np.ones(nbytes, np.uint8)
+        del block
 
 
 def dir_bytes(path: str | os.PathLike) -> int:
