@@ -1,4 +1,5 @@
-"""The core benchmark and the report runner work at tiny size (no timing assertions)."""
+"""The core benchmark and the report runner work at tiny size (no timing assertions); one
+run of bench_core serves both."""
 
 import json
 import math
@@ -14,9 +15,9 @@ LIBRARIES = bench_core.DEFAULT_LIBRARIES
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def test_bench_core_tiny(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    rows = bench_core.main(["--tiny", "--workdir", str(tmp_path / "work")])
+def check_core_rows(rows: list[dict], tmp_path) -> None:
+    """bench_core's tiny run (made by ``run_all`` below, which runs it in-process): every
+    case for every library, ratios to each peer, its JSON file, its targets cleaned up."""
     cases = {r["case"] for r in rows}
     for name in ("lz4 local", "raw local", "tiny-chunks local", "lz4 memory", "lz4 local v2"):
         assert {f"{name} write", f"{name} read"} <= cases
@@ -78,9 +79,18 @@ def test_run_all_tiny(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "benchmarks.bench_zz_odd", odd)
     monkeypatch.setitem(sys.modules, "benchmarks.bench_zz_boom", boom)
     monkeypatch.setattr(run_all, "DOCS", tmp_path / "docs" / "benchmarks")
+    core_rows: list[dict] = []
+    real_core = bench_core.main
+
+    def core(argv):  # the real bench_core, with a work directory that is checked after
+        core_rows.extend(real_core([*argv, "--workdir", str(tmp_path / "work")]))
+        return core_rows
+
+    monkeypatch.setattr(bench_core, "main", core)
     out = tmp_path / "report"
     rows = run_all.main(["--tiny", "--out", str(out),
                          "--only", "core,zz_odd,zz_boom,zz_missing"])
+    check_core_rows(core_rows, tmp_path)
     assert {r["benchmark"] for r in rows} == {"bench_core", "bench_zz_odd"}
     odd_rows = {r["library"]: r for r in rows if r["benchmark"] == "bench_zz_odd"}
     assert odd_rows["chunkstore"]["mb_per_s"] == pytest.approx(4.0)

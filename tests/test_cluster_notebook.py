@@ -21,6 +21,7 @@ import re
 import time
 
 import numpy as np
+import pytest
 
 from chunkstore.dask.memory import MEMORY_EVENTS
 from tests.notebook_helpers import NOTEBOOKS, run_notebook, stream_text
@@ -46,6 +47,8 @@ def assert_transposed(field, field_t, rows: int) -> None:
                                       field[start:start + rows].T)
 
 
+# ~95 s alone; twice that beside another test process (README runs the tests on two)
+@pytest.mark.timeout(900)
 def test_larger_than_memory_on_the_cli_started_cluster(running, venv_kernel, tmp_path,
                                                          kernel_tmp, monkeypatch):
     """The notebook runs without a cell error on the CLI scheduler (not a LocalCluster)
