@@ -10,6 +10,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .cache_stamps import Unsettled
+
 
 class Place(NamedTuple):
     """Where an array's chunks live, for the cache: a namespace (the kind of store and
@@ -57,7 +59,11 @@ def fingerprint(pipeline: Any, dtype: Any, chunks: Sequence[int]) -> Any:
 def _immutable(token: Any) -> bool:
     """Whether ``token`` stands for one stored version for as long as it lives: not a
     buffer whose bytes can change in place (bytearray, ndarray, mmap, a memoryview, even
-    a read-only one, over any of them). Only bytes are buffers that cannot."""
+    a read-only one, over any of them). Only bytes are buffers that cannot. Nor an
+    :class:`~chunkstore.io.cache_stamps.Unsettled` file version (its stat could come
+    back after a change)."""
+    if isinstance(token, Unsettled):
+        return False
     if token is None or isinstance(token, bytes | tuple | int | str):
         return True
     try:
@@ -71,7 +77,14 @@ def _same(kept: Any, now: Any) -> bool:
     """Whether the token ``now`` names the version an entry was kept for (``kept``,
     always immutable, see :meth:`ChunkCache.put`): the same object, or equal. A mutable
     buffer ``now`` is compared by content with the kept bytes (bytes == memoryview
-    compares bytes, where ``bytes == ndarray`` would compare elements)."""
+    compares bytes, where ``bytes == ndarray`` would compare elements). An
+    :class:`~chunkstore.io.cache_stamps.Unsettled` token compares as the version it
+    wraps: an entry is only kept for a settled token, and any change of the file after
+    that token was taken would show in its stat."""
+    if isinstance(now, Unsettled):
+        now = now.token
+    if isinstance(kept, Unsettled):
+        kept = kept.token
     if kept is now:
         return True
     try:

@@ -30,10 +30,15 @@ What can make an entry stale, by store:
   whatever its ``cache=``) invalidates the chunks it touches in every cache, before any
   later read;
 * ``LocalStore``: each hit is checked against a ``stat`` of the file (device, inode,
-  size, mtime; an inner chunk's against its shard's, one per shard and read): a foreign
-  writer that renames a new file over the key (every Zarr implementation does) or
-  changes its size or mtime is seen. Not seen: an in-place rewrite of the same size
-  that also restores the mtime;
+  size, mtime, ctime; an inner chunk's against its shard's, one per shard and read),
+  and a chunk is kept only if that stat cannot come back after a change: its file's
+  last change (mtime and ctime) was older than the file system's measured timestamp
+  window when the stat was taken (``cache_stamps``: the "racy" rule). Every change sets
+  ctime to the file system's clock, later than that, so a foreign writer is seen
+  however it changes the file: a rename of a new file over the key (even one that got
+  the old inode number back with the same size and mtime), an in-place rewrite that
+  restores the mtime. A file changed within its window (a few ms on a local disk, 1-3 s
+  where timestamps are coarse) is read and decoded, not kept;
 * ``MemoryStore``: each hit is checked against the stored value: a ``bytes`` value (what
   chunkstore writes) by identity, at no cost; a mutable value a user's dict may hold
   (bytearray, NumPy array, mmap, memoryview) changes in place under the same identity,
@@ -50,6 +55,7 @@ What can make an entry stale, by store:
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -62,9 +68,10 @@ from ..sizes import whole_number
 from ..storage import write_events
 from .cache import LRUCache
 from .cache_place import Place, _immutable, _same, fingerprint, store_id
+from .cache_stamps import DEFAULT_WINDOW_NS, StampWindows
 from .chunk_sizes import contents_nbytes
 
-__all__ = ["FILL", "ChunkCache", "Place", "clear", "fingerprint", "forget_prefix",
+__all__ = ["DEFAULT_WINDOW_NS", "FILL", "ChunkCache", "Place", "clear", "fingerprint", "forget_prefix",
            "from_argument", "off", "resolve", "shared", "store_id", "tokens"]
 
 FILL = object()  # a chunk that is not stored (reads as fill_value)
@@ -105,6 +112,10 @@ class ChunkCache:
     entry if any key was invalidated since (a write committed meanwhile). A write
     invalidates its keys in every cache of the process (:meth:`invalidate`).
 
+    Local files: :attr:`stamps` holds the timestamp window measured for each store
+    root whose tokens it checked (``cache_stamps``); an entry is kept only for a token
+    older than its window.
+
     A pickled cache arrives empty, with the same budget (the process-wide and the "off"
     caches arrive as the receiving process's own)."""
 
@@ -117,6 +128,8 @@ class ChunkCache:
         #: numbers evicted since linger until pruned (``_prune``)
         self._groups: dict[Any, tuple[Any, set[int]]] = {}
         self._grouped = 0  # numbers listed in _groups
+        #: the timestamp window of each store root, measured once (``cache_stamps``)
+        self.stamps = StampWindows()
         with _live_lock:
             _live.add(self)
 
@@ -370,11 +383,21 @@ def resolve(cache: Any) -> ChunkCache | None:
     return ChunkCache(int(cache))
 
 
-def tokens(store: Any, keys: Sequence[str]) -> list[Any] | None:
+def tokens(store: Any, keys: Sequence[str], cache: ChunkCache | None = None
+           ) -> list[Any] | None:
     """What identifies the stored version of each key, where the store tells cheaply
-    (``cache_tokens``), else None (entries are trusted; see the module docstring)."""
+    (``cache_tokens``), else None (entries are trusted; see the module docstring). A
+    local file's version changed too recently to be told from the next one is
+    :class:`~chunkstore.io.cache_stamps.Unsettled` (what is read with it is not kept),
+    by the windows ``cache`` (default: the process-wide one) measured."""
     fn = getattr(store, "cache_tokens", None)
-    return None if fn is None else fn(keys)
+    if fn is None:
+        return None
+    if getattr(store, "timestamp_probe", None) is None:
+        return fn(keys)
+    since = time.time_ns()  # before the stats: a token is judged by its age then
+    stamps = (cache if cache is not None else _shared).stamps
+    return stamps.settle(store, fn(keys), since)
 
 
 def scatter(hits: Sequence[tuple[Any, Any]], out: np.ndarray, fill: Any, item_bytes: int

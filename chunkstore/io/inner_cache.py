@@ -2,7 +2,8 @@
 kept under their shard's key and their number in the shard, one group per shard.
 
 A read takes the cache's epoch, then one token per shard (``LocalStore``: the shard
-file's stat; ``MemoryStore``: the stored value), serves the inner chunks cached for
+file's stat, unsettled while the file changed too recently to trust it, see
+``cache_stamps``; ``MemoryStore``: the stored value), serves the inner chunks cached for
 that token, and reads the others as usual; those are decoded into new arrays, kept
 (unless a write invalidated anything meanwhile) and scattered. A shard's token is
 taken before any of its bytes are read, so an entry never claims a newer version than
@@ -32,7 +33,7 @@ class InnerLookup:
     def __init__(self, engine: Any, keys: list[str]) -> None:
         self.engine, self.cache, self.sid = engine, engine.cache, engine._sid
         self.since = self.cache.epoch()  # before the tokens and the reads
-        toks = chunk_cache.tokens(engine.store, keys)
+        toks = chunk_cache.tokens(engine.store, keys, self.cache)
         self.check = toks is not None
         self.tokens: dict[str, Any] = dict(zip(keys, toks, strict=True)) if toks else {}
         self.share = engine.layout.chunks_per_unit
@@ -69,7 +70,7 @@ class InnerLookup:
         (their cached and read inner chunks may be of two versions)."""
         if not self.check or not self.mixed:
             return []
-        now = chunk_cache.tokens(self.engine.store, self.mixed)
+        now = chunk_cache.tokens(self.engine.store, self.mixed, self.cache)
         return [k for k, t in zip(self.mixed, now or [], strict=True)
                 if not _same(self.tokens[k], t)]
 

@@ -185,7 +185,7 @@ class PlainEngine:
         cache, sid, store, codec = self.cache, self._sid, self.store, self.codec
         keys = [self.key_of(p.chunk_coords) for p in batch]
         since = cache.epoch()  # before the tokens and the reads: see ChunkCache.put
-        toks = chunk_cache.tokens(store, keys)
+        toks = chunk_cache.tokens(store, keys, cache)
         check = toks is not None
         hits, misses = [], []
         for i, (p, key) in enumerate(zip(batch, keys, strict=True)):

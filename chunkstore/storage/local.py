@@ -44,8 +44,9 @@ from .base import (
     validate_key,
     validate_prefix,
 )
+from .local_clock import FileVersion, Stamps, probe, version
 from .local_commit import commit
-from .local_maps import _maps, signature
+from .local_maps import _maps
 from .local_paths import DIRS_PER_SLICE, FILE_FLAGS, Root, Walk, dir_slices
 from .local_reads import LocalReader, LocalReads
 from .local_session import SharedWalk
@@ -182,11 +183,32 @@ class LocalStore(LocalReads, Store):
                 os.close(fd)
         return st if stat.S_ISREG(st.st_mode) else None
 
-    def cache_tokens(self, keys: Sequence[str]) -> list[tuple[int, ...] | None]:
+    #: a file's version as its ``stat`` shows it (``local_clock.version``)
+    _version = staticmethod(version)
+
+    def cache_tokens(self, keys: Sequence[str]) -> list[FileVersion | None]:
         """What identifies the stored version of each key, for the decoded-chunk cache:
-        the file's (device, inode, size, mtime), None when missing (one confined ``stat``
-        per key; an atomic replacement always changes the inode)."""
-        return [None if st is None else signature(st) for st in self._stats(keys)]
+        the file's :class:`~chunkstore.storage.local_clock.FileVersion` (device, inode,
+        size, mtime, ctime), None when missing; one confined ``stat`` per key. Not
+        unique on its own (a replacement can get the freed inode number back within one
+        timestamp tick): the cache trusts it only once its change time is older than the
+        file system's window (``io.cache_stamps``, :meth:`timestamp_probe`)."""
+        version_of = self._version
+        return [None if st is None else version_of(st) for st in self._stats(keys)]
+
+    def timestamp_probe(self) -> Stamps | None:
+        """How fine the timestamps of the root's file system are and how far its clock
+        trails this machine's (``local_clock.probe``: three temporary files written,
+        stat'ed and removed in the root), for the decoded-chunk cache; None when that
+        cannot be measured: the store is read-only (it never writes, not even a probe),
+        its root is missing or refuses the probe."""
+        if self.read_only:
+            return None
+        try:
+            with self._walk() as w:
+                return None if w.fd is None else probe(w.fd, self._version)
+        except OSError:
+            return None
 
     # -- reads -----------------------------------------------------------------------
     def get(self, key: str, byte_range: ByteRange | None = None,

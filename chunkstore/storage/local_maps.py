@@ -7,7 +7,9 @@ maps of recently read files are kept by path, shared by every LocalStore, bounde
 files (each map holds a file descriptor) and in those bytes. A cached map is used only while a
 confined ``stat`` of its key still shows the mapped file (device, inode, size, mtime):
 a writer that replaces the file (rename, as every Zarr implementation does) creates a
-new inode, so the next read maps the new file and never sees stale data.
+new inode, so the next read maps the new file and never sees stale data. (Inode numbers
+are reused, but not this one: the kept map holds the old file open, so its number cannot
+be handed to the new one; and an in-place rewrite shows through the shared map.)
 """
 
 from __future__ import annotations
