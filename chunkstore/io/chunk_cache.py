@@ -71,8 +71,8 @@ from .cache_place import Place, _immutable, _same, fingerprint, store_id
 from .cache_stamps import DEFAULT_WINDOW_NS, StampWindows
 from .chunk_sizes import contents_nbytes
 
-__all__ = ["DEFAULT_WINDOW_NS", "FILL", "ChunkCache", "Place", "clear", "fingerprint", "forget_prefix",
-           "from_argument", "off", "resolve", "shared", "store_id", "tokens"]
+__all__ = ["DEFAULT_WINDOW_NS", "FILL", "ChunkCache", "Place", "clear", "fingerprint",
+           "forget_prefix", "from_argument", "off", "resolve", "shared", "store_id", "tokens"]
 
 FILL = object()  # a chunk that is not stored (reads as fill_value)
 _ENTRY_OVERHEAD = 200  # bytes counted per entry besides its data

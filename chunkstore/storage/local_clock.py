@@ -31,19 +31,14 @@ PROBES = 3  # files written per probe (6 stamps: a fine clock never looks coarse
 
 class FileVersion(NamedTuple):
     """One version of a file as ``stat`` shows it; the decoded-chunk cache's token of a
-    local chunk (equal tokens: the same version, if :attr:`changed_ns` was old enough
-    when it was taken, see ``io.cache_stamps``)."""
+    local chunk (equal tokens: the same version, if mtime and ctime were old enough when
+    it was taken, see ``io.cache_stamps``)."""
 
     device: int
     inode: int
     size: int
     mtime_ns: int
     ctime_ns: int
-
-    @property
-    def changed_ns(self) -> int:
-        """When the file last changed, as its file system's clock tells."""
-        return max(self.mtime_ns, self.ctime_ns)
 
 
 def version(st: os.stat_result) -> FileVersion:
