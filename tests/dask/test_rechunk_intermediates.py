@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 import warnings
@@ -28,7 +29,7 @@ import chunkstore.dask as csd
 from chunkstore.cli import main
 from chunkstore.hierarchy import pending
 from chunkstore.hierarchy.paths import SCRATCH_DIR
-from chunkstore.hierarchy.scratch import OWNER, owner_record, sweep_scratch
+from chunkstore.hierarchy.scratch import OWNER, ScratchRun, owner_record, sweep_scratch
 from chunkstore.storage import host_identity as hid
 from chunkstore.storage.local_temp import TEMP_PREFIX
 
@@ -235,6 +236,31 @@ def test_clean_and_repair_judge_owners(tmp_path, capsys):
     assert "repair: removed 1 rechunk intermediate(s)" in capsys.readouterr().out
     assert {k.split("/")[1] for k in _keys(root) - before} == {
         paths["remote-fresh"].split("/")[1], unowned.split("/")[1]}
+
+
+def test_heartbeat_refreshes_the_owner_record_until_removed(tmp_path):
+    store = cs.LocalStore(str(tmp_path / "h"))
+    run = ScratchRun(store, f"{SCRATCH_DIR}/rechunk-{uuid.uuid4().hex[:16]}")
+    run.add_array(cs.create_array(cs.MemoryStore(), shape=(2,), dtype="i4").metadata)
+    first = json.loads(store.get(run.owner_key))
+    run.start_heartbeat(0.005)
+    deadline = time.monotonic() + 10
+    while json.loads(store.get(run.owner_key))["heartbeat"] == first["heartbeat"]:
+        assert time.monotonic() < deadline, "no heartbeat"
+        time.sleep(0.002)
+    beat = json.loads(store.get(run.owner_key))
+    assert {k: v for k, v in beat.items() if k != "heartbeat"} == \
+        {k: v for k, v in first.items() if k != "heartbeat"}
+    run.remove()
+    assert list(store.list()) == [] and not (tmp_path / "h" / SCRATCH_DIR).exists()
+    assert not [t for t in threading.enumerate() if t.name == "scratch-heartbeat"]
+    # execute() beats while it runs, and stops
+    plan = csd.rechunk(cs.array(DATA, chunks=(64, 1)), (1, 64), str(tmp_path / "o"),
+                       max_mem="6KiB")
+    plan.heartbeat = 0.001
+    np.testing.assert_array_equal(plan.execute()[...], DATA)
+    assert not [t for t in threading.enumerate() if t.name == "scratch-heartbeat"]
+    assert sorted(os.listdir(tmp_path / "o")) == ["c", "zarr.json"]
 
 
 # -- item 11: host identity --------------------------------------------------------------
