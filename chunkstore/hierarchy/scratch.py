@@ -32,6 +32,7 @@ from typing import Any
 from ..array import Array
 from ..metadata.nodes import NodeMetadata, is_array, join_path
 from ..storage.base import Store
+from ..storage.bounds import ObjectSizeError
 from ..storage.host_identity import HOST_ID, dead_here, process_start
 from .documents import write_detached
 from .paths import SCRATCH_DIR
@@ -46,6 +47,8 @@ MIN_SILENCE = 5 * HEARTBEAT
 #: names of run directories (anything else in a scratch directory is not ours)
 RUN_NAME = re.compile(r"(?:.+\.)?rechunk-[0-9a-f]{16}")
 _FORMAT = 1
+#: a larger owner record is not ours (not read whole)
+_MAX_OWNER_BYTES = 4096
 
 
 def run_path(target_path: str, in_temp_store: bool) -> str:
@@ -203,10 +206,10 @@ def sweep_scratch(store: Store, older_than: float = 3600.0) -> ScratchSweep:
             if not RUN_NAME.fullmatch(name):
                 continue
             run = join_path(directory, name)
-            raw = store.get(join_path(run, OWNER))
             try:
+                raw = store.get_many([join_path(run, OWNER)], max_bytes=_MAX_OWNER_BYTES)[0]
                 record = json.loads(raw) if raw is not None else None
-            except ValueError:
+            except (ObjectSizeError, ValueError, RecursionError):
                 record = None
             if not isinstance(record, dict) or record.get("chunkstore_scratch") != _FORMAT:
                 report.unowned.append(run)

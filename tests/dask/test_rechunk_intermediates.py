@@ -222,20 +222,44 @@ def test_clean_and_repair_judge_owners(tmp_path, capsys):
         _forge_owner(store, paths[name], **fields)
         store.set(f"{paths[name]}/0/zarr.json", b"{}")
         store.set(f"{paths[name]}/0/c/0", b"x")
-    unowned = f"{SCRATCH_DIR}/b.rechunk-{uuid.uuid4().hex[:16]}"
-    store.set(f"{unowned}/0/c/0", b"x")
+    # no owner record, one that is no JSON, one too large to be ours (dead PID inside)
+    unowned = [f"{SCRATCH_DIR}/b{i}.rechunk-{uuid.uuid4().hex[:16]}" for i in range(3)]
+    store.set(f"{unowned[1]}/{OWNER}", b"{not json")
+    _forge_owner(store, unowned[2], pid=dead, pad="x" * 5000)
+    for run in unowned:
+        store.set(f"{run}/0/c/0", b"x")
     out = _cli(capsys, "clean", str(root))
     assert "removed 3 rechunk intermediate(s)" in out
     left = {k.split("/")[1] for k in _keys(root) - before}
     assert left == {paths[n].split("/")[1] for n in ("alive", "remote-fresh")} | {
-        unowned.split("/")[1]}
-    assert "kept 2 rechunk intermediate(s) in use" in out and "kept 1 unknown" in out
+        run.split("/")[1] for run in unowned}
+    assert "kept 2 rechunk intermediate(s) in use" in out and "kept 3 unknown" in out
     _forge_owner(store, paths["alive"], pid=dead)
     capsys.readouterr()
     assert main(["verify", str(root), "--repair"]) == 0
     assert "repair: removed 1 rechunk intermediate(s)" in capsys.readouterr().out
     assert {k.split("/")[1] for k in _keys(root) - before} == {
-        paths["remote-fresh"].split("/")[1], unowned.split("/")[1]}
+        paths["remote-fresh"].split("/")[1]} | {run.split("/")[1] for run in unowned}
+    assert store.get(f"{unowned[2]}/0/c/0") == b"x"
+
+
+@pytest.mark.parametrize("kind", ["memory", "fsspec-memory"])
+def test_sweep_finds_runs_in_nested_groups_of_any_store(kind):
+    st = cs.MemoryStore() if kind == "memory" else cs.FsspecStore(
+        f"memory://sweep-{uuid.uuid4().hex}/s.zarr")
+    g = cs.group(st)
+    g.create_array("x", shape=DATA.shape, chunks=(64, 1), dtype="f4")[...] = DATA
+    g.create_group("a").create_group("b")
+    before = set(st.list())
+    plan = csd.rechunk(cs.open_array(st, path="x"), (1, 64), st, path="a/b/y", max_mem="6KiB")
+    plan.to_delayed()
+    assert cs.open_group(st, path="a/b").keys() == ["y"]
+    swept = sweep_scratch(st)
+    assert swept.removed == [] and [r.rsplit("/", 1)[0] for r in swept.live] == \
+        [f"a/b/{SCRATCH_DIR}"]
+    _forge_owner(st, swept.live[0], pid=_dead_pid(), start=None)
+    assert sweep_scratch(st).removed == swept.live
+    assert set(st.list()) == before | {"a/b/y/zarr.json"}
 
 
 def test_heartbeat_refreshes_the_owner_record_until_removed(tmp_path):
