@@ -9,6 +9,7 @@ from typing import Any
 from ..progress import TerminalProgress
 from ..verify import verify
 from .args import add_node, add_store_options, storage_options
+from .clean import report as report_sweep
 from .clean import sweep
 from .stores import open_node, reading
 
@@ -23,8 +24,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"BAD {key}: {reason}")
     print(report.summary())
     if args.repair:
-        removed = sweep(args.path, storage_options(args.storage_option), 3600.0)
-        print(f"repair: removed {removed} leftover temporary file(s)")
+        removed, scratch = sweep(args.path, storage_options(args.storage_option), 3600.0)
+        report_sweep(removed, scratch, "repair: ")
     return 0 if report.ok else 1
 
 
@@ -38,7 +39,7 @@ def register(sub: Any) -> None:
     p.add_argument("path", help="the store: a directory, a .zip archive or a URL")
     add_node(p, "the array or group to check")
     p.add_argument("--repair", action="store_true",
-                   help="also remove temporary files left by killed writers (see 'clean'; "
-                   "default: off)")
+                   help="also remove temporary files and rechunk intermediates left by "
+                   "killed writers (see 'clean'; default: off)")
     add_store_options(p)
     p.set_defaults(func=cmd_verify)

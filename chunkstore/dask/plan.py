@@ -17,6 +17,7 @@ from ..api import create_array
 from ..array import Array
 from ..errors import ContainsArrayError
 from ..hierarchy.placement import check_parents
+from ..hierarchy.scratch import HEARTBEAT, ScratchRun, run_path
 from ..storage.memory import MemoryStore
 from ..storage.resolve import resolve_store
 from ..sync import ProcessSynchronizer
@@ -34,7 +35,15 @@ from .source import TransposedSource
 
 
 class RechunkPlan:
-    """What a rechunk/transpose will do; ``execute()`` does it."""
+    """What a rechunk/transpose will do; ``execute()`` does it.
+
+    Its intermediate arrays live in a scratch directory that is never a node
+    (``hierarchy.scratch``): never listed as members, removed by ``execute()`` when done
+    (also on failure), and by ``chunkstore clean`` once their owner (this process) is
+    dead."""
+
+    #: how often ``execute()`` refreshes the owner record of the intermediates (seconds)
+    heartbeat = HEARTBEAT
 
     def __init__(self, source: Array | TransposedSource, target: Array, stages: list[Stage],
                  max_mem: int, temp_store: Any, progress: bool,
@@ -45,7 +54,7 @@ class RechunkPlan:
         self.shared_units = shared_units
         self.max_mem, self.temp_store, self.progress = max_mem, temp_store, progress
         self.workers = workers or Workers()
-        self._temp_arrays: list[Array] = []
+        self._scratch: ScratchRun | None = None
         self.notes: list[str] = []
 
     # -- inspection ---------------------------------------------------------------------------
@@ -145,20 +154,21 @@ class RechunkPlan:
 
     # -- execution ----------------------------------------------------------------------------
     def _intermediate(self, stage: Stage) -> Array:
-        store, path = intermediate_home(self.target.store, self.target.path, self.temp_store,
-                                        f"rechunk-tmp-{uuid.uuid4().hex[:12]}")
+        if self._scratch is None:
+            self._scratch = ScratchRun(*intermediate_home(self.target.store, self.target.path,
+                                                          self.temp_store))
         # a local intermediate is stored raw (``Stage.raw_target``): no encode, no
         # decode, chunks read straight from the mapped file (the 4 GiB rechunk: 15% less
         # CPU); elsewhere compressed as by default (fewer bytes over the network)
-        temp = create_array(store, path, shape=stage.shape, dtype=self.target.dtype,
-                            chunks=stage.target_chunks, zarr_format=3,
-                            compressors=None if stage.raw_target else "auto")
-        self._temp_arrays.append(temp)
-        return temp
+        probe = create_array(MemoryStore(), "", shape=stage.shape, dtype=self.target.dtype,
+                             chunks=stage.target_chunks, zarr_format=3,
+                             compressors=None if stage.raw_target else "auto")
+        return self._scratch.add_array(probe.metadata)
 
     def to_delayed(self, max_tasks: int = MAX_TASKS_PER_STAGE) -> Delayed:
         """The whole plan as one Delayed over a lazy graph (intermediate arrays are
-        created now). PlanError on a ``distributed`` cluster when the tasks share write
+        created now, owned by this process: ``chunkstore clean`` removes them once it is
+        dead, or the caller with ``remove_intermediates()``). PlanError on a ``distributed`` cluster when the tasks share write
         units under locks of this process (``shared_units``)."""
         self._check_scheduler(active_client())  # before any intermediate array is created
         token = uuid.uuid4().hex
@@ -179,6 +189,8 @@ class RechunkPlan:
         restore = None
         try:
             delayed = self.to_delayed()
+            if self._scratch is not None:
+                self._scratch.start_heartbeat(self.heartbeat)
             client = active_client()
             if client is not None:
                 configure_workers(client)
@@ -198,12 +210,14 @@ class RechunkPlan:
         finally:
             if restore is not None:
                 limit_map_cache(restore)
-            for temp in self._temp_arrays:
-                temp.store.delete_prefix(temp.path)
-                if not temp.path:
-                    temp.store.remove_root()
-            self._temp_arrays.clear()
+            self.remove_intermediates()
         return self.target
+
+    def remove_intermediates(self) -> None:
+        """Remove the intermediate arrays made by ``to_delayed()`` (``execute()`` does)."""
+        if self._scratch is not None:
+            scratch, self._scratch = self._scratch, None
+            scratch.remove()
 
     def _thread_locks(self) -> bool:
         """Whether the tasks rely on locks that serve the threads of this process only."""
@@ -226,30 +240,21 @@ class RechunkPlan:
         return "sync" if chosen is get_sync else "threads"
 
 
-def intermediate_home(store: Any, path: str, temp_store: Any, name: str) -> tuple[Any, str]:
-    """Where the intermediate array ``name`` of a plan whose target is ``path`` of
-    ``store`` lives: ``temp_store``, else beside the target (a neighbouring store for a
-    root array; a new memory store for one in memory). PlanError when there is no such
-    place (e.g. the root array of a zip archive, or an array at the root of
-    ``temp_store``); nothing is created."""
+def intermediate_home(store: Any, path: str, temp_store: Any) -> tuple[Any, str]:
+    """Where the intermediate arrays of a plan whose target is ``path`` of ``store`` live:
+    a new scratch run directory (``hierarchy.scratch``) in ``temp_store``, else beside the
+    target (in its own directory for a root array). PlanError when ``temp_store`` cannot
+    hold it (its root is an array); nothing is created."""
     if temp_store is not None:
         home = resolve_store(temp_store)
+        where = run_path("", in_temp_store=True)
         try:
-            check_parents(home, name)
+            check_parents(home, f"{where}/0")
         except ContainsArrayError as e:
             raise PlanError(f"temp_store {home!r} cannot hold this rechunk's intermediate "
                             f"array: {e}") from None
-        return home, name
-    if path:
-        return store, f"{path}.{name}"
-    # An array at the root of a store cannot have children: use a neighbour.
-    sibling = store.sibling(f".{name}")
-    if sibling is None and isinstance(store, MemoryStore):
-        sibling = MemoryStore()  # the target is in this process's memory: so is this
-    if sibling is None:
-        raise PlanError(f"the target of this rechunk is the root array of {store!r}, which "
-                        "has no place for intermediate data: pass temp_store=")
-    return sibling, ""
+        return home, where
+    return store, run_path(path, in_temp_store=False)
 
 
 def shared_units_refusal(store: Any, path: str, unit: Any) -> str:

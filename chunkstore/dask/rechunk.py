@@ -121,7 +121,7 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     if len(stages) > 1:  # an intermediate array needs a place (PlanError if none)
         if temp_store is not None:
             temp_store = resolve_store(temp_store)  # a bad one is refused now, too
-        home, _ = intermediate_home(store, path, temp_store, "rechunk-probe")
+        home, _ = intermediate_home(store, path, temp_store)
         refuse_copied(home, "rechunk's intermediate array")
     shared = _shares_write_units(store, path, stages[-1] if stages else None, probe,
                                  create_kwargs, notes)

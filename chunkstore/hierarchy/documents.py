@@ -44,7 +44,7 @@ Change = Callable[[NodeMetadata], NodeMetadata]
 _MISSING = object()
 
 __all__ = ["delete_node", "probe_nodes", "read_node", "read_nodes", "refresh_consolidated",
-           "try_read_node", "update_node", "write_node", "write_nodes"]
+           "try_read_node", "update_node", "write_detached", "write_node", "write_nodes"]
 
 
 def _documents(store: Store, path: str, meta: NodeMetadata) -> dict[str, bytes]:
@@ -125,6 +125,13 @@ def write_node(store: Store, path: str, meta: NodeMetadata, *, synchronizer: Any
     """Store a node's documents whole (a new node, or one replaced on purpose), then
     bring the consolidated copies above it up to date (see :func:`write_nodes`)."""
     write_nodes(store, {path: meta}, synchronizer=synchronizer, consolidating=consolidating)
+
+
+def write_detached(store: Store, path: str, meta: NodeMetadata) -> None:
+    """Store the documents of a node that is in no hierarchy (scratch arrays: see
+    ``hierarchy.scratch``): no group is created above it and no consolidated copy lists
+    it, so no listing of a group ever shows it."""
+    store.set_many(_documents(store, path, meta))
 
 
 def delete_node(store: Store, path: str, *, zarr_format: int | None = None,

@@ -8,6 +8,10 @@ from ..storage.local_temp import TEMP_PREFIX
 
 #: names the formats give their documents: a node named so would never be listed
 RESERVED_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
+#: the directory of scratch data (rechunk intermediates) beside a node: never a node
+#: itself (no metadata document), so never a member; names starting with ``__`` are
+#: reserved by the Zarr v3 specification
+SCRATCH_DIR = "__chunkstore_tmp__"
 
 
 def normalize_path(path: str | None) -> str:
@@ -23,11 +27,12 @@ def normalize_path(path: str | None) -> str:
 def check_new_path(path: str) -> str:
     """Return the normalized ``path`` of a node to be created, or raise InvalidKeyError
     naming it when a component is a name reserved by the Zarr formats (``zarr.json``,
-    ``.zarray``, ...) or by chunkstore's temporary files (``.chunkstore-tmp-*``): such a
-    node would open by name but never be listed. Existing nodes are read as they are."""
+    ``.zarray``, ...) or by chunkstore's temporary files (``.chunkstore-tmp-*``) and
+    scratch directories (``__chunkstore_tmp__``): such a node would open by name but never
+    be listed (or be swept). Existing nodes are read as they are."""
     path = normalize_path(path)
     for part in path.split("/") if path else ():
-        if part in RESERVED_NAMES or part.startswith(TEMP_PREFIX):
+        if part in RESERVED_NAMES or part.startswith(TEMP_PREFIX) or part == SCRATCH_DIR:
             what = ("a Zarr metadata document" if part in RESERVED_NAMES
                     else "chunkstore's temporary files")
             raise InvalidKeyError(f"node path {path!r}: {part!r} is a name reserved for "

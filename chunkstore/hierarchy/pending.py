@@ -19,20 +19,22 @@ an array, or a new node), ``"subtree"`` (the node and everything below: a deleti
 ``"none"`` (nothing: a group's attributes, whose entry must stay while its members are
 listed, or zarr-python cannot open the copy at all).
 
-A token whose writer is known to be dead (same host and PID namespace, process gone) or
-that is older than :data:`TOKEN_TTL` seconds is *expired*: the next writer of the copy
-drops it and writes the node's entry back from the store.
+``<host>`` is ``storage.host_identity.HOST_ID`` (host name, boot id, PID namespace). A
+token whose writer is known to be dead (this very host identity, process gone) or that is
+older than :data:`TOKEN_TTL` seconds is *expired*: the next writer of the copy
+drops it and writes the node's entry back from the store. A token naming a host in an
+older format (without the boot id) is never taken for a dead writer's: it expires by age.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import time
 import uuid
 from typing import Any
 
 from ..errors import MetadataError
+from ..storage.host_identity import HOST_ID, dead_here
 from .paths import normalize_path
 
 #: where the marks live in a v3 ``consolidated_metadata`` field / a v2 ``.zmetadata``
@@ -44,18 +46,6 @@ DROPS = ("self", "subtree", "none")
 Pending = dict[str, dict[str, list[Any]]]
 
 
-def _host() -> str:
-    """This host and PID namespace: a PID is only meaningful within them."""
-    try:
-        ns = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        ns = ""
-    return f"{socket.gethostname()}/{ns}"
-
-
-_HOST = _host()
-
-
 def new_token() -> str:
     """A fresh token id (unique per write, so two writers of one node each keep theirs)."""
     return uuid.uuid4().hex[:16]
@@ -63,17 +53,7 @@ def new_token() -> str:
 
 def token_value(drop: str) -> list[Any]:
     """What a token records: when, who, and what it took out of the copy."""
-    return [round(time.time(), 3), _HOST, os.getpid(), drop]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError, OverflowError, ValueError):
-        return True
-    return True
+    return [round(time.time(), 3), HOST_ID, os.getpid(), drop]
 
 
 def expired(value: list[Any], now: float | None = None) -> bool:
@@ -82,7 +62,7 @@ def expired(value: list[Any], now: float | None = None) -> bool:
     now = time.time() if now is None else now
     if now - at > TOKEN_TTL:
         return True
-    return host == _HOST and pid != os.getpid() and not _alive(pid)
+    return dead_here(host, pid)
 
 
 def parse_pending(field: Any, where: str) -> Pending:

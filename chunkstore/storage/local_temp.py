@@ -1,41 +1,31 @@
 """Temporary files of local writes: how they are named, written and swept.
 
 A value is written to ``.chunkstore-tmp-<host>-<pid>-<thread>-<n>`` in the directory of
-its key and then renamed over the key. ``<host>`` is a short hash of the host name and
-of the PID namespace, so that a sweeper can tell a temporary file of a dead writer on
-this host (its process is gone) from one being written right now. A temporary file is
-stale when its writer is a dead process of this host, or when it is older than a
-threshold (a writer on another host, or a name from an older version).
+its key and then renamed over the key. ``<host>`` is a short hash of the host identity
+(``host_identity``: host name, boot id and PID namespace), so that a sweeper can tell a
+temporary file of a dead writer on this host (its process is gone) from one being written
+right now. A temporary file is stale when its writer is a dead process of this host, or
+when it is older than a threshold (a writer on another host, or a name from an older
+version: those carried 8 hex digits, never equal to a current tag).
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
-import socket
 import threading
 import time
 
 import numpy as np
 
 from .base import BytesLike
+from .host_identity import HOST_TAG as HOST_TAG  # named here by callers and tests
+from .host_identity import process_gone
 from .local_rows import write_all, write_rows
 
 TEMP_PREFIX = ".chunkstore-tmp-"
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _counter = itertools.count()
-
-
-def _host_tag() -> str:
-    try:
-        namespace = str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        namespace = ""
-    return hashlib.sha1(f"{socket.gethostname()}/{namespace}".encode()).hexdigest()[:8]
-
-
-HOST_TAG = _host_tag()
 
 
 _names = threading.local()  # this thread's name prefix (with the PID: new after a fork)
@@ -99,16 +89,7 @@ def _writer_is_dead(name: str) -> bool:
     parts = name[len(TEMP_PREFIX):].split("-")
     if len(parts) < 2 or parts[0] != HOST_TAG or not parts[1].isdigit():
         return False
-    pid = int(parts[1])
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # exists, owned by someone else
-        return False
-    return False
+    return process_gone(int(parts[1]))
 
 
 def is_stale(name: str, dir_fd: int, older_than: float, now: float | None = None) -> bool:

@@ -145,8 +145,7 @@ def test_local_intermediate_is_stored_uncompressed(tmp_path):
         assert temp.metadata.to_json()["codecs"] == [
             {"name": "bytes", "configuration": {"endian": "little"}}]
     finally:
-        temp.store.delete_prefix(temp.path)
-    plan._temp_arrays.clear()
+        plan.remove_intermediates()
     np.testing.assert_array_equal(plan.execute()[:], data)
     # in memory (or any store without local files) the intermediate stays compressed
     mem = csd.rechunk(a, (1, 256), cs.MemoryStore(), max_mem="100KB",

@@ -139,24 +139,30 @@ def _assert_old_intact(st):
     np.testing.assert_array_equal(a[...], [1, 2, 3, 4, 5])
 
 
-def test_overwrite_zip_root_without_room_refused_intact(tmp_path, src):
-    """The root array of a zip archive has no place for intermediate data: refused when
-    the plan is made, before the old array is deleted (rechunk and transpose)."""
+def test_overwrite_zip_root_keeps_intermediates_inside_the_archive(tmp_path, src):
+    """The root array of a zip archive keeps its intermediate data in its own
+    ``__chunkstore_tmp__`` directory, removed at the end: the archive then holds the new
+    array's keys and nothing else (rechunk and transpose)."""
     st = _old_array(tmp_path, "zip")
-    with pytest.raises(PlanError, match=r"(?s)r\.zip.*no place for intermediate data"):
-        csd.rechunk(src, (600, 2), st, max_mem="16KiB", overwrite=True)
-    _assert_old_intact(st)
-    with pytest.raises(PlanError, match="no place for intermediate data"):
-        csd.transpose(src, (1, 0), st, chunks=(2, 600), max_mem="16KiB", overwrite=True)
-    _assert_old_intact(st)
-    # also with shards assembled under locks: the lock is no reason to touch anything first
-    with pytest.raises(PlanError, match="no place for intermediate data"):
-        csd.rechunk(src, (600, 2), st, max_mem="16KiB", overwrite=True, shards=(600, 8))
-    _assert_old_intact(st)
+    plan = csd.rechunk(src, (600, 2), st, max_mem="16KiB", overwrite=True)
+    assert len(plan.stages) == 2
+    plan.execute().store.close()
+    got = cs.open_array(st, mode="r")
+    assert got.chunks == (600, 2)
+    np.testing.assert_array_equal(got[...], DATA)
+    assert all(k == "zarr.json" or k.startswith("c/") for k in got.store.list())
+    got.store.close()
+    out = csd.transpose(src, (1, 0), st, chunks=(2, 600), max_mem="16KiB", overwrite=True)
+    out.store.close()
+    got = cs.open_array(st, mode="r")
+    np.testing.assert_array_equal(got[...], DATA.T)
+    assert all(k == "zarr.json" or k.startswith("c/") for k in got.store.list())
+    got.store.close()
 
 
-def test_overwrite_memory_root_uses_memory_beside_it(tmp_path, src):
-    """The root array of a MemoryStore keeps its intermediate in another memory store."""
+def test_overwrite_memory_root_leaves_nothing_beside_it(tmp_path, src):
+    """The root array of a MemoryStore keeps its intermediate in its own scratch
+    directory, removed at the end."""
     st = _old_array(tmp_path, "memory")
     plan = csd.rechunk(src, (600, 2), st, max_mem="16KiB", overwrite=True)
     assert len(plan.stages) == 2 and not plan.stages[0].raw_target
@@ -177,7 +183,7 @@ def test_overwrite_root_bad_temp_store_refused_intact(tmp_path, src, kind):
 
 @pytest.mark.parametrize("kind", ["memory", "zip", "directory"])
 def test_overwrite_root_with_room_is_exact(tmp_path, src, kind):
-    """With a temp store (memory, zip) or a neighbouring directory, the overwrite works."""
+    """With a temp store (memory, zip) or in the directory itself, the overwrite works."""
     st = _old_array(tmp_path, kind)
     temp = None if kind == "directory" else str(tmp_path / "scratch")
     plan = csd.rechunk(src, (600, 2), st, max_mem="16KiB", overwrite=True, temp_store=temp)
