@@ -67,10 +67,10 @@ def format_bytes(n: int | float) -> str:
     n = int(n)
     if n < 0:
         return "-" + format_bytes(-n)
-    exact = [(float(text), f"{text} {name}") for name, unit in _DECIMAL + _BINARY
-             if (text := _exact(n, unit)) is not None]
-    if exact:
-        return min(exact)[1]  # the smallest round number: 512 MB, not 500000 KiB
+    exact = [(len(text.partition(".")[2]), float(text), f"{text} {name}")
+             for name, unit in _DECIMAL + _BINARY if (text := _exact(n, unit)) is not None]
+    if exact:  # the fewest decimals, then the smallest number: 64 kB, not 62.5 KiB
+        return min(exact)[2]
     for name, unit in _BINARY:
         if n >= unit:
             return f"{n / unit:.1f} {name}"

@@ -102,20 +102,21 @@ def dashboard_line(client: Client) -> str:
 
 
 @contextmanager
-def local_cluster(workers: int, stream: TextIO, **kwargs: Any) -> Iterator[Client]:
-    """A ``LocalCluster`` of ``workers`` processes x 1 thread and its client, with the
-    dashboard on a free port when bokeh is installed; prints the dashboard line on
-    ``stream`` (the link, or how to get one)."""
+def local_cluster(workers: int, stream: TextIO, *, processes: bool = True) -> Iterator[Client]:
+    """A ``LocalCluster`` of ``workers`` processes (threads with ``processes=False``) x 1
+    thread and its client, on 127.0.0.1 only, with the dashboard on a free port when bokeh
+    is installed; prints the dashboard line on ``stream`` (the link, or how to get one)."""
     from distributed import LocalCluster
 
-    dashboard = ":0" if bokeh_installed() else None
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=dashboard, **kwargs) as cluster, \
+    dashboard = "127.0.0.1:0" if bokeh_installed() else None
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
+                      protocol="tcp", host="127.0.0.1",
+                      dashboard_address=dashboard) as cluster, \
             Client(cluster) as client:
         if dashboard is None:
             print(f"dashboard: none (bokeh is not installed: {BOKEH_HINT})", file=stream)
-        else:
-            print(dashboard_line(client), file=stream)
+        else:  # the scheduler runs here, with this bokeh: no need to ask it
+            print(f"dashboard: {cluster.dashboard_link}", file=stream)
         stream.flush()
         yield client
 
