@@ -28,7 +28,7 @@ from .errors import CLIError
 
 CONNECT_TIMEOUT = "10s"
 #: seconds the first TCP probe of a scheduler may take (a refused port answers at once)
-PROBE_TIMEOUT = 5.0
+PROBE_TIMEOUT = 10.0
 #: the oldest bokeh dask's dashboard runs with (older or none: its pages say so instead)
 BOKEH_MIN = (3, 1)
 #: what to install for the dashboard
@@ -56,7 +56,10 @@ def _probe(address: str) -> None:
         raise CLIError(f"cannot connect to the Dask scheduler at {address!r}: connection "
                        "refused (is a scheduler running there? start one with 'dask "
                        "scheduler')") from None
-    except OSError:  # a timeout or an unreachable network: distributed says more
+    except TimeoutError:  # nothing answers: distributed would wait as long again
+        raise CLIError(f"cannot connect to the Dask scheduler at {address!r}: no answer "
+                       f"within {PROBE_TIMEOUT:.0f} s") from None
+    except OSError:  # an unreachable network...: distributed says more
         pass
 
 

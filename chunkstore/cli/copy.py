@@ -25,7 +25,7 @@ from .copy_group import copy_group
 from .errors import CLIError
 from .nodes import is_array
 from .sources import HDF5_SUFFIXES, Source, open_source
-from .stores import open_node, volatile_warning
+from .stores import check_target, open_node, volatile_warning
 
 #: bytes copied per block (whole chunk or shard rows when they fit)
 BLOCK_BYTES = 64 * 2**20
@@ -115,6 +115,7 @@ def _group_source(args: argparse.Namespace) -> Any:
 def cmd_copy(args: argparse.Namespace) -> int:
     """Copy one array (or a whole group), block by block, showing progress and a summary."""
     progress = TerminalProgress(args.command)
+    check_target(args.dst)
     group = _group_source(args)
     if group is not None:
         return copy_group(args, group, compressors_arg(args.compressor), progress)

@@ -60,8 +60,12 @@ def _create_hierarchy(args: argparse.Namespace, group: Any, compressors: Any
     options = storage_options(args.storage_option)
     store = resolve_store(args.dst, storage_options=options)
     zarr_format = args.zarr_format or group.zarr_format
-    with reading(args.src):  # one walk: no request per node
-        members = sorted(group.members(max_depth=None), key=lambda m: m[0].split("/"))
+    # the walk reads the documents themselves (one batched read per level), not a
+    # consolidated snapshot that could miss a node added since (e.g. by another library)
+    walk = open_group(group.store, mode="r", path=group.path, zarr_format=group.zarr_format,
+                      use_consolidated=False)
+    with reading(args.src):
+        members = sorted(walk.members(max_depth=None), key=lambda m: m[0].split("/"))
     root = open_group(store, "w" if args.overwrite else "w-", normalize_path(args.dst_node),
                       zarr_format=zarr_format,
                       attributes=jsonable_attrs(group, f"group {group.name!r}"))

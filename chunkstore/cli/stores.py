@@ -74,7 +74,7 @@ def _check_protocols(url: str) -> None:
             raise CLIError(f"{url}: unknown URL protocol {protocol!r} ({EXPECTED_STORE})") \
                 from None
         except ImportError:
-            if protocol in ("s3", "s3a"):  # obstore (the default client) or s3fs
+            if is_plain_s3(url):  # obstore (the default client) or s3fs would serve it
                 raise CLIError(f"{url}: {protocol}:// URLs need an S3 client, and neither "
                                f"obstore nor s3fs is installed ({S3_INSTALL})") from None
             package = known_implementations.get(protocol, {}).get("class", protocol)
@@ -106,6 +106,13 @@ def check_location(path: str) -> None:
         _check_protocols(path)
     else:
         _check_local(path, path)
+
+
+def check_target(path: str) -> None:
+    """Fail early, naming ``path``, when a URL to write to needs a client that is not
+    installed (what to install: the README's advice)."""
+    if is_url(path):
+        _check_protocols(path)
 
 
 def check_store_root(path: str, store: Any) -> None:

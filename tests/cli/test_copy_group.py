@@ -127,3 +127,22 @@ def test_group_to_npy_and_onto_itself_are_refused(cli, v2_store, tmp_path):
     assert result.status == 2 and "the same place" in result.err
     assert sorted(p.relative_to(v2_store) for p in v2_store.rglob("*")) == before
     _check_copy(v2_store, 2, consolidated=True)
+
+
+def test_members_missing_from_a_stale_consolidated_copy_are_copied_too(cli, v2_store, tmp_path):
+    """zarr-python adds a member without refreshing ``.zmetadata``: the copy (a migration)
+    walks the documents themselves and loses nothing."""
+    zarr = pytest.importorskip("zarr")
+    late = zarr.open_group(str(v2_store), mode="a", zarr_format=2, use_consolidated=False)
+    late.create_array("late", shape=(5,), dtype="i4", chunks=(5,), fill_value=0)[:] = \
+        np.arange(5)
+    assert '"late/.zarray"' not in (v2_store / ".zmetadata").read_text()  # stale
+    out = tmp_path / "new.zarr"
+    result = cli("copy", str(v2_store), str(out), "--zarr-format", "3")
+    assert result.status == 0, result.err
+    assert "4 arrays and 2 groups below it" in result.err
+    np.testing.assert_array_equal(cs.open_array(str(out), mode="r", path="late")[:],
+                                  np.arange(5))
+    # the copy's own consolidated metadata has it
+    doc = json.loads((out / "zarr.json").read_text())
+    assert "late" in doc["consolidated_metadata"]["metadata"]

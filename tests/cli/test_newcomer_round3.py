@@ -200,16 +200,22 @@ def test_memory_targets_are_warned_about(cli):
 
 
 def test_s3_without_a_client_suggests_the_obstore_extra(samples):
-    """Neither obstore nor s3fs importable (as after ``pip install chunkstore``)."""
+    """Neither obstore nor s3fs importable (as after ``pip install chunkstore``): reading
+    (info) and writing (copy, rechunk) an s3:// URL say what the README recommends."""
     code = ("import sys; sys.modules['s3fs'] = sys.modules['obstore'] = None\n"
-            "from chunkstore.cli import main; sys.exit(main(['info', 's3://bucket/x.zarr']))")
+            "from chunkstore.cli import main\n"
+            "for argv in (['info', 's3://bucket/x.zarr'],\n"
+            "             ['copy', 's.zarr', 's3://bucket/x.zarr', '--node', 'x'],\n"
+            "             ['rechunk', 's.zarr', 's3://bucket/x.zarr', '--node', 'x',\n"
+            "              '--chunks', '5,5']):\n"
+            "    print(main(argv))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=samples, timeout=120)
-    assert result.returncode == 2, result.stderr
-    assert result.stderr.strip() == (
-        "chunkstore info: error: s3://bucket/x.zarr: s3:// URLs need an S3 client, and "
+    assert result.stdout.split() == ["2", "2", "2"], result.stderr
+    assert result.stderr.splitlines() == [
+        f"chunkstore {command}: error: s3://bucket/x.zarr: s3:// URLs need an S3 client, and "
         "neither obstore nor s3fs is installed (pip install 'chunkstore[obstore]', or "
-        "'chunkstore[s3]' for s3fs)")
+        "'chunkstore[s3]' for s3fs)" for command in ("info", "copy", "rechunk")]
 
 
 def _code_cells(path: Path) -> str:
