@@ -149,9 +149,9 @@ def register(sub: Any) -> None:
 
 def _register(sub: Any, name: str) -> None:
     p = sub.add_parser(name,
-                       help="copy/convert an array or a whole group: .npy / HDF5 / store -> "
-                       "store / .npy, v2 <-> v3, new chunks, shards or compressor"
-                       + (" (the same as copy)" if name == "convert" else ""),
+                       help="the same as copy" if name == "convert" else
+                       "copy/convert an array or a whole group: .npy / HDF5 / store -> "
+                       "store / .npy, v2 <-> v3, new chunks, shards or compressor",
                        epilog="examples:\n  chunkstore convert x.npy x.zarr --chunks 1000,-1\n"
                        "  chunkstore convert in.h5 out.zarr --node grp/data --zarr-format 2\n"
                        "  chunkstore copy v2.zarr v3.zarr --zarr-format 3   # a whole group")
@@ -163,7 +163,7 @@ def _register(sub: Any, name: str) -> None:
                    "with everything below it (default: the root, or the only dataset of an "
                    "HDF5 file)")
     p.add_argument("--dst-node", default=None, metavar="PATH",
-                   help="where to put the array inside DST (default: the root of DST)")
+                   help="where to put the array (or group) inside DST (default: the root of DST)")
     p.add_argument("--zarr-format", type=int, choices=(2, 3), default=None,
                    help="Zarr format of the copy (default: that of SRC, or 3)")
     p.add_argument("--chunks", type=shape_arg, default=None, metavar="C1,C2,...",
