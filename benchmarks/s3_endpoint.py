@@ -8,8 +8,10 @@ measured against it (requests, bytes, wall time, peak RSS).
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -178,13 +180,22 @@ def measure(endpoint: Endpoint, fn: Callable[[], Any], repeats: int = 1,
             "peak_rss_mb": max(0.0, peak)}, result
 
 
+#: prefix of the directory holding the dummy credential files (removed at exit)
+AWS_DIR_PREFIX = "bench-s3-aws-"
+
+
 def set_aws_env() -> None:
     """Dummy credentials for moto, also as files (tensorstore's AWS SDK logs errors
-    when it finds no config or credentials file)."""
+    when it finds no config or credentials file). The files' directory is made once per
+    process (a second call reuses it) and removed when the process exits."""
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ[name] = "testing"
     os.environ["AWS_DEFAULT_REGION"] = os.environ["AWS_REGION"] = "us-east-1"
-    aws = Path(tempfile.mkdtemp(prefix="bench-s3-aws-"))
+    current = Path(os.environ.get("AWS_SHARED_CREDENTIALS_FILE", "")).parent
+    if current.name.startswith(AWS_DIR_PREFIX) and current.is_dir():
+        return  # this process's files, from an earlier call
+    aws = Path(tempfile.mkdtemp(prefix=AWS_DIR_PREFIX))
+    atexit.register(shutil.rmtree, aws, True)
     (aws / "credentials").write_text("[default]\naws_access_key_id = testing\n"
                                      "aws_secret_access_key = testing\n")
     (aws / "config").write_text("[default]\nregion = us-east-1\n")

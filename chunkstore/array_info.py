@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from .codecs.pipeline import CodecPipeline
-from .info import InfoTable, array_codec_chain, human_bytes
+from .info import InfoTable, array_codec_chain, dtype_name, human_bytes
 from .metadata import ArrayMetadata, join_path
 
 
@@ -85,7 +85,7 @@ def info_table(array: Any) -> InfoTable:
         ("Type", "chunkstore.Array"),
         ("Zarr format", str(array.zarr_format)),
         ("Name", array.name),
-        ("Data type", str(array.dtype)),
+        ("Data type", dtype_name(array.dtype)),
         ("Shape", str(array.shape)),
         *([("Shard shape", str(array.shards))] if array.shards is not None else []),
         ("Chunk shape", str(array.chunks)),

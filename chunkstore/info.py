@@ -7,14 +7,24 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .sizes import format_bytes
+
 
 def human_bytes(n: float) -> str:
-    """``1234567`` -> ``'1.2M'`` (binary multiples, as zarr-python prints)."""
-    for unit in ("", "K", "M", "G", "T", "P"):
-        if abs(n) < 1024 or unit == "P":
-            return f"{n:.0f}" if unit == "" else f"{n:.1f}{unit}"
-        n /= 1024
-    return str(n)
+    """``1234567`` -> ``'1.2 MiB'``, ``512000000`` -> ``'512 MB'``: the one way byte counts
+    are shown (:func:`chunkstore.sizes.format_bytes`: MB = 10**6, MiB = 2**20)."""
+    return format_bytes(n)
+
+
+def dtype_name(dtype: Any) -> str:
+    """A data type as Zarr names it where NumPy's name differs: ``string`` for
+    variable-length strings (NumPy's ``StringDType()``), else NumPy's name (``int32``).
+
+    >>> import numpy as np
+    >>> dtype_name(np.dtypes.StringDType()), dtype_name(np.dtype("<f8"))
+    ('string', 'float64')
+    """
+    return "string" if getattr(dtype, "kind", None) == "T" else str(dtype)
 
 
 class InfoTable:

@@ -232,6 +232,11 @@ def open_chunkstore_group(store: Any, *, group: str | None = None,
     return node
 
 
+def _check_flag(value: Any, name: str) -> None:
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
 def _iter_groups(root: Group, parent: str = "/") -> Iterator[tuple[str, Group]]:
     yield parent, root
     for name, child in root.groups():
@@ -247,7 +252,7 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters",
         "decode_coords", "drop_variables", "use_cftime", "decode_timedelta", "group",
         "mode", "consolidated", "storage_options", "zarr_format",
-        "use_zarr_fill_value_as_mask",
+        "use_zarr_fill_value_as_mask", "cache_members",
     )
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
@@ -278,7 +283,12 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
         storage_options: dict | None = None,
         zarr_format: int | None = None,
         use_zarr_fill_value_as_mask: bool | None = None,
+        cache_members: bool = True,
     ) -> Dataset:
+        """Open a group as a Dataset. The options are those of xarray's zarr engine;
+        ``cache_members`` is accepted for its signature: the group's members are always
+        read once, when it is opened (one request with consolidated metadata)."""
+        _check_flag(cache_members, "cache_members")
         store = ChunkstoreDataStore.open(
             _normalize_path(filename_or_obj), group=group, consolidated=consolidated,
             storage_options=storage_options, zarr_format=zarr_format, mode=mode,
@@ -294,8 +304,9 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
         self, filename_or_obj: Any, *, group: str | None = None, mode: str = "r",
         consolidated: bool | None = None, storage_options: dict | None = None,
         zarr_format: int | None = None, use_zarr_fill_value_as_mask: bool | None = None,
-        **decode: Any,
+        cache_members: bool = True, **decode: Any,
     ) -> dict[str, Dataset]:
+        _check_flag(cache_members, "cache_members")
         start = open_chunkstore_group(
             _normalize_path(filename_or_obj), group=group, consolidated=consolidated,
             storage_options=storage_options, zarr_format=zarr_format, mode=mode)

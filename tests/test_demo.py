@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -25,6 +26,12 @@ def test_demo_removes_its_data_and_says_so(tmp_path):
     assert result.stderr.rstrip().splitlines()[-1].startswith("chunkstore demo: all checks "
                                                                  "passed in ")
     assert "\r" not in result.stderr and "Completed" not in result.stderr
+    # issue 34: the cluster's dashboard link (bokeh is in the dev extra), and max_mem in the
+    # same units in the plans and the summary
+    assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/status$", result.stdout, re.M), \
+        result.stdout
+    assert result.stderr.count("(max_mem 256 MiB)") == 2, result.stderr
+    assert "max_mem 256 MiB per task" in result.stdout
 
 
 def test_demo_keeps_data_in_dir_and_says_where(tmp_path):

@@ -86,6 +86,7 @@ def test_getting_started(venv_kernel, tmp_path, kernel_tmp, s3_bucket):
     nb = run_notebook(NOTEBOOKS / "getting_started.ipynb", kernel, tmp_path)
     text = stream_text(nb)
     assert "group_1" in text  # the tree of the hierarchy was printed
+    assert "Warning" not in text, text  # e.g. no DeprecationWarning from create_dataset
     # s3:// URLs: obstore when installed (the options translate), else fsspec
     backend = "ObstoreStore" if obstore_available() else "FsspecStore"
     assert f"{backend}('{url}/getting-started/hello.zarr')" in text

@@ -106,6 +106,9 @@ def open(store: Any = None, mode: str = "a", path: str | None = None, **kwargs: 
     extra = () if kwargs.get("use_consolidated") is False else (cons.V2_KEY,)
     docs = read_documents(st, [path], zarr_format, group_extra=extra)[path]
     node = parse_node(docs, where_prefix(st, path), zarr_format)
+    if node is None and mode in ("r", "r+"):  # neither kind there: not "no group"
+        what = f"Zarr v{zarr_format} array or group" if zarr_format else "Zarr array or group"
+        raise NodeNotFoundError(f"nothing at path {path or '/'!r} in {st!r}: no {what} there")
     if node is not None and is_array(node):
         kwargs.pop("use_consolidated", None)
         return _open_or_create(st, mode, path, node, **kwargs)

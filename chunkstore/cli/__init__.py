@@ -1,6 +1,6 @@
 """The ``chunkstore`` command line (also ``python -m chunkstore``).
 
-Commands: ``info``, ``tree``, ``ls``, ``attrs``, ``dump``, ``copy``/``convert``,
+Commands: ``info``, ``tree``, ``ls``, ``attrs``, ``header``, ``dump``, ``copy``/``convert``,
 ``rechunk``, ``verify``, ``demo``; one module per command group, dispatched by
 :func:`main`.
 """

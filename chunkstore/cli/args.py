@@ -61,6 +61,25 @@ def shape_arg(text: str) -> tuple[int | None, ...]:
     return tuple(out)
 
 
+def count_arg(flag: str, minimum: int) -> Any:
+    """An argparse type for ``flag``: a whole number >= ``minimum`` (argparse names the
+    flag in its message).
+
+    >>> count_arg("--level", 1)("3")
+    3
+    """
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    parse.__name__ = "count"  # argparse names the type in some messages
+    return parse
+
+
 def bytes_arg(text: str) -> int:
     """``"512MB"`` -> ``512000000``: a byte count with an optional unit.
 

@@ -1,6 +1,6 @@
 """``copy`` / ``convert``: an array from a store, a ``.npy`` file or an HDF5 dataset into a
 store or a ``.npy`` file, block by block (bounded memory), with new chunks, shards,
-compressor or Zarr format."""
+compressor or Zarr format; a whole Zarr group with ``copy_group``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import argparse
 import itertools
 import math
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,8 +21,11 @@ from ..io.overlap import refuse_onto_itself
 from ..progress import TerminalProgress
 from ..storage.resolve import resolve_store
 from .args import add_store_options, shape_arg, storage_options
+from .copy_group import copy_group
 from .errors import CLIError
-from .sources import Source, open_source
+from .nodes import is_array
+from .sources import HDF5_SUFFIXES, Source, open_source
+from .stores import check_target, open_node, volatile_warning
 
 #: bytes copied per block (whole chunk or shard rows when they fit)
 BLOCK_BYTES = 64 * 2**20
@@ -99,11 +103,27 @@ def _create_npy(args: argparse.Namespace, source: Source) -> Any:
                                      shape=tuple(source.shape))
 
 
+def _group_source(args: argparse.Namespace) -> Any:
+    """The group SRC (or its --node) names when it is a Zarr group; None for an array or a
+    .npy / HDF5 file."""
+    if os.path.splitext(args.src)[1].lower() in (".npy", *HDF5_SUFFIXES):
+        return None
+    node = open_node(args.src, storage_options(args.storage_option), args.node)
+    return None if is_array(node) else node
+
+
 def cmd_copy(args: argparse.Namespace) -> int:
-    """Copy one array, block by block, showing progress and a summary."""
+    """Copy one array (or a whole group), block by block, showing progress and a summary."""
     progress = TerminalProgress(args.command)
+    check_target(args.dst)
+    group = _group_source(args)
+    if group is not None:
+        return copy_group(args, group, compressors_arg(args.compressor), progress)
     source = open_source(args.src, args.node, storage_options(args.storage_option))
     to_npy = args.dst.lower().endswith(".npy")
+    warning = None if to_npy else volatile_warning(args.dst)
+    if warning:
+        print(f"chunkstore {args.command}: warning: {warning}", file=sys.stderr)
     target = _create_npy(args, source) if to_npy else _create_target(args, source)
     unit = tuple(target.shape) if to_npy else tuple(target.shards or target.chunks)
     regions = list(blocks(tuple(source.shape), unit, source.dtype.itemsize))
@@ -121,20 +141,29 @@ def cmd_copy(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    """Add ``copy`` (alias ``convert``) to the subcommands ``sub``."""
-    p = sub.add_parser("copy", aliases=["convert"],
-                       help="copy/convert an array: .npy / HDF5 / store -> store / .npy, "
-                       "v2 <-> v3, new chunks, shards or compressor",
+    """Add ``copy`` and ``convert`` (the same command, each with its own name in its help)
+    to the subcommands ``sub``."""
+    for name in ("copy", "convert"):
+        _register(sub, name)
+
+
+def _register(sub: Any, name: str) -> None:
+    p = sub.add_parser(name,
+                       help="the same as copy" if name == "convert" else
+                       "copy/convert an array or a whole group: .npy / HDF5 / store -> "
+                       "store / .npy, v2 <-> v3, new chunks, shards or compressor",
                        epilog="examples:\n  chunkstore convert x.npy x.zarr --chunks 1000,-1\n"
-                       "  chunkstore convert in.h5 out.zarr --node grp/data --zarr-format 2")
+                       "  chunkstore convert in.h5 out.zarr --node grp/data --zarr-format 2\n"
+                       "  chunkstore copy v2.zarr v3.zarr --zarr-format 3   # a whole group")
     p.add_argument("src", help="a store (directory, .zip, URL), a .npy file or an HDF5 file "
                    "(.h5, .hdf5, .nc; needs h5py)")
     p.add_argument("dst", help="a store (directory, .zip, URL) or a .npy file")
     p.add_argument("--node", default=None, metavar="PATH",
-                   help="the array (or HDF5 dataset) inside SRC (default: the root, or the "
-                   "only dataset of an HDF5 file)")
+                   help="the array or group (or HDF5 dataset) inside SRC; a group is copied "
+                   "with everything below it (default: the root, or the only dataset of an "
+                   "HDF5 file)")
     p.add_argument("--dst-node", default=None, metavar="PATH",
-                   help="where to put the array inside DST (default: the root of DST)")
+                   help="where to put the array (or group) inside DST (default: the root of DST)")
     p.add_argument("--zarr-format", type=int, choices=(2, 3), default=None,
                    help="Zarr format of the copy (default: that of SRC, or 3)")
     p.add_argument("--chunks", type=shape_arg, default=None, metavar="C1,C2,...",

@@ -5,6 +5,9 @@ the hierarchy, transposes and rechunks it within a memory bound on a
 ``distributed.LocalCluster``, checks the results against the source, verifies every
 chunk and prints timings. The data goes to a temporary directory that is removed at the
 end, unless ``--keep`` or ``--dir DIR`` is given; either way the last lines say where it is.
+The full demo needs about 7.6 GB of free disk (its three arrays, compressed) and takes 3-4
+minutes on 2 cores; it checks the free space first. The cluster's dashboard link is
+printed while it runs (with bokeh installed).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -19,15 +23,43 @@ from typing import Any
 
 import numpy as np
 
-from ..info import human_bytes
 from ..progress import TerminalProgress
+from ..sizes import format_bytes
 from ..verify import verify
 from .args import bytes_arg
+from .errors import CLIError
 from .nodes import array_table
 from .rechunk import run_plan
 
 #: the workers' scratch directory inside the demo directory (always removed)
 SCRATCH = "dask-scratch"
+#: side of the square float32 array: 4 GiB, or 16 MiB with --small
+SIDE, SMALL_SIDE = 32768, 2048
+#: free disk the demo needs: its three arrays (source, transposed, rechunked) as stored
+#: (blosc-lz4 keeps 0.58 of the field's bytes at full size: 3 x 4 GiB -> 7.46 GB; 36 MB
+#: with --small), rounded up
+DISK_NEEDED = {SIDE: 7_600_000_000, SMALL_SIDE: 40_000_000}
+
+
+def disk_needed(small: bool) -> int:
+    """Bytes of free disk the demo needs (``DISK_NEEDED``)."""
+    return DISK_NEEDED[SMALL_SIDE if small else SIDE]
+
+
+def check_free_space(directory: str, small: bool) -> None:
+    """A CLIError when the file system that will hold ``directory`` has less free space
+    than the demo needs (checked before anything is written)."""
+    existing = os.path.abspath(directory)
+    while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    free = shutil.disk_usage(existing).free
+    needed = disk_needed(small)
+    if free < needed:
+        hint = ("" if small else f", or run the small demo: chunkstore demo --small (about "
+                f"{format_bytes(disk_needed(True))})")
+        raise CLIError(f"not enough free disk in {existing}: {format_bytes(free)} free, the "
+                       f"demo needs about {format_bytes(needed)}; free some space or pass "
+                       f"--dir DIR on a larger disk{hint}")
 
 
 def _timed(label: str, timings: dict[str, float], fn: Callable[[], Any]) -> Any:
@@ -65,12 +97,12 @@ def _directory_size(root: str) -> int:
 def _run(root: str, small: bool, workers: int, max_mem: int | str,
          progress: TerminalProgress) -> bool:
     import dask
-    from distributed import Client, LocalCluster
 
     from .. import create_array, open_array, open_group
     from ..dask import TransposedSource, parse_bytes, rechunk
+    from .cluster import local_cluster
 
-    side = 2048 if small else 32768  # 16 MiB or 4 GiB of float32
+    side = SMALL_SIDE if small else SIDE  # 16 MiB or 4 GiB of float32
     chunks = (256, 256) if small else (1024, 1024)
     rows = chunks[0] * 4
     store_path = os.path.join(root, "demo.zarr")
@@ -84,9 +116,7 @@ def _run(root: str, small: bool, workers: int, max_mem: int | str,
     _timed("write", timings, lambda: _fill(source, rows, progress))
     print(array_table(source, store_path), "\n")
     scratch = {"temporary-directory": os.path.join(root, SCRATCH)}
-    with dask.config.set(scratch), LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True,
-            dashboard_address=None) as cluster, Client(cluster) as client:
+    with dask.config.set(scratch), local_cluster(workers, sys.stdout) as client:
         plan_t = rechunk(TransposedSource(source, (1, 0)), chunks[::-1], store=store_path,
                          path="field_T", max_mem=max_mem, overwrite=True)
         transposed = _timed("transpose", timings,
@@ -110,7 +140,7 @@ def _run(root: str, small: bool, workers: int, max_mem: int | str,
     print(f"  transpose matches: {ok_t}; rechunk matches: {ok_c}; verify: "
           f"{report.summary()}")
     print(f"  transposed chunks {transposed.chunks}, rechunked chunks {columns.chunks}, "
-          f"max_mem {parse_bytes(max_mem) / 2**20:.0f} MiB per task")
+          f"max_mem {format_bytes(parse_bytes(max_mem))} per task")
     return ok_t and ok_c and report.ok
 
 
@@ -120,6 +150,7 @@ def run_demo(directory: str | None = None, small: bool = False, workers: int = 2
     ``keep`` or a ``directory`` is given."""
     progress = TerminalProgress("demo")
     keep = keep or directory is not None
+    check_free_space(directory or tempfile.gettempdir(), small)
     root = directory or tempfile.mkdtemp(prefix="chunkstore-demo-")
     ok = False
     try:
@@ -127,7 +158,7 @@ def run_demo(directory: str | None = None, small: bool = False, workers: int = 2
     finally:
         shutil.rmtree(os.path.join(root, SCRATCH), ignore_errors=True)
         if keep:
-            print(f"\nthe demo data is in {root} ({human_bytes(_directory_size(root))}B); "
+            print(f"\nthe demo data is in {root} ({format_bytes(_directory_size(root))}); "
                   f"remove it with: rm -rf {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
@@ -148,7 +179,8 @@ def register(sub: Any) -> None:
                        "array on a local store and a local Dask cluster",
                        description=__doc__.split("\n\n", 1)[1])
     p.add_argument("--small", action="store_true",
-                   help="a 16 MiB array instead of 4 GiB, runs in seconds (default: off)")
+                   help="a 16 MiB array instead of 4 GiB, runs in seconds and needs about 40 MB "
+                   "of disk (default: off: about 7.6 GB of disk, 3-4 minutes)")
     p.add_argument("--dir", default=None, metavar="DIR",
                    help="put the data in DIR and keep it (default: a temporary directory, "
                    "removed at the end)")

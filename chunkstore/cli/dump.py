@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .args import add_node, add_store_options, storage_options
+from ..info import dtype_name
+from .args import add_node, add_store_options, count_arg, storage_options
 from .errors import CLIError
 from .nodes import dimension_names, layout_words
 from .stores import open_node, reading
@@ -89,7 +90,7 @@ def header(array: Any) -> list[str]:
     """The lines describing the array before its values."""
     names = dimension_names(array)
     lines = [f"array {array.name} (Zarr v{array.zarr_format})",
-             f"  data type        {array.dtype}",
+             f"  data type        {dtype_name(array.dtype)}",
              f"  shape            {tuple(array.shape)}"]
     if names:
         lines.append(f"  dimension names  {', '.join(names)}")
@@ -137,7 +138,8 @@ def register(sub: Any) -> None:
     p.add_argument("--selection", "-s", default=None, metavar="SEL",
                    help="NumPy-style selection, comma-separated per axis: integers, "
                    "start:stop[:step] slices, '...' (default: the whole array)")
-    p.add_argument("--max-elements", type=int, default=DEFAULT_MAX_ELEMENTS, metavar="N",
+    p.add_argument("--max-elements", type=count_arg("--max-elements", 1),
+                   default=DEFAULT_MAX_ELEMENTS, metavar="N",
                    help="refuse to print more values than this (default: %(default)s)")
     add_store_options(p)
     p.set_defaults(func=cmd_dump)

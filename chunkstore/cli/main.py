@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from importlib import metadata
 
-from . import clean, copy, demo, dump, nodes, rechunk, verify
+from . import clean, copy, demo, dump, header, nodes, rechunk, verify
 from .args import Parser
 from .errors import EXIT_ERROR, explain
 
@@ -51,7 +52,7 @@ def build_parser() -> Parser:
                         help="show the Python traceback of an error, for bug reports "
                         "(default: off, or on when CHUNKSTORE_TRACEBACK is set)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (nodes, dump, copy, rechunk, verify, clean, demo):
+    for module in (nodes, header, dump, copy, rechunk, verify, clean, demo):
         module.register(sub)
     return parser
 
@@ -79,8 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"chunkstore {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as e:
-        if args.traceback:
-            raise
+        if args.traceback:  # the traceback for a bug report, then the same one line and status
+            traceback.print_exc()
         message = explain(e, can_overwrite=hasattr(args, "overwrite"))
         print(f"chunkstore {args.command}: error: {message}", file=sys.stderr)
         return EXIT_ERROR

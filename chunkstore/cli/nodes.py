@@ -7,13 +7,15 @@ import json
 import math
 from typing import Any
 
-from ..info import InfoTable, array_codec_chain, human_bytes
+from ..info import InfoTable, array_codec_chain, dtype_name, human_bytes
 from ..verify import chunks_in, stored_units, unit_grid
-from .args import add_node, add_store_options, storage_options
+from .args import add_node, add_store_options, count_arg, storage_options
 from .stores import open_node, reading
 
 #: longest attributes value shown in the ``info`` table (``attrs`` prints them all)
 MAX_ATTRS_SHOWN = 300
+#: member names listed in a group's ``info`` table (``ls`` lists them all)
+MAX_MEMBERS_SHOWN = 20
 
 
 def layout_words(array: Any) -> str:
@@ -25,6 +27,12 @@ def layout_words(array: Any) -> str:
 def is_array(node: Any) -> bool:
     """Whether ``node`` is an array (else a group)."""
     return hasattr(node, "shape")
+
+
+def is_consolidated(group: Any) -> bool:
+    """Whether ``group`` was opened from consolidated metadata (v3 inline or v2
+    ``.zmetadata``): its members come without a request per node."""
+    return group.info["Consolidated"] == "True"
 
 
 def dimension_names(array: Any) -> tuple[str, ...] | None:
@@ -46,7 +54,7 @@ def array_table(array: Any, path: str) -> InfoTable:
     nbytes, nstored = array.nbytes, array.nbytes_stored
     names = dimension_names(array)
     rows = [("Name", array.name), ("Type", f"array (Zarr v{array.zarr_format})"),
-            ("Data type", str(array.dtype)), ("Shape", str(tuple(array.shape))),
+            ("Data type", dtype_name(array.dtype)), ("Shape", str(tuple(array.shape))),
             ("Dimension names", ", ".join(names) if names else "-")]
     if array.shards is not None:
         per_shard = " x ".join(str(s // c) for s, c in zip(array.shards, array.chunks,
@@ -76,9 +84,18 @@ def group_table(group: Any, path: str) -> InfoTable:
     """The rows ``info`` prints for a group."""
     members = group.members()
     arrays = sum(1 for _, m in members if is_array(m))
+    names = [name if is_array(m) else f"{name}/" for name, m in members]
+    shown = ", ".join(names[:MAX_MEMBERS_SHOWN])
+    if len(names) > MAX_MEMBERS_SHOWN:
+        shown += f", ... ({len(names) - MAX_MEMBERS_SHOWN} more: chunkstore ls {path})"
+    consolidated = ("yes (members read from the consolidated metadata)"
+                    if is_consolidated(group) else
+                    f"no (chunkstore header {path} reads one document per node)")
     return InfoTable([("Name", group.name), ("Type", f"group (Zarr v{group.zarr_format})"),
                       ("Members", f"{_count(arrays, 'array')}, "
-                                  f"{_count(len(members) - arrays, 'group')}"),
+                                  f"{_count(len(members) - arrays, 'group')}"
+                                  + (f": {shown}" if names else "")),
+                      ("Consolidated", consolidated),
                       ("Attributes", _attrs_text(group, path)), ("Store", repr(group.store))])
 
 
@@ -95,16 +112,16 @@ def cmd_tree(args: argparse.Namespace) -> int:
     """Print the hierarchy below a group (one line for an array)."""
     node = open_node(args.path, storage_options(args.storage_option), args.node)
     if is_array(node):
-        print(f"{node.name} {tuple(node.shape)} {node.dtype}")
+        print(f"{node.name} {tuple(node.shape)} {dtype_name(node.dtype)}")
         return 0
-    with reading(args.path):
-        print(node.tree(level=args.level))
+    with reading(args.path):  # --level N shows N levels: Group.tree counts from 0
+        print(node.tree(level=None if args.level is None else args.level - 1))
     return 0
 
 
 def _ls_row(name: str, node: Any) -> list[str]:
     if is_array(node):
-        return [name, "array", str(tuple(node.shape)), str(node.dtype), layout_words(node),
+        return [name, "array", str(tuple(node.shape)), dtype_name(node.dtype), layout_words(node),
                 f"v{node.zarr_format}"]
     return [name, "group", "", "", "", f"v{node.zarr_format}"]
 
@@ -135,7 +152,8 @@ def register(sub: Any) -> None:
     """Add ``info``, ``tree``, ``ls`` and ``attrs`` to the subcommands ``sub``."""
     p = sub.add_parser("info", help="print the info table of an array or group",
                        description="Type, shape, dimension names, shard and chunk shapes, "
-                       "codecs, attributes and storage of an array; members of a group.")
+                       "codecs, attributes and storage of an array; members of a group and whether it is "
+                       "consolidated ('chunkstore header' shows every node of a hierarchy).")
     p.add_argument("path", help="the store: a directory, a .zip archive or a URL")
     add_node(p)
     add_store_options(p)
@@ -144,8 +162,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("tree", help="print the hierarchy below a group")
     p.add_argument("path", help="the store: a directory, a .zip archive or a URL")
     add_node(p, "the group")
-    p.add_argument("--level", type=int, default=None,
-                   help="how many levels to show (default: all)")
+    p.add_argument("--level", type=count_arg("--level", 1), default=None, metavar="N",
+                   help="how many levels of members to show, 1 for the direct members "
+                   "(default: all)")
     add_store_options(p)
     p.set_defaults(func=cmd_tree)
 

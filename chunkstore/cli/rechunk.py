@@ -13,7 +13,7 @@ from typing import Any
 from ..progress import TaskProgress, TerminalProgress, local_dask_progress
 from .args import add_store_options, bytes_arg, shape_arg, storage_options
 from .errors import CLIError
-from .stores import open_node
+from .stores import check_target, open_node, volatile_warning
 
 #: the task keys of a rechunk plan's copies: ``rechunk-copy-<stage>-<token>``
 _STAGE_KEY = re.compile(r"rechunk-copy-(\d+)-")
@@ -61,13 +61,18 @@ def cmd_rechunk(args: argparse.Namespace) -> int:
     progress = TerminalProgress("rechunk")
     options = storage_options(args.storage_option)
     source = open_node(args.src, options, args.node, kind="array")
+    check_target(args.dst)
     if len(args.chunks) != source.ndim:
         raise CLIError(f"--chunks has {len(args.chunks)} values for an array of {source.ndim} "
                        f"dimensions {tuple(source.shape)}")
+    warning = volatile_warning(args.dst)
+    if warning:
+        print(f"chunkstore rechunk: warning: {warning}", file=progress.stream)
     client = None
     if args.scheduler:
-        from .cluster import connect
+        from .cluster import connect, dashboard_line
         client = connect(args.scheduler)
+        print(dashboard_line(client), file=progress.stream)
     try:
         extra = {"storage_options": options} if options else {}
         plan = rechunk(source, args.chunks, store=args.dst, path=args.dst_node,

@@ -32,6 +32,25 @@ def is_url(path: str) -> bool:
     return "://" in path or "::" in path
 
 
+#: URL protocols whose data lives in the memory of the process (gone when it exits)
+VOLATILE_PROTOCOLS = ("memory",)
+#: what to install for s3:// URLs (the README's advice: obstore, the default client)
+S3_INSTALL = "pip install 'chunkstore[obstore]', or 'chunkstore[s3]' for s3fs"
+
+
+def volatile_warning(path: str) -> str | None:
+    """Why writing to ``path`` keeps nothing (a ``memory://`` URL lives in this process
+    only), or None."""
+    if not is_url(path):
+        return None
+    protocols = [s.split("://", 1)[0] for s in path.split("::") if "://" in s]
+    if any(p in VOLATILE_PROTOCOLS for p in protocols):
+        return (f"{path} is in the memory of this command's process: what is written there "
+                "is gone when the command exits (write to a directory, a .zip or an object "
+                "store to keep it)")
+    return None
+
+
 def _check_protocols(url: str) -> None:
     """Each protocol of ``url`` (chained with ``::``) is known and its package installed
     (a plain ``s3://`` URL needs s3fs only when obstore, its default client, is not
@@ -55,6 +74,9 @@ def _check_protocols(url: str) -> None:
             raise CLIError(f"{url}: unknown URL protocol {protocol!r} ({EXPECTED_STORE})") \
                 from None
         except ImportError:
+            if is_plain_s3(url):  # obstore (the default client) or s3fs would serve it
+                raise CLIError(f"{url}: {protocol}:// URLs need an S3 client, and neither "
+                               f"obstore nor s3fs is installed ({S3_INSTALL})") from None
             package = known_implementations.get(protocol, {}).get("class", protocol)
             package = package.split(".")[0]
             raise CLIError(f"{url}: {protocol}:// URLs need the package {package!r}, which is "
@@ -84,6 +106,13 @@ def check_location(path: str) -> None:
         _check_protocols(path)
     else:
         _check_local(path, path)
+
+
+def check_target(path: str) -> None:
+    """Fail early, naming ``path``, when a URL to write to needs a client that is not
+    installed (what to install: the README's advice)."""
+    if is_url(path):
+        _check_protocols(path)
 
 
 def check_store_root(path: str, store: Any) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import dask
 
-from ..info import human_bytes
+from ..sizes import format_bytes
 from .graph import blocks_per_task
 from .planner import Stage, parse_bytes
 
@@ -25,7 +25,8 @@ class PlanDescription(dict):
 
 
 def _mb(n: float) -> str:
-    return f"{human_bytes(n)}B"
+    """A byte count in plan texts: ``format_bytes`` (``512 MB`` as given, ``488.3 MiB``)."""
+    return format_bytes(n)
 
 
 def stage_worker_memory(stage: Stage, threads: int, baseline: int) -> int:

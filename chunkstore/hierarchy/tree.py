@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 
+from ..info import dtype_name
 from ..metadata.nodes import NodeMetadata, is_array
 
 
@@ -27,7 +28,7 @@ class TreeView:
         node = self.nodes[rel]
         name = rel.rsplit("/", 1)[-1]
         if is_array(node):
-            return f"{name} {tuple(node.shape)} {node.dtype}"  # type: ignore[union-attr]
+            return f"{name} {tuple(node.shape)} {dtype_name(node.dtype)}"  # type: ignore[union-attr]
         return name
 
     def lines(self) -> list[str]:

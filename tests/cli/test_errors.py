@@ -104,7 +104,9 @@ def test_real_process_prints_no_traceback(cli_process, argv, word):
 
 def test_traceback_option_shows_the_traceback(cli_process):
     result = cli_process("--traceback", "info", "deep.zarr")
-    assert result.status == 1 and "Traceback" in result.err
+    # the traceback, then the usual line and exit status 2, as the README promises
+    assert result.status == 2 and "Traceback" in result.err
+    assert result.err_lines[-1].startswith("chunkstore info: error: ")
 
 
 def test_closed_pipe_ends_quietly(samples):
