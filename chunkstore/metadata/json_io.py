@@ -17,6 +17,9 @@ MAX_JSON_DEPTH = 128
 #: the deepest a user value (attributes) may nest: it sits two levels down in zarr.json
 MAX_VALUE_DEPTH = MAX_JSON_DEPTH - 2
 INT64_MAX = 2**63 - 1
+#: documents up to this size try a cheaper bound first (larger ones nearly always need
+#: the scan: it is skipped only when nothing can reach a limit)
+_SMALL = 2**20
 
 
 def _caps() -> tuple[int, int]:
@@ -44,9 +47,10 @@ def check_document(raw: bytes | bytearray | memoryview | str, where: str, *,
         data = as_utf8(raw)
     except (UnicodeError, ValueError) as e:
         raise MetadataError(f"{where}: malformed JSON: {e}") from e
-    values, openers = cheap_bounds(data)
-    if (openers <= MAX_JSON_DEPTH or not depth) and values <= max_elements:
-        return data  # neither limit can be reached: no scan needed
+    if len(data) <= _SMALL or not depth:
+        values, openers = cheap_bounds(data)
+        if (openers <= MAX_JSON_DEPTH or not depth) and values <= max_elements:
+            return data  # neither limit can be reached: no scan needed
     found = outline(data, MAX_JSON_DEPTH)
     if found.too_deep_at >= 0:
         field = outline(data, MAX_JSON_DEPTH, find_field=True).field

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 _QUOTE, _BACKSLASH, _COMMA, _COLON = 0x22, 0x5C, 0x2C, 0x3A
-_OPEN_BRACE, _OPEN_BRACKET, _CLOSE_BRACE, _CLOSE_BRACKET = 0x7B, 0x5B, 0x7D, 0x5D
+_OPEN_BRACE, _CLOSE_BRACE = 0x7B, 0x7D
 #: bytes scanned at once: bounds the scratch arrays (about 20 bytes per byte scanned)
 BLOCK = 1 << 19
 
@@ -111,8 +111,9 @@ def outline(raw: bytes, max_depth: int, *, find_field: bool = False) -> Outline:
         outside = _string_mask(b, st)
         if outside is False:
             continue
-        opens = (b == _OPEN_BRACE) | (b == _OPEN_BRACKET)
-        closes = (b == _CLOSE_BRACE) | (b == _CLOSE_BRACKET)
+        folded = b | 0x20  # "[" and "]" differ from "{" and "}" in this bit only
+        opens = folded == _OPEN_BRACE
+        closes = folded == _CLOSE_BRACE
         commas = b == _COMMA
         if outside is not True:
             opens &= outside
