@@ -30,6 +30,14 @@ Keys (dotted, as ``zarr.config``):
 * ``cache.map_bytes`` (0: off): bytes of memory-mapped chunk files ``LocalStore`` keeps
   open between reads (their resident pages count in the process's RSS). 0 unmaps each
   file once read.
+* ``metadata.max_bytes`` (64 MiB): the largest metadata document (``zarr.json``,
+  ``.zarray``, ``.zattrs``, ``.zmetadata``...) read or written, at least 1 byte.
+* ``metadata.max_elements`` (8 Mi = 8388608): the most JSON values a metadata document
+  may hold, counted before it is parsed as its objects and arrays plus one per item
+  after a comma (strings excluded), a whole number >= 1. Parsing costs up to about
+  70 bytes of memory per value: a 29 MiB document of 10 million empty objects would
+  take 0.75 GB; it is refused in milliseconds instead. A document over either cap is
+  refused (a MetadataError naming it and the key to raise), and so is writing one.
 
 Every value is checked by ``config.set``: one of the wrong kind is a ValueError naming
 the key and what it takes, and leaves the config unchanged. Set values apply at once; ``config.set`` used as a context manager restores the previous
@@ -55,6 +63,8 @@ _DEFAULTS: dict[str, Any] = {
     "cache.shard_index_bytes": 16 * 2**20,
     "cache.chunk_bytes": 0,
     "cache.map_bytes": 0,
+    "metadata.max_bytes": 64 * 2**20,
+    "metadata.max_elements": 8 * 2**20,
 }
 _MISSING = object()
 
@@ -76,6 +86,19 @@ def _bytes_value(key: str, value: Any) -> int:
     """A ``*_bytes`` key: a number of bytes or a size such as ``"256MiB"``."""
     return whole_number(value, f"chunkstore config {key!r} must be a number of bytes "
                         f"(>= 0) or a size such as '256MiB', got {value!r}", sizes=True)
+
+
+def _positive_bytes(key: str, value: Any) -> int:
+    """A cap in bytes that must let something through: >= 1, or a size string."""
+    return whole_number(value, f"chunkstore config {key!r} must be a number of bytes "
+                        f"(>= 1) or a size such as '64MiB', got {value!r}", sizes=True,
+                        minimum=1)
+
+
+def _positive_count(key: str, value: Any) -> int:
+    """A cap on a count: a whole number >= 1."""
+    return whole_number(value, f"chunkstore config {key!r} must be a whole number >= 1, "
+                        f"got {value!r}", minimum=1)
 
 
 def _flag(key: str, value: Any) -> bool:
@@ -139,6 +162,8 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "array.order": _order,
     "array.default_compressor": _compressor,
     "threading.max_workers": _workers,
+    "metadata.max_bytes": _positive_bytes,
+    "metadata.max_elements": _positive_count,
 }
 
 
@@ -146,9 +171,9 @@ def _checked(key: str, value: Any) -> Any:
     """``value`` as the setting ``key`` takes it (see the module docstring), or a
     ValueError naming the key and what it takes (rather than a failure, or a silent
     misreading, in the next read or write)."""
-    if key.endswith("_bytes"):
-        return _bytes_value(key, value)
     check = _CHECKS.get(key)
+    if check is None and key.endswith("_bytes"):
+        check = _bytes_value
     return value if check is None else check(key, value)
 
 

@@ -200,9 +200,11 @@ def build_array_metadata(
         if shard_shape is not None:
             sharding = ShardingCodec(chunk_shape, chain, index_location=index_location)
             try:  # refused now rather than at the first read
-                sharding.resolve(ChunkSpec(tuple(shard_shape), np_dtype))
+                resolved = sharding.resolve(ChunkSpec(tuple(shard_shape), np_dtype))
             except CodecError as e:
                 raise CodecError(f"{where}: shards={list(shard_shape)}: {e}") from None
+            # an index this machine cannot hold: no shard could ever be written here
+            resolved.check_index_fits(f"{where}: shards={list(shard_shape)}")
             chain = [sharding.to_json()]
             chunk_shape = shard_shape
         return ArrayMetadataV3(

@@ -37,6 +37,12 @@ class ChunkDecodeError(ChunkstoreError, ValueError):
     """A stored chunk could not be decoded (truncated, corrupt, wrong size)."""
 
 
+class OutOfMemoryError(ChunkstoreError, MemoryError):
+    """Something the metadata calls for (a shard index, a whole shard) cannot fit in
+    memory: refused before it is allocated when it is larger than the machine's memory,
+    else when the allocation fails. The message names the array and the bytes needed."""
+
+
 class NodeNotFoundError(ChunkstoreError, FileNotFoundError, KeyError):
     """No array or group exists at the requested path."""
 

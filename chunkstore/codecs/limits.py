@@ -14,6 +14,9 @@ headers (or whose output, for codecs that cannot tell in advance) exceed it:
   highly compressible string chunks with :func:`set_decode_limits` or the environment
   variables ``CHUNKSTORE_VLEN_MIN_BYTES`` and ``CHUNKSTORE_VLEN_RATIO``.
 
+What metadata declares is bounded too: :func:`memory_limit` is the most memory the
+process could ever hold, checked before allocating a shard index.
+
 The same bounds, taken outwards, say how large a stored chunk may legitimately be
 (:func:`stored_bound`): the engines pass that to the store as ``max_bytes``, so an
 object larger than any encoding of the chunk (a sparse file, a hostile upload) is
@@ -26,6 +29,24 @@ import os
 from dataclasses import dataclass, replace
 
 MiB = 2**20
+
+
+def memory_limit() -> int | None:
+    """The most memory this process could ever hold: the machine's physical memory, or
+    its address-space limit (``RLIMIT_AS``) when lower; None when neither is known."""
+    found = []
+    try:
+        found.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # not a POSIX system
+        pass
+    try:
+        import resource
+    except ImportError:  # Windows
+        return min(found) if found else None
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft != resource.RLIM_INFINITY and soft > 0:
+        found.append(soft)
+    return min(found) if found else None
 
 
 def _env_int(name: str, default: int) -> int:

@@ -21,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ChunkDecodeError, CodecError, UnsupportedError
+from ..errors import ChunkDecodeError, CodecError, OutOfMemoryError, UnsupportedError
 from .base import ArrayBytesCodec, ChunkSpec, Codec
 from .bytes_codec import BytesCodec
 from .compressors import Crc32cCodec, whole_number
 from .fill import is_all_fill
+from .limits import memory_limit
 from .pipeline import CodecPipeline
 from .registry import codec_from_json, register_codec
 from .transpose import TransposeCodec
@@ -157,9 +158,38 @@ class ShardingCodec(ArrayBytesCodec):
         """Number of inner chunks per shard."""
         return math.prod(self.chunks_per_shard)
 
-    def empty_index(self) -> np.ndarray:
+    def check_index_fits(self, where: str = "shard") -> None:
+        """Refuse (OutOfMemoryError) an index larger than this machine's memory before
+        it is read or allocated: every read of a stored shard and every write needs it."""
+        limit = memory_limit()
+        if limit is not None and self.index_nbytes > limit:
+            raise OutOfMemoryError(self._too_large(
+                where, f"more than the {limit} bytes of memory this process can have"))
+
+    def _too_large(self, where: str, why: str) -> str:
+        return (f"{where}: the shard index of {self.n_inner} inner chunks needs "
+                f"{self.index_nbytes} bytes, {why}; use larger inner chunks or smaller "
+                "shards")
+
+    def index_memory_error(self, where: str) -> OutOfMemoryError:
+        """The error for a MemoryError met while reading or building the index."""
+        return OutOfMemoryError(self._too_large(where, "which do not fit in memory"))
+
+    def empty_index(self, where: str = "shard") -> np.ndarray:
         """An index with every inner chunk marked empty, shaped ``(*chunks_per_shard, 2)``."""
-        return np.full((*self.chunks_per_shard, 2), EMPTY, dtype=_INDEX_DTYPE)
+        self.check_index_fits(where)
+        try:
+            return np.full((*self.chunks_per_shard, 2), EMPTY, dtype=_INDEX_DTYPE)
+        except MemoryError:
+            raise self.index_memory_error(where) from None
+
+    def empty_shard(self, where: str = "shard") -> bytes:
+        """A shard of no inner chunks: just its encoded empty index."""
+        index = self.empty_index(where)
+        try:
+            return bytes(self.index.encode(index))
+        except MemoryError:
+            raise self.index_memory_error(where) from None
 
     @property
     def index_range(self) -> tuple[int, int | None]:
@@ -178,6 +208,8 @@ class ShardingCodec(ArrayBytesCodec):
             index = self.index.decode(data)
         except ChunkDecodeError:
             raise
+        except MemoryError:
+            raise self.index_memory_error(where) from None
         except Exception as e:
             raise ChunkDecodeError(f"{where}: cannot decode the shard index: {e}") from e
         index = np.asarray(index, dtype=_INDEX_DTYPE).reshape(-1, 2)
@@ -241,13 +273,14 @@ class ShardingCodec(ArrayBytesCodec):
         return memoryview(shard)[int(offset):int(offset) + int(nbytes)]
 
     # -- whole shards --------------------------------------------------------------------------
-    def build(self, parts: Mapping[int, Any]) -> tuple[bytes, np.ndarray] | None:
+    def build(self, parts: Mapping[int, Any], where: str = "shard"
+              ) -> tuple[bytes, np.ndarray] | None:
         """A shard object from encoded inner chunks ``{C-order number: bytes}`` (stored
         in that order), with its decoded index; None when ``parts`` is empty."""
         self._check_resolved()
         if not parts:
             return None
-        index = self.empty_index().reshape(-1, 2)
+        index = self.empty_index(where).reshape(-1, 2)
         pos = self.index_nbytes if self.index_location == "start" else 0
         pieces: list[Any] = []
         for i in sorted(parts):
@@ -255,9 +288,12 @@ class ShardingCodec(ArrayBytesCodec):
             index[i] = (pos, len(blob))
             pieces.append(blob)
             pos += len(blob)
-        encoded = bytes(self.index.encode(index.reshape(*self.chunks_per_shard, 2)))
-        pieces = [encoded, *pieces] if self.index_location == "start" else [*pieces, encoded]
-        return b"".join(pieces), index
+        try:
+            encoded = bytes(self.index.encode(index.reshape(*self.chunks_per_shard, 2)))
+            pieces = [encoded, *pieces] if self.index_location == "start" else [*pieces, encoded]
+            return b"".join(pieces), index
+        except MemoryError:
+            raise self.index_memory_error(where) from None
 
     def inner_regions(self) -> list[tuple[slice, ...]]:
         """The region of each inner chunk in the shard, in C order."""
@@ -277,7 +313,7 @@ class ShardingCodec(ArrayBytesCodec):
             parts[i] = self.inner.encode(inner)
         built = self.build(parts)
         if built is None:  # an all-fill shard as a codec output: just the empty index
-            return bytes(self.index.encode(self.empty_index()))
+            return self.empty_shard()
         return built[0]
 
     def decode(self, data: Any, spec: ChunkSpec) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import MetadataError
 from ..metadata import consolidated as cons
-from ..metadata.json_io import load_json
+from ..metadata.json_io import check_document, load_json
 from ..metadata.nodes import GroupMetadataV2, NodeMetadata
 from ..metadata.v2 import ArrayMetadataV2
 from ..metadata.v3 import GroupMetadataV3
@@ -33,9 +33,10 @@ def _reject(name: str) -> Any:
 
 
 def _load(raw: bytes, where: str) -> dict[str, Any]:
-    """``raw`` parsed by the C decoder; anything it does not take (or that is not an
-    object) goes through the strict ``load_json``, which raises a MetadataError naming
-    ``where``."""
+    """``raw`` parsed by the C decoder (after the caps on size and values); anything it
+    does not take (or that is not an object) goes through the strict ``load_json``,
+    which raises a MetadataError naming ``where``."""
+    raw = check_document(raw, where, depth=False)  # size and values: before parsing
     try:
         doc = json.loads(raw, parse_constant=_reject)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -58,9 +59,10 @@ def _default(obj: Any) -> Any:
 
 def _dump(doc: dict[str, Any], where: str) -> bytes:
     try:
-        return json.dumps(doc, separators=(",", ":"), default=_default).encode()
+        raw = json.dumps(doc, separators=(",", ":"), default=_default).encode()
     except (TypeError, ValueError, RecursionError) as e:
         raise MetadataError(f"{where}: value is not JSON-serializable: {e}") from e
+    return check_document(raw, where, writing=True, depth=False)  # readers would refuse it
 
 
 @dataclass

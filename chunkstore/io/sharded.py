@@ -36,11 +36,12 @@ from typing import Any
 import numpy as np
 
 from ..codecs.bounded import shard_read_bound, stored_bound
+from ..codecs.limits import memory_limit
 from ..codecs.pipeline import CodecPipeline, Pipeline
 from ..codecs.sharding import EMPTY, ShardingCodec
 from ..concurrency import batches, run_batched
 from ..config import config
-from ..errors import ChunkDecodeError, ChunkstoreError, UnsupportedError
+from ..errors import ChunkDecodeError, ChunkstoreError, OutOfMemoryError, UnsupportedError
 from ..indexing import ChunkProjection
 from ..storage.base import Store
 from . import chunk_cache
@@ -144,13 +145,39 @@ class ShardEngine:
                     raws[k] = entry[0]
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         if missing:
+            missing = self._fitting(missing, found)
+        if missing:
+            where = self._where(missing[0])
             rng = self.codec.index_range
-            parts = self.store.get_ranges([(k, rng) for k in missing])
+            try:
+                parts = self.store.get_ranges([(k, rng) for k in missing])
+            except MemoryError:
+                raise self.codec.index_memory_error(where) from None
             for key, part in zip(missing, parts, strict=True):
                 found[key] = None if part is None else self._remember(key, part)
                 if part is not None and raws is not None:
                     raws[key] = bytes(part)
         return [found[k] for k in keys]
+
+    def _where(self, key: str | None) -> str:
+        """Names the array, its store and the shard, for errors about memory (raised
+        once, where a user must find which array it is)."""
+        shard = "" if key is None else f": shard {key!r}"
+        return f"array {self.name!r} in {self.store!r}{shard}"
+
+    def _fitting(self, keys: list[str], found: dict[str, np.ndarray | None]) -> list[str]:
+        """``keys`` whose index is to be read: all of them, unless the index is larger
+        than this machine's memory (a shard cannot be read here): then a shard that
+        exists is refused, naming it, before the store allocates its index, and the
+        others (not stored: read as fill) are recorded in ``found``."""
+        limit = memory_limit()
+        if limit is None or self.codec.index_nbytes <= limit:
+            return keys
+        for key in keys:
+            if self.store.exists(key):
+                self.codec.check_index_fits(self._where(key))
+            found[key] = None
+        return []
 
     def _remember(self, key: str, raw: Any) -> np.ndarray:
         index = self.codec.decode_index(raw, f"array {self.name!r}: shard {key!r}")
@@ -282,7 +309,16 @@ class ShardEngine:
             index = self.codec.parse(blob, f"array {self.name!r}: shard {key!r}")
         except ChunkstoreError as e:
             raise ChunkDecodeError(str(e)) from e
-        shard = np.full(self.layout.write_shape, self.read_fill, dtype=self.dtype)
+        limit = memory_limit()
+        try:
+            if limit is not None and self.shard_nbytes > limit:
+                raise MemoryError
+            shard = np.full(self.layout.write_shape, self.read_fill, dtype=self.dtype)
+        except MemoryError:
+            raise OutOfMemoryError(f"{self._where(key)}: a shard of "
+                                   f"{list(self.layout.write_shape)} needs "
+                                   f"{self.shard_nbytes} bytes, which do not fit in "
+                                   "memory") from None
         for i, region in enumerate(self.codec.inner_regions()):
             data = self.codec.inner_bytes(blob, index, i)
             if data is not None:
@@ -314,6 +350,8 @@ class ShardEngine:
     def _unit(self, group: Group, value: np.ndarray, scalar_cache: dict | None) -> WriteUnit:
         shard, items = group
         key = self.layout.unit_key(shard)
+        where = self._where(key)
+        self.codec.check_index_fits(where)  # every write builds one: refuse before any IO
         complete = {local for p, local in items if p.is_complete}
         covered = len(complete) == self.layout.chunks_per_unit
         inner, codec = self.inner, self.codec
@@ -329,6 +367,14 @@ class ShardEngine:
             return inner.encode(inner.assemble(p, self._label(key, local), old, value))
 
         def build(old: bytes | None) -> Any:
+            try:
+                return rebuild(old)
+            except MemoryError as e:  # the shard's own index, parsed or built
+                if isinstance(e, OutOfMemoryError):
+                    raise
+                raise codec.index_memory_error(where) from None
+
+        def rebuild(old: bytes | None) -> Any:
             parts: dict[int, Any] = {}
             index = None
             if old is not None and not covered:
@@ -347,7 +393,7 @@ class ShardEngine:
                     parts.pop(local, None)
                 else:
                     parts[local] = encoded
-            built = codec.build(parts)
+            built = codec.build(parts, where)
             return None if built is None else built[0]
 
         return WriteUnit(key, build, needs_old=not covered, fallback=self._empty_shard,
@@ -356,7 +402,7 @@ class ShardEngine:
     def _empty_shard(self) -> bytes:
         """A shard of no inner chunks (just its index): written instead of a delete where
         a store cannot delete conditionally."""
-        return bytes(self.codec.index.encode(self.codec.empty_index()))
+        return self.codec.empty_shard(self._where(None))
 
     def write_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:
         """Replace one whole inner chunk (its shard is read, modified and written back)."""

@@ -8,81 +8,85 @@ from typing import Any
 
 import numpy as np
 
+from ..config import config
 from ..errors import MetadataError
+from .json_scan import as_utf8, cheap_bounds, outline
 
 #: the deepest nesting of arrays and objects a metadata document may have
 MAX_JSON_DEPTH = 128
 #: the deepest a user value (attributes) may nest: it sits two levels down in zarr.json
 MAX_VALUE_DEPTH = MAX_JSON_DEPTH - 2
 INT64_MAX = 2**63 - 1
+#: documents up to this size try a cheaper bound first (larger ones nearly always need
+#: the scan: it is skipped only when nothing can reach a limit)
+_SMALL = 2**20
+
+
+def _caps() -> tuple[int, int]:
+    return (int(config.get("metadata.max_bytes")), int(config.get("metadata.max_elements")))
+
+
+def check_document(raw: bytes | bytearray | memoryview | str, where: str, *,
+                   writing: bool = False, depth: bool = True) -> bytes:
+    """Refuse, before it is parsed, a document larger than ``metadata.max_bytes``, with
+    more JSON values than ``metadata.max_elements`` or nesting deeper than
+    ``MAX_JSON_DEPTH`` (MetadataError naming it and the setting to raise); return its
+    UTF-8 bytes. Linear in the document's size, and a few MiB of scratch memory at most
+    (``json_scan``): parsing is what costs memory, and it comes after. ``writing``: the
+    document is about to be stored (refused too: readers would refuse it). ``depth=False``
+    leaves the depth to the caller (a parser that falls back to :func:`load_json` on
+    RecursionError): the document is then scanned only when it may be over the caps."""
+    max_bytes, max_elements = _caps()
+    action = "write" if writing else "open"
+    size = len(raw)
+    if size > max_bytes:
+        raise MetadataError(f"{where}: the document has {size} bytes, more than the "
+                            f"{max_bytes} a metadata document may have (chunkstore config "
+                            f"'metadata.max_bytes': raise it to {action} this document)")
+    try:
+        data = as_utf8(raw)
+    except (UnicodeError, ValueError) as e:
+        raise MetadataError(f"{where}: malformed JSON: {e}") from e
+    if len(data) <= _SMALL or not depth:
+        values, openers = cheap_bounds(data)
+        if (openers <= MAX_JSON_DEPTH or not depth) and values <= max_elements:
+            return data  # neither limit can be reached: no scan needed
+    found = outline(data, MAX_JSON_DEPTH)
+    if found.too_deep_at >= 0:
+        field = outline(data, MAX_JSON_DEPTH, find_field=True).field
+        raise MetadataError(f"{where}: {_field_label(field)}nests JSON deeper than "
+                            f"{MAX_JSON_DEPTH} levels")
+    if found.values > max_elements:
+        raise MetadataError(f"{where}: the document holds about {found.values} JSON values "
+                            f"(objects and arrays, and items separated by commas), more than "
+                            f"the {max_elements} a metadata document may hold (chunkstore "
+                            f"config 'metadata.max_elements': raise it to {action} this document)")
+    return data
 
 
 def load_json(raw: bytes, where: str) -> dict[str, Any]:
     """Parse a metadata document; any malformation raises MetadataError naming it,
     including nesting deeper than ``MAX_JSON_DEPTH`` (which would otherwise exhaust the
-    interpreter's recursion limit, here or in the code that walks the document)."""
+    interpreter's recursion limit, here or in the code that walks the document) and a
+    size or number of values over the caps of :func:`check_document`, checked before
+    parsing."""
+    data = check_document(raw, where)
     try:
         # bare NaN / Infinity are not JSON, but Python's json (so zarr-python) writes them
         # in attributes: read as floats, as zarr-python does
-        doc = json.loads(raw)
-    except RecursionError:
-        field = _deep_field(raw)
-        raise MetadataError(f"{where}: {_field_label(field)}nests JSON deeper than "
-                            f"{MAX_JSON_DEPTH} levels") from None
+        doc = json.loads(data)
+    except RecursionError:  # not reached past the depth check; kept as a backstop
+        raise MetadataError(f"{where}: nests JSON deeper than {MAX_JSON_DEPTH} levels"
+                            ) from None
     except (ValueError, UnicodeDecodeError) as e:
         raise MetadataError(f"{where}: malformed JSON: {e}") from e
     if not isinstance(doc, dict):
         raise MetadataError(f"{where}: expected a JSON object, got {type(doc).__name__}")
-    for key, value in doc.items():
-        if _deeper_than(value, MAX_JSON_DEPTH - 1):
-            raise MetadataError(f"{where}: {_field_label(key)}nests JSON deeper than "
-                                f"{MAX_JSON_DEPTH} levels")
     return doc
 
 
 def _field_label(field: str | None) -> str:
     return "" if field is None else f"field {field!r} "
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests lists/objects more than ``limit`` levels (iteratively)."""
-    if not isinstance(value, dict | list):
-        return False
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
-    return False
-
-
-def _deep_field(raw: bytes | str) -> str | None:
-    """The top-level field under which ``raw`` nests deeper than MAX_JSON_DEPTH (a raw
-    scan, for documents too deep for the JSON parser); None if not found."""
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else str(raw)
-    depth, in_string, escaped, start = 0, False, False, 0
-    last_string = field = None
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string, last_string = False, text[start:i]
-        elif ch == '"':
-            in_string, start = True, i + 1
-        elif ch in "[{":
-            depth += 1
-            if depth > MAX_JSON_DEPTH:
-                return field
-        elif ch in "]}":
-            depth -= 1
-        elif ch == ":" and depth == 1:
-            field = last_string
-    return None
 
 
 def _default(obj: Any) -> Any:
@@ -98,9 +102,10 @@ def dump_json(doc: dict[str, Any], where: str = "metadata") -> bytes:
     infinity (fill values spell them as strings, user values are refused); a bare NaN
     read from another writer's attributes is written back as it was."""
     try:
-        return json.dumps(doc, indent=2, default=_default).encode()
-    except (TypeError, ValueError) as e:
+        raw = json.dumps(doc, indent=2, default=_default).encode()
+    except (TypeError, ValueError, RecursionError) as e:
         raise MetadataError(f"{where}: value is not JSON-serializable: {e}") from e
+    return check_document(raw, where, writing=True)
 
 
 class JSONTypeError(MetadataError, TypeError):
@@ -115,15 +120,16 @@ def check_json_value(value: Any, where: str) -> Any:
     strict JSON cannot hold, and nesting deeper than a document may have (readers refuse
     it: the node could never be opened again) raise MetadataError (a ValueError)."""
     try:
-        normalized = json.loads(json.dumps(value, allow_nan=False, default=_default))
+        text = json.dumps(value, allow_nan=False, default=_default).encode()
     except TypeError as e:
         raise JSONTypeError(f"{where}: value is not JSON-serializable: {e}") from e
     except (ValueError, RecursionError) as e:
         raise MetadataError(f"{where}: value is not JSON-serializable: {e}") from e
-    if _deeper_than(normalized, MAX_VALUE_DEPTH):
+    if cheap_bounds(text)[1] > MAX_VALUE_DEPTH and \
+            outline(text, MAX_VALUE_DEPTH).too_deep_at >= 0:
         raise MetadataError(f"{where}: value nests JSON deeper than {MAX_VALUE_DEPTH} "
                             "levels (readers refuse deeper documents)")
-    return normalized
+    return json.loads(text)
 
 
 def require(doc: dict[str, Any], field: str, types: type | tuple[type, ...], where: str) -> Any:

@@ -28,13 +28,23 @@ def _codec_config(value: Any, field_name: str, where: str) -> dict[str, Any] | N
 
 
 def _v2_fill_json(value: Any, dtype: np.dtype) -> Any:
-    """v2 has no hex form of floats: a NaN with a non-default payload is written "NaN"."""
+    """v2 has no hex form of floats: a NaN of any payload or sign is written "NaN"."""
     out = fill_value_to_json(value, dtype)
     if dtype.kind not in "fc":
         return out
     def plain(v: Any) -> Any:
         return "NaN" if isinstance(v, str) and v.startswith("0x") else v
     return [plain(v) for v in out] if isinstance(out, list) else plain(out)
+
+
+def _as_stored(value: Any, dtype: np.dtype) -> Any:
+    """The fill value every reader of the document sees: a float NaN with a payload or
+    a sign (``-np.nan``, ``0x7fc00001``) is stored as "NaN", which reads back as the
+    canonical NaN. The writing handle uses the same value, so it compares chunks with
+    the fill as stored: a chunk of the other NaN is kept, and reads back bit for bit."""
+    if value is None or dtype.kind not in "fc":
+        return value
+    return parse_fill_value(_v2_fill_json(value, dtype), dtype, "array metadata")
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,7 @@ class ArrayMetadataV2:
         shape, chunks, zeros = zero_chunks(self.shape, self.chunk_shape, self.zero_chunk_axes)
         object.__setattr__(self, "chunk_shape", chunks)
         object.__setattr__(self, "zero_chunk_axes", zeros)
+        object.__setattr__(self, "fill_value", _as_stored(self.fill_value, np.dtype(self.dtype)))
         check_grid(shape, chunks, np.dtype(self.dtype).itemsize, "array metadata")
 
     @property
