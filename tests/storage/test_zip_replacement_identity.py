@@ -174,6 +174,15 @@ def _forge(prefix: bytes, crc: int) -> bytes:
     return prefix + x.to_bytes(4, "little")
 
 
+def _digest(path: Path, data: bytes) -> bytes:
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return zip_identity.directory_digest(fd, len(data))
+    finally:
+        os.close(fd)
+
+
 def test_a_replacement_with_the_same_central_directory_is_told_by_the_held_file(
         tmp_path, monkeypatch):
     """The hardest replacement: the same size and mtime, a ctime within one tick (a
@@ -181,10 +190,12 @@ def test_a_replacement_with_the_same_central_directory_is_told_by_the_held_file(
     forged to the old CRC-32) and, were the archive not held open, the same inode: only
     the file the session holds tells the two apart."""
     monkeypatch.setattr(zip_identity, "version", _coarse)
-    old = _zip({"k": b"A" * 64})
-    new = _zip({"k": _forge(b"B" * 60, zlib.crc32(b"A" * 64))})
+    pad = b"p" * 100_000  # the forged bytes lie before the archive's last 64 KiB
+    old = _zip({"k": b"A" * 64, "pad": pad})
+    new = _zip({"k": _forge(b"B" * 60, zlib.crc32(b"A" * 64)), "pad": pad})
     differ = [i for i in range(len(old)) if old[i] != new[i]]
     assert len(old) == len(new) and 31 <= differ[0] and differ[-1] < 31 + 64  # data only
+    assert _digest(tmp_path / "old", old) == _digest(tmp_path / "new", new)
     path = tmp_path / "a.zip"
     for _ in range(3):
         path.write_bytes(old)
@@ -204,7 +215,7 @@ def test_a_replacement_with_the_same_central_directory_is_told_by_the_held_file(
         store.close()
     assert path.read_bytes() == new
     kept = _conflicts(tmp_path)
-    assert len(kept) == 1 and _entries(kept[0]) == {"k": b"A" * 64, "mine": MINE}
+    assert len(kept) == 1 and _entries(kept[0]) == {"k": b"A" * 64, "pad": pad, "mine": MINE}
     _no_temporaries(tmp_path)
 
 
