@@ -20,9 +20,10 @@ overwrite another process's archive, and a read view miss an edit. The rule here
    forced by ``utime`` and ``ctime`` within a tick. So a commit also compares a digest of
    the archive from the start of its central directory to its end (:func:`directory_digest`):
    every edit by a zip writer rewrites the directory (entry count, sizes, offsets, CRCs).
-   It is read through a fresh descriptor of the path, so that an NFS mount, where an
-   open on this client does not stop the server from reusing the inode number for
-   another client's file, is covered too.
+   It is read through a fresh descriptor of the path, which also covers an NFS mount,
+   where an open on this client does not stop the server from reusing the inode number
+   for another client's file (a replacement there is caught unless every entry's name,
+   size, offset, date and CRC-32 is the same).
 
 Why this rule: the held descriptor costs nothing per check and needs no clock; the
 digest costs one read of the central directory per commit (and one when writing
