@@ -11,8 +11,11 @@ a store opened on an archive that another store of the process is writing sees t
 pending writes, and one commit makes them all durable. A session is committed by the
 ``close()`` of any of its stores, when the last of them is garbage collected, and at
 interpreter exit. An archive takes one writing process at a time: a commit that finds
-the archive replaced by another process since it began writing raises
-ConcurrentWriteError and keeps its own version beside it, overwriting nothing.
+the archive replaced (or edited) by another process since it began writing raises
+ConcurrentWriteError and keeps its own version beside it, overwriting nothing; a reading
+session whose archive was replaced is left for a new one. Both checks hold the archive
+version they are based on open and compare it with the path (``zip_identity``: a stat
+alone does not tell two versions apart).
 """
 
 from __future__ import annotations
@@ -27,11 +30,22 @@ import threading
 import time
 import zipfile
 from collections.abc import Iterator
+from typing import IO
 
 from ..errors import ConcurrentWriteError, InvalidKeyError
 from .base import BytesLike, validate_key
 from .errors import BadArchiveError
+from .local_clock import FileVersion
 from .local_temp import TEMP_PREFIX
+from .zip_identity import (
+    Pinned,
+    copy_archive,
+    current_version,
+    held_version,
+    open_existing,
+    pin,
+    still_there,
+)
 
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # zip local file header, 30 bytes
 _counter = itertools.count()
@@ -45,11 +59,13 @@ def _is_valid_name(name: str) -> bool:
     return True
 
 
-def open_archive(path: str, mode: str = "r", **kwargs: object) -> zipfile.ZipFile:
-    """``zipfile.ZipFile``, with a one-line chunkstore error for a non-zip or truncated
-    file."""
+def open_archive(path: str, mode: str = "r", file: IO[bytes] | None = None,
+                 **kwargs: object) -> zipfile.ZipFile:
+    """``zipfile.ZipFile`` of ``path`` (or of ``file``, the archive at ``path`` already
+    open), with a one-line chunkstore error for a non-zip or truncated file."""
     try:
-        return zipfile.ZipFile(path, mode, **kwargs)  # type: ignore[arg-type]
+        return zipfile.ZipFile(path if file is None else file, mode,  # type: ignore[arg-type]
+                               **kwargs)
     except (zipfile.BadZipFile, EOFError) as e:
         raise BadArchiveError(f"{path}: not a zip archive, or a truncated one ({e})") from None
 
@@ -71,8 +87,8 @@ class Session:
         self.live: dict[str, zipfile.ZipInfo] = {}
         self.offsets: dict[str, int] = {}     # data offsets of entries
         self.dead = 0                         # superseded or deleted entries
-        self.base: tuple[int, ...] | None = None  # the archive on disk when writing began
-        self.read_sig: tuple[int, ...] | None = None  # the archive on disk when read
+        self.base: Pinned | None = None  # the archive on disk when writing began (held)
+        self.read_sig: FileVersion | None = None  # the archive read (``fd`` holds it)
 
     @property
     def pending(self) -> bool:
@@ -82,15 +98,21 @@ class Session:
     def open_read(self) -> None:
         """Open the archive on disk (or nothing, for an empty store) for reading."""
         self.opened = True
-        self.live, self.offsets = {}, {}
-        self.read_sig = _signature(self.path)
-        if os.path.exists(self.path):
-            self._attach(open_archive(self.path, "r"), self.path)
+        self.live, self.offsets, self.read_sig = {}, {}, None
+        fd = open_existing(self.path)
+        if fd is None:
+            return
+        try:  # the stat, the directory and the reads: all of the one file held open
+            self.read_sig = held_version(fd)
+            zf = open_archive(self.path, "r", open(fd, "rb", closefd=False))
+        except BaseException:
+            os.close(fd)
+            raise
+        self._attach(zf, fd)
 
-    def _attach(self, zf: zipfile.ZipFile, filename: str) -> None:
-        self.zf = zf
-        self.fd = os.open(filename, os.O_RDONLY | os.O_CLOEXEC)
-        self.size = os.fstat(self.fd).st_size
+    def _attach(self, zf: zipfile.ZipFile, fd: int) -> None:
+        self.zf, self.fd = zf, fd
+        self.size = os.fstat(fd).st_size
         infos = zf.infolist()
         for info in infos:  # a later entry of the same name wins
             if not info.is_dir() and _is_valid_name(info.filename):
@@ -103,16 +125,22 @@ class Session:
         os.makedirs(directory, exist_ok=True)
         base = os.path.basename(self.path)
         tmp = os.path.join(directory, f"{base}{TEMP_PREFIX}{os.getpid()}-{next(_counter)}")
-        had_old = copy_existing and os.path.exists(self.path)
-        self.base = _signature(self.path)
+        self._set_base(pin(self.path))  # held until the commit: see zip_identity
+        had_old = copy_existing and self.base is not None
         self.discard_pending()
         self.close_files()
         if had_old:
-            shutil.copyfile(self.path, tmp)
+            assert self.base is not None
+            copy_archive(self.base.fd, tmp)  # the very version pinned, not the path's
         self.opened, self.tmp, self.live, self.offsets = True, tmp, {}, {}
         zf = open_archive(tmp, "a" if had_old else "w", compression=self.compression,
                           allowZip64=True)
-        self._attach(zf, tmp)
+        self._attach(zf, os.open(tmp, os.O_RDONLY | os.O_CLOEXEC))
+
+    def _set_base(self, base: Pinned | None) -> None:
+        if self.base is not None:
+            self.base.close()
+        self.base = base
 
     def discard_pending(self) -> None:
         """Drop uncommitted writes (mode ``"w"`` starting over)."""
@@ -178,6 +206,7 @@ class Session:
         _forget(self)
         if self.tmp is None:
             self.close_files()
+            self._set_base(None)
             return
         tmp, self.tmp = self.tmp, None
         try:
@@ -186,12 +215,11 @@ class Session:
             else:
                 self.close_files()
             with _directory_lock(self.path):
-                if _signature(self.path) != self.base:  # another process committed since
-                    kept = f"{self.path}.conflict-{os.getpid()}.zip"
-                    os.replace(tmp, kept)
+                if not still_there(self.path, self.base):  # another process committed since
+                    kept = _keep_beside(tmp, self.path)
                     raise ConcurrentWriteError(
-                        f"{self.path}: another process replaced the archive while this one "
-                        f"was writing to it; zip archives take one writer at a time. This "
+                        f"{self.path}: another process replaced or changed the archive while "
+                        f"this one was writing to it; zip archives take one writer at a time. This "
                         f"process's version is kept as {kept} (nothing was overwritten)")
                 os.replace(tmp, self.path)
         except BaseException:
@@ -202,6 +230,7 @@ class Session:
             raise
         finally:
             self.live, self.offsets, self.dead = {}, {}, 0
+            self._set_base(None)
 
     def _compact(self, tmp: str) -> None:
         """Rewrite ``tmp`` with only the live entries, streaming each one."""
@@ -223,12 +252,18 @@ _sessions: dict[str, Session] = {}
 _registry_lock = threading.RLock()
 
 
-def _signature(path: str) -> tuple[int, ...] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+def _keep_beside(tmp: str, path: str) -> str:
+    """Move ``tmp`` to a new name beside ``path`` (never over an earlier kept version)."""
+    n = 0
+    while True:
+        kept = f"{path}.conflict-{os.getpid()}{f'-{n}' if n else ''}.zip"
+        try:  # reserve the name: a second conflict of this process keeps both
+            os.close(os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
+        except FileExistsError:
+            n += 1
+            continue
+        os.replace(tmp, kept)
+        return kept
 
 
 @contextlib.contextmanager
@@ -249,10 +284,11 @@ def session_for(path: str, compression: int) -> Session:
         session = _sessions.get(path)
         if (session is None or session.closed or session.pid != os.getpid()
                 or (session.opened and not session.pending
-                    and session.read_sig != _signature(path))):
+                    and session.read_sig != current_version(path))):
             # (a reading session whose archive another process has since replaced: the
             # stores move to a new session on their next call and see the new archive;
-            # the old one closes when its last store has moved on)
+            # the old one closes when its last store has moved on. Its ``fd`` holds the
+            # archive it read, so a replacement cannot show the same inode number)
             session = _sessions[path] = Session(path, compression)
         return session
 
