@@ -45,6 +45,7 @@ from .io.engine import Engine
 from .io.layout import ChunkLayout
 from .metadata import ArrayMetadata, is_array
 from .storage.base import Store
+from .storage.reference import ObjectRef, store_ref
 from .storage.resolve import resolve_store
 
 __all__ = ["Array", "StoredBytes", "UnstorableValueError"]
@@ -129,11 +130,15 @@ class Array:
     def __eq__(self, other: object) -> bool:
         """The same array: same path in the same store location (an unpickled or reopened
         array equals the original)."""
-        return (isinstance(other, Array) and other._path == self._path
-                and other._store.location() == self._store.location())
+        return isinstance(other, Array) and other._ref() == self._ref()
 
     def __hash__(self) -> int:
-        return hash(("array", self._store.location(), self._path))
+        return hash(("array", self._ref()))
+
+    def _ref(self) -> ObjectRef:
+        """The node's object reference: equal for every handle on it, whatever root it
+        was opened from (a group handle's member and a handle on the array itself)."""
+        return store_ref(self._store).child(self._path)
 
     @classmethod
     def open(cls, store: Any, *, path: str = "", mode: str = "r+",

@@ -24,7 +24,7 @@ import numpy as np
 
 from .errors import SelfReadingValueError
 from .io.copy import block_parts
-from .io.overlap import overlaps
+from .io.overlap import overlaps, refuse_onto_itself
 from .storage.base import Store
 from .storage.local import LocalStore
 
@@ -63,6 +63,15 @@ def _is_array(x: Any) -> bool:
 def reads_target(value: Any, target: Any) -> bool:
     """Whether ``value`` is known to read ``target`` before reading it (``stored_sources``)."""
     return any(same_place(source, target) for source in stored_sources(value))
+
+
+def refuse_onto_sources(value: Any, store: Store, path: str, what: str) -> None:
+    """Raise SameLocationError when the node ``path`` of ``store`` is (or contains, or
+    lies inside) an Array that ``value`` holds (``stored_sources``): creating it there
+    from ``value`` would delete the source before reading it. Checked before anything is
+    created or deleted, through any handle or spelling of the place."""
+    for source in stored_sources(value):
+        refuse_onto_itself(source, store, path, what)
 
 
 def stored_sources(value: Any) -> list[Any]:

@@ -4,6 +4,9 @@ A write that covers a chunk only partly reads, modifies and writes it back; two 
 writers racing on one chunk would lose an update. With a synchronizer the array takes
 the chunk's lock around that read-modify-write. Writes of whole chunks take no lock.
 
+A lock's name is the canonical name of the object it guards (``storage.reference``: the
+store's resolved root + the absolute key, e.g. ``file:/data/g.zarr/x/c/0``), so handles
+opened on a group and on its array, or through any spelling of the root, agree.
 ``ThreadSynchronizer`` serves threads of one process; ``ProcessSynchronizer`` uses
 file locks (the ``filelock`` library) in a directory shared by all writers, so it
 works across processes and across Dask workers on one machine or a shared file system.

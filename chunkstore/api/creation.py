@@ -9,6 +9,7 @@ import numcodecs
 import numpy as np
 
 from ..array import Array
+from ..array_copy import refuse_onto_sources
 from ..creation import DEFAULT_FILL
 from ..hierarchy.members import UNSET, new_array, shape_and_dtype
 from ..hierarchy.paths import normalize_path
@@ -72,8 +73,11 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any = Non
     cache = chunk_cache.from_argument(cache)  # checked before anything is created
     data, shape, dtype = shape_and_dtype(data, shape, dtype, "create_array")
     st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
+    where = normalize_path(name if name is not None else path)
+    if data is not None:  # never onto (or over) its own source: before any delete
+        refuse_onto_sources(data, st, where, "from_array / create_array(data=...)")
     a = new_array(
-        st, normalize_path(name if name is not None else path), shape=shape, dtype=dtype,
+        st, where, shape=shape, dtype=dtype,
         chunks=chunks, shards=shards, fill_value=fill_value, order=order,
         compressors=compressors, filters=filters, codecs=codecs, serializer=serializer,
         zarr_format=3 if zarr_format is None else zarr_format,

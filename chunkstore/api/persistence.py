@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..array import Array
+from ..array_copy import refuse_onto_sources
 from ..hierarchy.group import Group
 from ..hierarchy.paths import normalize_path
 from ..storage.resolve import resolve_store
@@ -48,6 +49,9 @@ def save_group(store: Any, *arrays: Any, path: str | None = None,
     st = resolve_store(store, mode="w", storage_options=storage_options)
     fmt = zarr_format or 3
     members = {f"arr_{i}": a for i, a in enumerate(arrays)} | named
+    where = normalize_path(path)
+    for name, data in members.items():  # the group is replaced: none of them may be in it
+        refuse_onto_sources(data, st, where, f"save of {name!r}")
     g = open_group(st, "w", path, zarr_format=fmt)
     for name, data in members.items():
         _store_copy(data, st, g._full(name), fmt)

@@ -12,6 +12,7 @@ from ..info import InfoTable
 from ..metadata import consolidated as cons
 from ..metadata.nodes import GroupMetadata, NodeMetadata, is_array, join_path
 from ..storage.base import Store
+from ..storage.reference import ObjectRef, store_ref
 from .attributes import Attributes
 from .consolidated import Consolidated
 from .documents import try_read_node, update_node
@@ -98,11 +99,15 @@ class Group(GroupCreation, GroupOpening):
 
     def __eq__(self, other: object) -> bool:
         """Same kind of node at the same path of the same store location."""
-        return (isinstance(other, Group) and other._path == self._path
-                and other._store.location() == self._store.location())
+        return isinstance(other, Group) and other._ref() == self._ref()
 
     def __hash__(self) -> int:
-        return hash(("group", self._store.location(), self._path))
+        return hash(("group", self._ref()))
+
+    def _ref(self) -> ObjectRef:
+        """The node's object reference: equal for every handle on it, whatever root it
+        was opened from (a group handle's member and a handle on the array itself)."""
+        return store_ref(self._store).child(self._path)
 
     def _check_writable(self) -> None:
         if self._read_only:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Self
 import numpy as np
 
 from ..array import Array
+from ..array_copy import refuse_onto_sources
 from ..errors import NodeTypeError
 from ..io.copy import copy_into
 from ..metadata.json_io import check_json_value
@@ -105,6 +106,8 @@ class GroupCreation:
         kwargs.setdefault("synchronizer", self._synchronizer)
         kwargs.pop("storage_options", None)
         path = self._full(name)
+        if data is not None:  # never onto (or over) its own source: before any delete
+            refuse_onto_sources(data, self._store, path, f"create_array({name!r}, data=...)")
         arr = new_array(self._store, path, shape=shape, dtype=dtype, within=self._path,
                         **kwargs)
         self._note_created(path, arr.metadata, bool(kwargs.get("overwrite")))

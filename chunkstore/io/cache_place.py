@@ -10,16 +10,18 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..storage.reference import store_ref
 from .cache_stamps import Unsettled
 
 
 class Place(NamedTuple):
-    """Where an array's chunks live, for the cache: a namespace (the kind of store and
-    its endpoint, or a memory store's dict), the root within it, and what the chunks
-    are decoded with. A chunk is cached under (namespace, root + key), so the same
-    object reached through another root (``memory://g`` + ``x/c/0`` or ``memory://g/x``
-    + ``c/0``) is one entry; an inner chunk of a sharded array under (namespace, root +
-    shard key, inner chunk number)."""
+    """Where an array's chunks live, for the cache: the namespace and root of the store's
+    object reference (``storage.reference``: the kind of store and its endpoint, or a
+    memory store's dict; the canonical root path), and what the chunks are decoded with.
+    A chunk is cached under (namespace, root + key), so the same object reached through
+    another root (``memory://g`` + ``x/c/0`` or ``memory://g/x`` + ``c/0``, a symlinked
+    or relative path to one directory) is one entry; an inner chunk of a sharded array
+    under (namespace, root + shard key, inner chunk number)."""
 
     namespace: Any
     root: str
@@ -33,14 +35,11 @@ def store_id(store: Any, fingerprint: Any = None) -> Place | None:
     """The :class:`Place` of ``store``'s keys (None for a store without a hashable
     location: it is then not cached)."""
     try:
-        loc = store.location()
-        hash(loc)
+        ref = store_ref(store)
+        hash(ref)
     except Exception:
         return None
-    if isinstance(loc, tuple) and len(loc) >= 2 and isinstance(loc[1], str):
-        root = loc[1].rstrip("/")
-        return Place((loc[0], *loc[2:]), root + "/" if root else "", fingerprint)
-    return Place(loc, "", fingerprint)
+    return Place(ref.namespace, ref.path + "/" if ref.parts else "", fingerprint)
 
 
 def fingerprint(pipeline: Any, dtype: Any, chunks: Sequence[int]) -> Any:

@@ -2,10 +2,11 @@
 other (a rechunk, transpose or copy onto its own source with ``overwrite=True`` would
 delete the source before reading it).
 
-A store's ``location()`` is ``(kind, root, ...)``; where the root is a path (a resolved
-directory, a bucket and prefix), the place of an array is that path joined with the
-array's path, so a store rooted at ``g.zarr/arr`` and a store rooted at ``g.zarr`` with
-path ``arr`` are the same place, and ``g.zarr`` contains both.
+The place of a node is its object reference (``storage.reference``): the store's
+canonical root joined with the node's path, symlinked directories resolved, so a store
+rooted at ``g.zarr/arr`` and a store rooted at ``g.zarr`` with path ``arr`` are the same
+place (through any spelling of the root: relative, symlinked, ``file://``, ``memory://``),
+and ``g.zarr`` contains both.
 """
 
 from __future__ import annotations
@@ -14,30 +15,19 @@ from typing import Any
 
 from ..errors import SameLocationError
 from ..storage.base import Store
-
-_OPAQUE = {"memory", "zip"}  # roots that are identities, not paths
-
-
-def _parts(path: str) -> list[str]:
-    return [p for p in path.replace("\\", "/").split("/") if p]
+from ..storage.reference import node_ref, same_or_within
 
 
 def place(store: Store, path: str) -> tuple[Any, list[str]]:
-    """``(namespace, components)``: two places overlap when their namespaces are equal
-    and one component list starts with the other."""
-    loc = store.location()
-    if len(loc) >= 2 and isinstance(loc[1], str) and loc[0] not in _OPAQUE:
-        return (loc[0], *loc[2:]), _parts(loc[1]) + _parts(path)
-    return loc, _parts(path)
+    """``(namespace, components)`` of the node ``path`` of ``store``: two places overlap
+    when their namespaces are equal and one component list starts with the other."""
+    ref = node_ref(store, path)
+    return ref.namespace, list(ref.parts)
 
 
 def overlaps(store_a: Store, path_a: str, store_b: Store, path_b: str) -> bool:
     """True when one array's place is the other's or lies below it."""
-    (ns_a, a), (ns_b, b) = place(store_a, path_a), place(store_b, path_b)
-    if ns_a != ns_b:
-        return False
-    n = min(len(a), len(b))
-    return a[:n] == b[:n]
+    return same_or_within(store_a, path_a, store_b, path_b)
 
 
 def refuse_onto_itself(source: Any, store: Store, path: str, what: str) -> None:

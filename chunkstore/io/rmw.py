@@ -29,6 +29,7 @@ from ..config import config
 from ..errors import ChunkDecodeError, ConcurrentWriteError
 from ..storage.base import ABSENT, ANY, BytesLike, Store
 from ..storage.bounds import ObjectSizeError, bounded_get_versioned
+from ..storage.reference import ObjectRef, store_ref
 
 #: what ``build`` returns to leave the object as it is (nothing to commit)
 UNCHANGED = object()
@@ -70,8 +71,17 @@ class _Outcomes(list):
         return _Outcomes(list.__mul__(self, n))
 
 
-def _lock(synchronizer: Any, key: str):
-    return contextlib.nullcontext() if synchronizer is None else synchronizer[key]
+def lock_name(root: ObjectRef, key: str) -> str:
+    """The synchronizer lock of ``key`` of the store whose root reference is ``root``:
+    the object's canonical name, so handles opened on a group and on its array (or
+    through any spelling of the root) take the same lock for the same object, in every
+    process for files and object stores."""
+    return root.child(key).resolved().name
+
+
+def _lock(synchronizer: Any, root: ObjectRef, key: str):
+    return (contextlib.nullcontext() if synchronizer is None
+            else synchronizer[lock_name(root, key)])
 
 
 def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any = None,
@@ -109,8 +119,10 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
     taken = set(free)
     locked = [i for i in everything if i not in taken]
 
+    root = store_ref(store)
+
     def one(i: int) -> None:
-        with _lock(synchronizer, units[i].key):
+        with _lock(synchronizer, root, units[i].key):
             _read_modify_write(store, units, [i], results, cpu_bound, item_bytes)
 
     run_batched(one, locked, min_parallel=2)
