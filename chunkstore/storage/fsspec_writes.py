@@ -78,6 +78,21 @@ class FsspecWrites(Store):
                 done[i] = result
         return done
 
+    def _probe_conditions(self) -> s3_conditional.Conditions:
+        """Whether the S3 server honours conditional PUTs and DELETEs: a probe object at
+        the root (``s3_conditional.probe_conditions``)."""
+        key = s3_conditional.probe_key()
+        path = self._path(key)
+
+        def one(body: bytes | None, generation: Any) -> bool:
+            result = s3_conditional.commit(self.fs, [(path, body, generation)])[0]
+            if isinstance(result, BaseException):
+                raise result
+            return result
+
+        with self._remote("probing conditional writes with", [key]):
+            return s3_conditional.probe_conditions(one, lambda: self._rm([path]), True)
+
     def delete(self, key: str) -> None:
         self._delete([key])
 
