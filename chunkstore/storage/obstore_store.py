@@ -351,8 +351,8 @@ class ObstoreStore(ProbedConditions, ObstoreListing, ObstoreWrites, Store):
                            ) -> list[tuple[bytes | None, Any]]:
         """Each body with its ETag (``(None, ABSENT)`` when missing), concurrently; one
         larger than ``max_bytes`` is an ObjectSizeError, its body not downloaded. On a
-        server that ignores conditions: plain values, generation ``ANY``."""
-        if not self.supports_conditional_writes:
+        server known to ignore conditions: plain values, generation ``ANY``."""
+        if not self._versioned_reads:
             return Store.get_versioned_many(self, keys, max_bytes)
         out = run_all(self._get_versioned, [(k, self._path(k), max_bytes) for k in keys])
         return [self._check("reading", k, v) for k, v in zip(keys, out, strict=True)]

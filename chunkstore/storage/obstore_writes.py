@@ -30,7 +30,7 @@ class ObstoreWrites:
             return []
         for key, _, _ in items:
             self._check_writable(key)
-        if not self.supports_conditional_writes:  # the server ignores conditions
+        if not self._commits_checked([k for k, _, _ in items]):  # the server ignores them
             return Store.commit_many(self, items)  # type: ignore[arg-type]
         deletes = [k for k, v, g in items if g is ANY and v is None]
         others = [(i, (k, self._path(k), None if v is None else _as_buffer(v), g))

@@ -199,9 +199,15 @@ def probe_conditions(commit_one: Callable[[bytes | None, Any], bool],
                 return Conditions(False, False)
             raise
         writes = (created and refused(b"2", ABSENT) and refused(b"3", ETag(_STALE)))
-        return Conditions(writes, writes and deletes and refused(None, ETag(_STALE)))
-    finally:
-        remove()
+        found = Conditions(writes, writes and deletes and refused(None, ETag(_STALE)))
+    except BaseException:
+        try:
+            remove()
+        except Exception:  # noqa: BLE001 (the first failure is the one to report)
+            pass
+        raise
+    remove()
+    return found
 
 
 def probe_key() -> str:
@@ -262,8 +268,9 @@ class ProbedConditions:
     """The capability flags of an S3 store, verified by a probe before they are relied on
     (a mixin placed before ``Store``). The store sets ``_conditional_requests`` (its
     client can send conditional PUTs) and ``_conditional_delete`` (and DELETEs), and
-    provides ``location()``, ``read_only``, ``_where()`` and ``_probe_conditions()``
-    (the probe through its own client, see :func:`probe_conditions`). A read-only store
+    provides ``location()``, ``read_only``, ``_where()``, ``_failure()`` and
+    ``_probe_conditions()`` (the probe through its own client, see
+    :func:`probe_conditions`). A read-only store
     never probes: it reports what is known in this process, else what the client can
     send."""
 
@@ -285,11 +292,34 @@ class ProbedConditions:
         """The client sends conditions but the server was found to ignore them."""
         return self._conditional_requests and not self._conditions().writes
 
-    def _conditions(self) -> Conditions:
-        key = self.__dict__.get("_probe_location")
+    def _commits_checked(self, keys: Sequence[str]) -> bool:
+        """``supports_conditional_writes`` before committing ``keys``: a failed probe
+        (e.g. an unreachable endpoint) is reported as a failure to write them."""
+        try:
+            return self.supports_conditional_writes
+        except Exception as e:
+            raise self._failure("writing", keys, e) from e  # type: ignore[attr-defined]
+
+    @property
+    def _versioned_reads(self) -> bool:
+        """Whether versioned reads return ETags: where conditions can be sent, unless
+        the server is already known to ignore them (reads never probe: an ETag is a
+        true generation anyway, and commits decide whether to use it)."""
+        if not self._conditional_requests:
+            return False
+        known = CONDITIONAL_PROBES.known(self._probe_location())
+        return known is None or known.writes
+
+    def _probe_location(self) -> tuple[Any, ...]:
+        """``(endpoint, bucket)``, canonical (``location()``): the registry's key."""
+        key = self.__dict__.get("_probed_at")
         if key is None:
             where: Any = self.location()  # type: ignore[attr-defined]
-            key = self.__dict__["_probe_location"] = (where[2], where[1].split("/", 1)[0])
+            key = self.__dict__["_probed_at"] = (where[2], where[1].split("/", 1)[0])
+        return key
+
+    def _conditions(self) -> Conditions:
+        key = self._probe_location()
         if self.read_only:  # type: ignore[attr-defined]
             return CONDITIONAL_PROBES.known(key) or _ASSUMED
         return CONDITIONAL_PROBES.get(key, self._probe_conditions,  # type: ignore[attr-defined]
