@@ -35,6 +35,7 @@ from .errors import (
     ChunkstoreError,
     CodecError,
     ConcurrentWriteError,
+    ConditionalWritesWarning,
     ContainsArrayError,
     ContainsGroupError,
     InvalidKeyError,
@@ -43,6 +44,7 @@ from .errors import (
     NodeTypeError,
     ReadOnlyError,
     StaleConsolidatedMetadataWarning,
+    SynchronizerRequiredError,
     UnsupportedError,
 )
 from .hierarchy.group import Group
@@ -53,10 +55,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Array", "ChunkDecodeError", "ChunkstoreError", "CodecError", "ConcurrentWriteError",
-    "ContainsArrayError", "ContainsGroupError", "FsspecStore", "Group", "InvalidKeyError",
+    "ConditionalWritesWarning", "ContainsArrayError", "ContainsGroupError", "FsspecStore", "Group", "InvalidKeyError",
     "LocalStore", "MemoryStore", "MetadataError", "NodeNotFoundError", "NodeTypeError",
     "ProcessSynchronizer", "ReadOnlyError", "StaleConsolidatedMetadataWarning", "Store",
-    "ThreadSynchronizer", "UnsupportedError",
+    "SynchronizerRequiredError", "ThreadSynchronizer", "UnsupportedError",
     "ZipStore", "array", "config", "consolidate_metadata", "copy", "create", "create_array",
     "create_group", "empty", "empty_like", "from_array", "full", "full_like", "group", "load",
     "ones", "ones_like", "open", "open_array", "open_consolidated", "open_group", "open_like",

@@ -66,6 +66,12 @@ class ConcurrentWriteError(ChunkstoreError, RuntimeError):
     """A read-modify-write could not commit: other writers kept changing the object."""
 
 
+class SynchronizerRequiredError(ChunkstoreError, RuntimeError):
+    """A write that reads and rewrites a chunk or shard was refused: its store cannot
+    check commits (an S3 server that ignores ``If-Match`` / ``If-None-Match``) and no
+    synchronizer was given, so concurrent writers could undo each other's updates."""
+
+
 class SameLocationError(ChunkstoreError, ValueError):
     """A copy, rechunk or transpose would write onto (or over) its own source."""
 
@@ -79,3 +85,10 @@ class StaleConsolidatedMetadataWarning(UserWarning):
     """A node changed, but a consolidated copy that lists it could not be updated: a
     consolidated open of that group shows the node's previous metadata until
     ``chunkstore.consolidate_metadata(<group>)`` is run again."""
+
+
+class ConditionalWritesWarning(UserWarning):
+    """An S3 server (endpoint and bucket) was found to ignore conditional requests
+    (``If-None-Match: *`` / ``If-Match``): commits there are unchecked, and writers of
+    one chunk, shard or metadata document need a synchronizer. Issued once per process,
+    endpoint and bucket."""

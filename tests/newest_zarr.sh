@@ -35,6 +35,6 @@ if [ -z "$py313" ]; then
     echo "newest_zarr.sh: no Python 3.13 on this machine: the 3.13 smoke test NOT run"
 else
     "$py313" -m venv .venv313
-    .venv313/bin/pip install -q -e ".[interop]"
+    .venv313/bin/pip install -q -e . "pytest>=8" "pytest-timeout>=2.3"
     .venv313/bin/python -m pytest -q -p no:cacheprovider tests/test_python_versions.py
 fi

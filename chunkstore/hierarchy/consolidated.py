@@ -175,12 +175,14 @@ def _commit(copies: Sequence[Copy], make_edit: Callable[[Copy], Edit],
     for group in by_home.values():
         units = [_unit(c, make_edit, any(c.rel(p) is None for p in changed)) for c in group]
         if not group[0].enclosing:
-            commit_units(group[0].home, units, synchronizer=synchronizer, cpu_bound=False)
+            commit_units(group[0].home, units, synchronizer=synchronizer, cpu_bound=False,
+                         unchecked_ok=True)  # metadata: see rmw.update_object
             done += group
             continue
         for c, unit in zip(group, units, strict=True):
             try:
-                commit_units(c.home, [unit], synchronizer=synchronizer, cpu_bound=False)
+                commit_units(c.home, [unit], synchronizer=synchronizer, cpu_bound=False,
+                             unchecked_ok=True)
             except (OSError, ChunkstoreError) as e:
                 _warn_stale(c, e)
                 continue

@@ -13,6 +13,11 @@ Stores without compare-and-swap (``supports_conditional_writes`` False: zip, pla
 fsspec file systems) commit unchecked; writers sharing an object there need a
 synchronizer, whose lock is then held around each read-modify-write (and around whole
 replacements too, which would otherwise slip between a locked read and its write).
+An S3 store whose server was found to ignore conditional requests
+(``conditional_writes_ignored``) commits unchecked too, where users expect checks: a
+batch with a unit that reads its old value is refused there without a synchronizer
+(SynchronizerRequiredError), before anything of it is written, unless the caller accepts
+unchecked commits (metadata documents, which the probe's warning covers).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 
 from ..concurrency import pool_threads, run_batched
 from ..config import config
-from ..errors import ChunkDecodeError, ConcurrentWriteError
+from ..errors import ChunkDecodeError, ConcurrentWriteError, SynchronizerRequiredError
 from ..storage.base import ABSENT, ANY, BytesLike, Store
 from ..storage.bounds import ObjectSizeError, bounded_get_versioned
 from ..storage.reference import ObjectRef, store_ref
@@ -86,7 +91,8 @@ def _lock(synchronizer: Any, root: ObjectRef, key: str):
 
 def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any = None,
                  cpu_bound: bool = True, item_bytes: int | None = None,
-                 keep_values: bool = True, built_bytes: int | None = None) -> list[Any]:
+                 keep_values: bool = True, built_bytes: int | None = None,
+                 unchecked_ok: bool = False) -> list[Any]:
     """Apply every unit (see the module docstring); returns what each ``build`` returned
     last (the committed value, None for a delete, or ``UNCHANGED``). With
     ``keep_values=False`` a written value is reported as ``WRITTEN`` instead, and is
@@ -102,9 +108,15 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
     race again. With a synchronizer on a store without compare-and-swap, each unit runs
     under its key's lock; on a store with it, only the read-modify-writes take the lock
     (to avoid retries), whole replacements need none.
+
+    On a store whose server ignores conditions (``store.conditional_writes_ignored``),
+    units that read their old value need a synchronizer: without one the batch is
+    refused (SynchronizerRequiredError) unless ``unchecked_ok``.
     """
     if not units:
         return []
+    if synchronizer is None and not unchecked_ok and store.conditional_writes_ignored:
+        _refuse_unchecked(store, units)
     results: list[Any] = ([None] if keep_values else _Outcomes([None])) * len(units)
     everything = list(range(len(units)))
     if synchronizer is None:
@@ -127,6 +139,24 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
 
     run_batched(one, locked, min_parallel=2)
     return results
+
+
+def _refuse_unchecked(store: Store, units: Sequence[WriteUnit]) -> None:
+    """SynchronizerRequiredError naming the first unit that reads its old value, if any
+    (whole replacements are safe without checks: last writer wins)."""
+    for i in range(len(units)):  # ``units`` may make each unit when indexed
+        unit = units[i]
+        if unit.needs_old:
+            endpoint = getattr(store, "endpoint", None)
+            where = f"{store!r}" + (f" (endpoint {endpoint})" if endpoint else "")
+            raise SynchronizerRequiredError(
+                f"{unit.label or where}: cannot write part of {unit.key!r}: the S3 server "
+                f"of {where} ignores conditional requests (If-Match / If-None-Match), so "
+                "writers of one chunk or shard could silently undo each other's updates; "
+                "nothing of this write was stored. Open the array with a synchronizer: "
+                "synchronizer=chunkstore.ThreadSynchronizer() for threads of one process, "
+                "chunkstore.ProcessSynchronizer(lock_dir) for several processes (writes "
+                "of whole chunks or shards need none)")
 
 
 def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
@@ -241,4 +271,7 @@ def update_object(store: Store, key: str, build: Callable[[bytes | None], Any], 
     """Read-modify-write one object (a metadata document, a consolidated copy...);
     returns what ``build`` returned for the committed attempt."""
     unit = WriteUnit(key, build, needs_old=True, label=label)
-    return commit_units(store, [unit], synchronizer=synchronizer, cpu_bound=False)[0]
+    # documents are read-modify-written from entry points that take no synchronizer
+    # (consolidate_metadata...): on a server ignoring conditions, unchecked (it warned)
+    return commit_units(store, [unit], synchronizer=synchronizer, cpu_bound=False,
+                        unchecked_ok=True)[0]

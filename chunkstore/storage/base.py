@@ -168,6 +168,12 @@ class Store(ABC):
     supports_conditional_writes: bool = False
     #: a conditional commit may delete (value None); else the caller writes a value
     supports_conditional_delete: bool = False
+    #: the store sends conditional commits but its server was found to ignore them (an
+    #: S3 server behind a gateway stripping ``If-Match``, see ``s3_conditional``): its
+    #: commits are unchecked, and a partial chunk write without a synchronizer is refused
+    #: (``io.rmw``). On S3 stores these three flags are verified by a probe of the server
+    #: when first read from a writable store.
+    conditional_writes_ignored: bool = False
     #: ``commit_many`` also takes strided numpy arrays of contiguous rows as values and
     #: stores their C-ordered bytes (writing rows one by one, without a copy first)
     writes_arrays: bool = False

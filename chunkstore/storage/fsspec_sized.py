@@ -198,7 +198,7 @@ class FsspecSizedReads(FsspecWrites):
         object: ObjectSizeError, its body never downloaded)."""
         if max_bytes is None:
             return super().get_versioned_many(keys)
-        if not self.supports_conditional_writes:
+        if not self._versioned_reads:
             return Store.get_versioned_many(self, keys, max_bytes)
         paths = [self._path(k) for k in keys]
         with self._remote("reading", keys):

@@ -21,8 +21,9 @@ Atomicity, per backend:
 * other filesystems: whatever their ``pipe_file`` guarantees (often nothing).
 
 Conditional commits (``supports_conditional_writes``) are real on S3 only (see
-``s3_conditional``: ``If-Match`` / ``If-None-Match`` PUTs and ``If-Match`` DELETEs);
-elsewhere ``commit_many`` writes unchecked and writers of one object need a synchronizer.
+``s3_conditional``: ``If-Match`` / ``If-None-Match`` PUTs and ``If-Match`` DELETEs), and
+only once a probe found the server honouring them; elsewhere ``commit_many`` writes
+unchecked and writers of one object need a synchronizer.
 Bounded reads (``max_bytes``) fetch at most ``max_bytes + 1`` bytes of each object (one
 ranged GET, as a whole read is one GET); ranged reads with an ``object_size`` learn the
 size from the same GET on S3, from ``info`` elsewhere (``fsspec_sized``).
@@ -85,7 +86,7 @@ def _backend_errors() -> tuple[type[BaseException], ...]:
     return (OSError, BotoCoreError, ClientError)
 
 
-class FsspecStore(FsspecSizedReads, FsspecListing):
+class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListing):
     """A Store on an fsspec URL, e.g. ``"s3://bucket/data.zarr"`` or ``"memory://x"``.
 
     ``storage_options`` are passed to the filesystem (credentials, ``endpoint_url``
@@ -117,7 +118,9 @@ class FsspecStore(FsspecSizedReads, FsspecListing):
         self.storage_options = with_endpoint(self.url, dict(storage_options or {}))
         conditional = len(chain) == 1 and chain[0] in ("s3", "s3a") and (
             s3_conditional.conditional_requests_supported())
-        self.supports_conditional_writes = self.supports_conditional_delete = conditional
+        #: the client can send conditional requests; whether the server honours them is
+        #: probed before the first conditional commit (``s3_conditional.ProbedConditions``)
+        self._conditional_requests = self._conditional_delete = conditional
         self._fs: Any = None
         self._fs_pid: int | None = None
         self._root = ""

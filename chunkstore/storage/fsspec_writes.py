@@ -18,6 +18,11 @@ class FsspecWrites(Store):
     fs: Any
     root: str
     _atomic_rename: bool
+    # from s3_conditional.ProbedConditions: conditions can be sent, versioned reads
+    # return ETags, and whether the server honours conditions (probed)
+    _conditional_requests: bool
+    _versioned_reads: bool
+    _commits_checked: Any
 
     def set(self, key: str, value: BytesLike) -> None:
         self._write([(key, value)])
@@ -38,7 +43,7 @@ class FsspecWrites(Store):
     # -- versioned reads and conditional commits (S3) --------------------------------------
     def get_versioned_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, Any]]:
         """On S3: each body with its ETag, concurrently; elsewhere values with ``ANY``."""
-        if not self.supports_conditional_writes:
+        if not self._versioned_reads:
             return super().get_versioned_many(keys)
         paths = [self._path(k) for k in keys]
         with self._remote("reading", keys):
@@ -54,10 +59,12 @@ class FsspecWrites(Store):
         """On S3: unconditional items through the batched writes and deletes, the others
         as one conditional request each, concurrently (see ``s3_conditional``)."""
         items = list(items)
-        if not self.supports_conditional_writes or not items:
+        if not self._conditional_requests or not items:
             return super().commit_many(items)
         for key, _, _ in items:
             self._check_writable(key)
+        if not self._commits_checked([k for k, _, _ in items]):  # the server ignores them
+            return super().commit_many(items)
         puts = [(k, v) for k, v, g in items if g is ANY and v is not None]
         deletes = [k for k, v, g in items if g is ANY and v is None]
         checked = [i for i, (_, _, g) in enumerate(items) if g is not ANY]
@@ -77,6 +84,21 @@ class FsspecWrites(Store):
                     raise self._failure("writing", [items[i][0]], result) from result
                 done[i] = result
         return done
+
+    def _probe_conditions(self) -> s3_conditional.Conditions:
+        """Whether the S3 server honours conditional PUTs and DELETEs: a probe object at
+        the root (``s3_conditional.probe_conditions``)."""
+        key = s3_conditional.probe_key()
+        path = self._path(key)
+
+        def one(body: bytes | None, generation: Any) -> bool:
+            result = s3_conditional.commit(self.fs, [(path, body, generation)])[0]
+            if isinstance(result, BaseException):
+                raise result
+            return result
+
+        with self._remote("probing conditional writes with", [key]):
+            return s3_conditional.probe_conditions(one, lambda: self._rm([path]), True)
 
     def delete(self, key: str) -> None:
         self._delete([key])

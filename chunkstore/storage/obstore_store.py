@@ -18,7 +18,9 @@ process, so opening an array again reuses open connections.
   obstore's blocking calls (which release the GIL) on one thread pool per process;
   single-key calls run in the calling thread. (Not obstore's async API: a process that
   used it may abort with SIGABRT in interpreter shutdown.)
-* Generations are ETags (``s3_conditional.ETag``, as with FsspecStore): conditional
+* Generations are ETags (``s3_conditional.ETag``, as with FsspecStore), once a probe
+  found the server honouring conditions (``s3_conditional.ProbedConditions``; else
+  commits are unchecked, as on a store without compare-and-swap): conditional
   PUTs are ``If-Match: <etag>`` / ``If-None-Match: *`` (obstore's ``mode=`` "update" /
   "create"). object_store has no conditional DELETE: a checked delete is sent as a
   presigned ``DELETE`` URL (signed by obstore) with an ``If-Match`` header, so
@@ -74,10 +76,10 @@ from .obstore_setup import (  # noqa: F401 (available, MAX_CONCURRENCY: re-expor
     translate_options,
 )
 from .obstore_writes import ObstoreWrites
-from .s3_conditional import ETag
+from .s3_conditional import ETag, ProbedConditions
 
 
-class ObstoreStore(ObstoreListing, ObstoreWrites, Store):
+class ObstoreStore(ProbedConditions, ObstoreListing, ObstoreWrites, Store):
     """A Store on an ``s3://bucket/prefix`` URL through obstore (see the module
     docstring). ``storage_options`` as for FsspecStore on S3."""
 
@@ -88,7 +90,6 @@ class ObstoreStore(ObstoreListing, ObstoreWrites, Store):
     #: decoded bytes per write batch of the chunk engine (as FsspecStore)
     write_batch_bytes = 64 * 2**20
     remote = True
-    supports_conditional_writes = True
     # not ``blocking_commits``: committing runs on every pool thread helped large writes
     # little (256 MiB: 77-90 against 66-80 MB/s, noisy) and made small ones 3x slower
     # with 20 ms per request (the pool's inline probe of small items ran the first
@@ -106,8 +107,11 @@ class ObstoreStore(ObstoreListing, ObstoreWrites, Store):
         self.storage_options = with_endpoint(self.url, options)
         self._bucket, self._root, self._kwargs = translate_options(self.url, self.storage_options)
         signed = not self._kwargs["config"].get("skip_signature")
+        #: conditional PUTs can be sent; whether the server honours them is probed before
+        #: the first conditional commit (``s3_conditional.ProbedConditions``)
+        self._conditional_requests = True
         #: a checked delete is a presigned DELETE with If-Match, which needs signing
-        self.supports_conditional_delete = bool(signed)
+        self._conditional_delete = bool(signed)
         self._store: Any = None
         self._pid: int | None = None
         self._lock = threading.Lock()
@@ -346,7 +350,10 @@ class ObstoreStore(ObstoreListing, ObstoreWrites, Store):
     def get_versioned_many(self, keys: Sequence[str], max_bytes: int | None = None
                            ) -> list[tuple[bytes | None, Any]]:
         """Each body with its ETag (``(None, ABSENT)`` when missing), concurrently; one
-        larger than ``max_bytes`` is an ObjectSizeError, its body not downloaded."""
+        larger than ``max_bytes`` is an ObjectSizeError, its body not downloaded. On a
+        server known to ignore conditions: plain values, generation ``ANY``."""
+        if not self._versioned_reads:
+            return Store.get_versioned_many(self, keys, max_bytes)
         out = run_all(self._get_versioned, [(k, self._path(k), max_bytes) for k in keys])
         return [self._check("reading", k, v) for k, v in zip(keys, out, strict=True)]
 

@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from ..errors import InvalidKeyError
-from .base import ABSENT, ANY, BytesLike, Commit, normalize_prefix, validate_key
+from ..errors import ChunkstoreError, InvalidKeyError
+from .base import ABSENT, ANY, BytesLike, Commit, Store, normalize_prefix, validate_key
 from .obstore_setup import is_conflict, is_missing, obstore_module, run_all
-from .s3_conditional import ETag
+from .s3_conditional import Conditions, ETag, probe_conditions, probe_key
 
 
 class ObstoreWrites:
@@ -30,6 +30,8 @@ class ObstoreWrites:
             return []
         for key, _, _ in items:
             self._check_writable(key)
+        if not self._commits_checked([k for k, _, _ in items]):  # the server ignores them
+            return Store.commit_many(self, items)  # type: ignore[arg-type]
         deletes = [k for k, v, g in items if g is ANY and v is None]
         others = [(i, (k, self._path(k), None if v is None else _as_buffer(v), g))
                   for i, (k, v, g) in enumerate(items) if not (g is ANY and v is None)]
@@ -66,6 +68,20 @@ class ObstoreWrites:
                 return False
             raise
         return True
+
+    def _probe_conditions(self) -> Conditions:
+        """Whether the S3 server honours conditional PUTs and DELETEs: a probe object at
+        the root (``s3_conditional.probe_conditions``)."""
+        key = probe_key()
+        path = self._path(key)
+        try:
+            return probe_conditions(lambda body, generation: self._commit_one(
+                (key, path, body, generation)), lambda: self._delete([key]),
+                self._conditional_delete)
+        except ChunkstoreError:
+            raise
+        except Exception as e:
+            raise self._failure("probing conditional writes with", [key], e) from e
 
     def _delete_if_match(self, key: str, path: str, generation: ETag) -> bool:
         """DELETE with ``If-Match`` through a presigned URL (object_store has no

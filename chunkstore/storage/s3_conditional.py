@@ -6,19 +6,40 @@ missing), or one ``DeleteObject`` with ``If-Match``: S3 applies each atomically,
 answers 412 PreconditionFailed (or 409 ConditionalRequestConflict when a concurrent
 conditional write won) when the object changed, which means "not applied". An
 ``If-Match`` on an object deleted meanwhile is answered 404: not applied either.
+
+Verified, not assumed: some S3-compatible servers (older MinIO, gateways that strip the
+headers) accept conditional requests and apply them unconditionally, so writers of one
+object would silently undo each other's updates. Before an S3 store's first conditional
+commit (:class:`ProbedConditions`), a probe object under its root is created with
+``If-None-Match: *``, created again (which must be refused), overwritten with a stale
+``If-Match`` (refused) and deleted with one (refused) before it is removed; the result
+is kept per process, endpoint and bucket in :data:`CONDITIONAL_PROBES`. A server that
+fails it is written to without conditions, as a store without compare-and-swap: writers
+sharing an object need a synchronizer (``io.rmw`` refuses a partial chunk write without
+one), and a :class:`~chunkstore.errors.ConditionalWritesWarning` says so once.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import os
+import threading
+import uuid
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConditionalWritesWarning
 from .base import ABSENT, ANY
 
 #: S3 error codes and HTTP statuses that mean "the condition did not hold"
 _CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
 _CONFLICT_STATUS = {409, 412}
+#: the start of a probe object's key (then a random hex name), at the store's root
+PROBE_PREFIX = ".chunkstore-probe-"
+#: an ETag no object has: a condition on it must be refused
+_STALE = '"00000000000000000000000000000000"'
 
 
 class ETag:
@@ -122,3 +143,184 @@ def commit(fs: Any, items: Sequence[tuple[str, bytes | None, Any]]) -> list[Any]
 
     return sync(fs.loop, _run_coros_in_chunks, [one(*item) for item in items],
                 batch_size=fs.batch_size, return_exceptions=True)
+
+
+# -- verifying that the server honours conditions -------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Conditions:
+    """What an S3 server was found to honour: conditional PUTs (``If-None-Match: *`` and
+    ``If-Match``) and conditional DELETEs (``If-Match``)."""
+
+    writes: bool
+    deletes: bool
+
+
+#: what a read-only store reports before any probe: what the client can send
+_ASSUMED = Conditions(True, True)
+
+
+def is_not_implemented(error: BaseException) -> bool:
+    """Whether ``error`` is a server answering 501 NotImplemented (a server that does not
+    know conditional requests may refuse them so)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        response = getattr(seen, "response", None)
+        if isinstance(response, dict) and (
+                response.get("Error", {}).get("Code") == "NotImplemented"
+                or response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 501):
+            return True
+        if getattr(seen, "code", None) == 501 or "NotImplemented" in str(seen) or (
+                "501 Not Implemented" in str(seen)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def probe_conditions(commit_one: Callable[[bytes | None, Any], bool],
+                     remove: Callable[[], None], deletes: bool) -> Conditions:
+    """Probe a server through ``commit_one(body or None, generation)`` (a store's
+    conditional commit of the probe object: True applied, False refused) and
+    ``remove()`` (its unconditional delete, always run at the end). ``deletes``: whether
+    the client can send a conditional DELETE at all."""
+
+    def refused(body: bytes | None, generation: Any) -> bool:
+        try:
+            return commit_one(body, generation) is False
+        except Exception as e:
+            if is_not_implemented(e):
+                return False  # not applied, but not a condition checked either
+            raise
+
+    try:
+        try:
+            created = commit_one(b"1", ABSENT) is True
+        except Exception as e:
+            if is_not_implemented(e):
+                return Conditions(False, False)
+            raise
+        writes = (created and refused(b"2", ABSENT) and refused(b"3", ETag(_STALE)))
+        found = Conditions(writes, writes and deletes and refused(None, ETag(_STALE)))
+    except BaseException:
+        try:
+            remove()
+        except Exception:  # noqa: BLE001 (the first failure is the one to report)
+            pass
+        raise
+    remove()
+    return found
+
+
+def probe_key() -> str:
+    """A fresh probe object's key (unique: concurrent probes never meet)."""
+    return f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+
+
+class ConditionalProbes:
+    """The one registry of probe results of a process: per ``(endpoint, bucket)``, the
+    :class:`Conditions` its server honours. Both S3 backends share it (the answer is the
+    server's, not the client's: obstore's client object cannot carry it), so each server
+    is probed at most once per process. One probe runs at a time; a fork starts the child
+    with the parent's results and a fresh lock."""
+
+    def __init__(self) -> None:
+        self._results: dict[tuple[Any, ...], Conditions] = {}
+        self._lock = threading.Lock()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+
+    def known(self, key: tuple[Any, ...]) -> Conditions | None:
+        """The result for ``key`` if it was probed in this process, else None."""
+        return self._results.get(key)
+
+    def get(self, key: tuple[Any, ...], probe: Callable[[], Conditions],
+            where: str) -> Conditions:
+        """The result for ``key``, probing with ``probe()`` the first time (a failure
+        raises and is not kept: the next call probes again). A server found not to honour
+        conditional writes is reported once with a ConditionalWritesWarning naming
+        ``where``."""
+        found = self._results.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._results.get(key)
+            if found is None:
+                found = self._results[key] = probe()
+                if not found.writes:
+                    warnings.warn(ConditionalWritesWarning(
+                        f"{where}: the S3 server does not honour conditional writes (a "
+                        "probe's PUT with If-None-Match: * or a stale If-Match was not "
+                        "refused): chunkstore writes there without checks, so writers "
+                        "of one chunk, shard or metadata document need a synchronizer "
+                        "(chunkstore.ThreadSynchronizer() for threads of one process, "
+                        "chunkstore.ProcessSynchronizer(lock_dir) for several); a partial "
+                        "chunk write without one is refused"), stacklevel=2)
+        return found
+
+
+#: probe results of this process (see ConditionalProbes)
+CONDITIONAL_PROBES = ConditionalProbes()
+
+
+class ProbedConditions:
+    """The capability flags of an S3 store, verified by a probe before they are relied on
+    (a mixin placed before ``Store``). The store sets ``_conditional_requests`` (its
+    client can send conditional PUTs) and ``_conditional_delete`` (and DELETEs), and
+    provides ``location()``, ``read_only``, ``_where()``, ``_failure()`` and
+    ``_probe_conditions()`` (the probe through its own client, see
+    :func:`probe_conditions`). A read-only store
+    never probes: it reports what is known in this process, else what the client can
+    send."""
+
+    _conditional_requests: bool = False
+    _conditional_delete: bool = False
+
+    @property
+    def supports_conditional_writes(self) -> bool:  # type: ignore[override]
+        """``commit_many`` checks generations (the server was found to honour them)."""
+        return self._conditional_requests and self._conditions().writes
+
+    @property
+    def supports_conditional_delete(self) -> bool:  # type: ignore[override]
+        """A conditional commit may delete (the server honours ``If-Match`` there too)."""
+        return self._conditional_delete and self._conditions().deletes
+
+    @property
+    def conditional_writes_ignored(self) -> bool:  # type: ignore[override]
+        """The client sends conditions but the server was found to ignore them."""
+        return self._conditional_requests and not self._conditions().writes
+
+    def _commits_checked(self, keys: Sequence[str]) -> bool:
+        """``supports_conditional_writes`` before committing ``keys``: a failed probe
+        (e.g. an unreachable endpoint) is reported as a failure to write them."""
+        try:
+            return self.supports_conditional_writes
+        except Exception as e:
+            raise self._failure("writing", keys, e) from e  # type: ignore[attr-defined]
+
+    @property
+    def _versioned_reads(self) -> bool:
+        """Whether versioned reads return ETags: where conditions can be sent, unless
+        the server is already known to ignore them (reads never probe: an ETag is a
+        true generation anyway, and commits decide whether to use it)."""
+        if not self._conditional_requests:
+            return False
+        known = CONDITIONAL_PROBES.known(self._probe_location())
+        return known is None or known.writes
+
+    def _probe_location(self) -> tuple[Any, ...]:
+        """``(endpoint, bucket)``, canonical (``location()``): the registry's key."""
+        key = self.__dict__.get("_probed_at")
+        if key is None:
+            where: Any = self.location()  # type: ignore[attr-defined]
+            key = self.__dict__["_probed_at"] = (where[2], where[1].split("/", 1)[0])
+        return key
+
+    def _conditions(self) -> Conditions:
+        key = self._probe_location()
+        if self.read_only:  # type: ignore[attr-defined]
+            return CONDITIONAL_PROBES.known(key) or _ASSUMED
+        return CONDITIONAL_PROBES.get(key, self._probe_conditions,  # type: ignore[attr-defined]
+                                      self._where())  # type: ignore[attr-defined]
