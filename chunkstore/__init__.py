@@ -37,6 +37,7 @@ from .errors import (
     ConcurrentWriteError,
     ContainsArrayError,
     ContainsGroupError,
+    ExternalDataError,
     InvalidKeyError,
     MetadataError,
     NodeNotFoundError,
@@ -53,7 +54,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Array", "ChunkDecodeError", "ChunkstoreError", "CodecError", "ConcurrentWriteError",
-    "ContainsArrayError", "ContainsGroupError", "FsspecStore", "Group", "InvalidKeyError",
+    "ContainsArrayError", "ContainsGroupError", "ExternalDataError", "FsspecStore", "Group", "InvalidKeyError",
     "LocalStore", "MemoryStore", "MetadataError", "NodeNotFoundError", "NodeTypeError",
     "ProcessSynchronizer", "ReadOnlyError", "StaleConsolidatedMetadataWarning", "Store",
     "ThreadSynchronizer", "UnsupportedError",
