@@ -216,7 +216,54 @@ def test_plain_file_copies_without_opt_in(tmp_path):
     np.testing.assert_array_equal(g["alias"][:], np.arange(6))
     assert sorted(g.array_keys()) == ["alias", "raw", "rev"]
     assert [str(x.message) for x in w] == [
-        f"{tmp_path / 'f.h5'}: group '/': member 'loop' skipped: a link back to the group '/'"]
+        f"{tmp_path / 'f.h5'}: group '/': member 'loop' skipped: a link to a group that "
+        "holds it"]
+
+
+def test_what_zarr_cannot_hold_is_left_out_with_a_warning(tmp_path):
+    """Loops of soft links, hard links to a group above, object references, empty
+    datasets: a warning each, the rest copied; the dataset itself is refused."""
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        for name, target in (("a", "/b"), ("b", "/a"), ("self", "/self")):
+            f[name] = h5py.SoftLink(target)
+        f["d"] = np.arange(3)
+        f.create_group("g")["up"] = f["/"]
+        f["refs"] = np.array([f["d"].ref], dtype=h5py.ref_dtype)
+        f.create_dataset("empty", data=h5py.Empty("f4"))
+    with h5py.File(tmp_path / "f.h5", "r") as f:
+        with pytest.warns(UserWarning) as w:
+            g = cs.copy(f, str(tmp_path / "o.zarr"))
+        with pytest.raises(TypeError, match="'/refs': its values"):
+            cs.copy(f["refs"], str(tmp_path / "r.zarr"))
+    file = tmp_path / "f.h5"
+    assert sorted(str(x.message) for x in w) == sorted([
+        f"{file}: group '/': member 'a' skipped: a link to nothing",
+        f"{file}: group '/': member 'b' skipped: a link to nothing",
+        f"{file}: group '/': member 'self' skipped: a link to nothing",
+        f"{file}: group '/g': member 'up' skipped: a link to a group that holds it",
+        f"{file}: dataset '/refs': its values (HDF5 object references or variable-length "
+        "sequences) have no Zarr data type; skipped",
+        f"{file}: dataset '/empty': an empty HDF5 dataset (no shape), which Zarr cannot "
+        "hold; skipped"])
+    assert sorted(g.array_keys()) == ["d"] and sorted(g.group_keys()) == ["g"]
+    assert not (tmp_path / "r.zarr").exists()
+
+
+def test_netcdf_c_names(tmp_path):
+    """netCDF-C keeps a variable named like a dimension it is not the coordinate of as
+    ``_nc4_non_coord_<name>`` beside a dimension-only dataset ``<name>``."""
+    with h5py.File(tmp_path / "c.nc", "w") as f:
+        f.attrs["_NCProperties"] = np.bytes_(b"version=2,netcdf=4.9.2")
+        n = f.create_dataset("n", shape=(2,), dtype="f4")
+        n.make_scale("This is a netCDF dimension but not a netCDF variable.         2")
+        x = f.create_dataset("_nc4_non_coord_x", data=np.array([7, 8], "i2"))
+        x.dims[0].attach_scale(n)
+        x.attrs["valid_min"] = np.array([0], "i2")  # netCDF-C: a length-1 array
+    with h5py.File(tmp_path / "c.nc", "r") as f:
+        g = cs.copy(f, str(tmp_path / "o.zarr"))
+    assert list(g.array_keys()) == ["x"] and dict(g.attrs) == {}
+    assert g["x"].dimension_names == ("n",) and dict(g["x"].attrs) == {"valid_min": 0}
+    np.testing.assert_array_equal(g["x"][:], [7, 8])
 
 
 def _translated_file(path):

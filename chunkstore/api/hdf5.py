@@ -57,6 +57,11 @@ _NON_COORD = "_nc4_non_coord_"  # netCDF-C's name of a variable named like a dim
 _SKIP = object()
 
 
+class UntranslatableError(TypeError):
+    """A dataset whose values Zarr cannot hold (object references, variable-length
+    sequences, no shape): an error for the dataset itself, a notice in a group."""
+
+
 @dataclass
 class ArrayPlan:
     """A dataset to copy as an array: what to create, and ``data[region]`` to read it."""
@@ -141,11 +146,15 @@ def _add_group(group: Any, path: str, allowed: tuple[str, ...], zarr_format: int
             continue
         child = posixpath.join(path, _zarr_name(name)) if path else _zarr_name(name)
         if isinstance(obj, h5py.Dataset):
-            if not _dimension_only(obj):
+            if _dimension_only(obj):
+                continue
+            try:
                 plan.nodes.append(_array_plan(obj, child, allowed, zarr_format, plan.notices))
+            except UntranslatableError as e:
+                plan.notices.append(f"{e}; skipped")
         elif isinstance(obj, h5py.Group):
             if hash(obj.id) in above:
-                plan.notices.append(f"{label} skipped: a link back to the group {obj.name!r}")
+                plan.notices.append(f"{label} skipped: a link to a group that holds it")
             else:
                 _add_group(obj, child, allowed, zarr_format, plan, above)
         else:
@@ -178,7 +187,8 @@ def _array_plan(dset: Any, path: str, allowed: tuple[str, ...], zarr_format: int
     where = f"{dset.file.filename}: dataset {dset.name!r}"
     check_dataset(dset, allowed)
     if dset.shape is None:
-        raise ValueError(f"{where}: an empty HDF5 dataset (no shape), which Zarr cannot hold")
+        raise UntranslatableError(f"{where}: an empty HDF5 dataset (no shape), which Zarr "
+                                  "cannot hold")
     dtype, strings = _zarr_dtype(dset, where)
     attrs, late = _attributes(dset, where, notices)
     attrs.pop("_FillValue", None)
@@ -205,8 +215,8 @@ def _zarr_dtype(dset: Any, where: str) -> tuple[Any, bool]:
     if text is not None and text.length is None:
         return np.dtypes.StringDType(), True
     if dt.kind == "O" or h5py.check_vlen_dtype(dt) is not None:
-        raise TypeError(f"{where}: its values ({dt}: object references or variable-length "
-                        "sequences) have no Zarr data type")
+        raise UntranslatableError(f"{where}: its values (HDF5 object references or "
+                                  "variable-length sequences) have no Zarr data type")
     return (dt if dt.names is not None else np.dtype(dt.str)), False
 
 

@@ -55,7 +55,8 @@ def allowed_directories(allow_external: Any) -> tuple[str, ...]:
     for item in items:
         path = os.fsdecode(os.fspath(item))
         if not os.path.isdir(path):
-            raise ValueError(f"allow_external: {path!r} is not a directory")
+            raise ValueError(f"allow_external (--allow-external): {path!r} is not a "
+                             "directory")
         out.append(os.path.realpath(path))
     return tuple(out)
 
@@ -180,14 +181,13 @@ def _check_virtual_source(dset: Any, file_name: str, dset_name: str,
 
 
 def member(group: Any, name: str, allowed: tuple[str, ...], depth: int = 0) -> Any:
-    """``group[name]`` (None if missing or dangling), its link checked first: an external
-    link's files must be inside ``allowed``; a soft link is followed as a path, its
-    components checked the same way."""
+    """``group[name]`` (None if missing, dangling or a loop of links), its link checked
+    first: an external link's files must be inside ``allowed``; a soft link is followed
+    as a path, its components checked the same way."""
     h5py = h5py_module()
     where = f"{group.file.filename}: member {group.name.rstrip('/') + '/' + name!r}"
     if depth > MAX_DEPTH:
-        raise ExternalDataError(f"{where}: links lead through one another more than "
-                                f"{MAX_DEPTH} deep; refused")
+        return None  # a loop of soft links (HDF5 gives up too)
     try:
         link = group.get(name, getlink=True)
     except (TypeError, KeyError, OSError) as e:
