@@ -172,14 +172,19 @@ def _attr(obj: Any, key: str, default: Any = None) -> Any:
         return default
 
 
+def _bytes_attr(obj: Any, key: str) -> bytes:
+    value = _attr(obj, key, b"")
+    return value.encode("utf-8", "replace") if isinstance(value, str) else (
+        value if isinstance(value, bytes) else b"")
+
+
 def _is_scale(obj: Any) -> bool:
-    return _attr(obj, "CLASS") == b"DIMENSION_SCALE"
+    return _bytes_attr(obj, "CLASS") == b"DIMENSION_SCALE"
 
 
 def _dimension_only(dset: Any) -> bool:
     """A netCDF dimension without a variable (its dataset holds no data)."""
-    name = _attr(dset, "NAME", b"")
-    return _is_scale(dset) and isinstance(name, bytes) and name.startswith(_DIMENSION_ONLY)
+    return _is_scale(dset) and _bytes_attr(dset, "NAME").startswith(_DIMENSION_ONLY)
 
 
 def _array_plan(dset: Any, path: str, allowed: tuple[str, ...], zarr_format: int,

@@ -1,6 +1,6 @@
 """``copy`` / ``convert``: an array from a store, a ``.npy`` file or an HDF5 dataset into a
 store or a ``.npy`` file, block by block (bounded memory), with new chunks, shards,
-compressor or Zarr format."""
+compressor or Zarr format; a whole HDF5/netCDF file or group into a group."""
 
 from __future__ import annotations
 
@@ -106,7 +106,8 @@ def _create_npy(args: argparse.Namespace, source: Source) -> Any:
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
-    """Copy one array, block by block, showing progress and a summary."""
+    """Copy one array (or an HDF5 file or group, as a group), block by block, showing
+    progress, notes on what was left out, and a summary."""
     progress = TerminalProgress(args.command)
     source = open_source(args.src, args.node, storage_options(args.storage_option),
                          zarr_format=args.zarr_format, allow_external=args.allow_external)
