@@ -38,6 +38,7 @@ from .errors import (
     ConditionalWritesWarning,
     ContainsArrayError,
     ContainsGroupError,
+    ExternalDataError,
     InvalidKeyError,
     MetadataError,
     NodeNotFoundError,
@@ -55,7 +56,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Array", "ChunkDecodeError", "ChunkstoreError", "CodecError", "ConcurrentWriteError",
-    "ConditionalWritesWarning", "ContainsArrayError", "ContainsGroupError", "FsspecStore", "Group", "InvalidKeyError",
+    "ConditionalWritesWarning", "ContainsArrayError", "ContainsGroupError", "ExternalDataError",
+    "FsspecStore", "Group", "InvalidKeyError",
     "LocalStore", "MemoryStore", "MetadataError", "NodeNotFoundError", "NodeTypeError",
     "ProcessSynchronizer", "ReadOnlyError", "StaleConsolidatedMetadataWarning", "Store",
     "SynchronizerRequiredError", "ThreadSynchronizer", "UnsupportedError",

@@ -81,6 +81,11 @@ class SelfReadingValueError(SameLocationError):
     blocks were written (those cannot be undone)."""
 
 
+class ExternalDataError(ChunkstoreError, ValueError):
+    """An HDF5/netCDF source reads other files (external storage, an external link, a
+    virtual dataset) that the caller did not allow (``allow_external``)."""
+
+
 class StaleConsolidatedMetadataWarning(UserWarning):
     """A node changed, but a consolidated copy that lists it could not be updated: a
     consolidated open of that group shows the node's previous metadata until

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from ..array import Array
@@ -10,13 +11,15 @@ from ..hierarchy.paths import normalize_path
 from ..io.copy import COPY_BLOCK_BYTES, copy_into
 from ..io.overlap import refuse_onto_itself
 from ..storage.resolve import resolve_store
+from . import hdf5
 from .creation import create_array, jsonable_attrs, like_array_kwargs, regular_chunks
 from .opening import open_group
 
 
 def copy(source: Any, store: Any = None, path: str | None = None, *,
          chunks: Any = None, max_bytes: int = COPY_BLOCK_BYTES, overwrite: bool = False,
-         storage_options: dict | None = None, **create_kwargs: Any) -> Array | Group:
+         storage_options: dict | None = None, allow_external: Any = None,
+         **create_kwargs: Any) -> Array | Group:
     """Copy ``source`` into a new array (or hierarchy) at ``store``/``path``, a block of at
     most ``max_bytes`` at a time: never the whole array in memory.
 
@@ -25,7 +28,24 @@ def copy(source: Any, store: Any = None, path: str | None = None, *,
     chunks default to the source's chunks (and shards, between v3 arrays); an Array keeps
     its format (unless ``zarr_format`` is given), fill value, dimension names and v2
     separator.
+
+    An h5py file, group or dataset (HDF5, netCDF-4) is translated as xarray reads it:
+    dimension scales become dimension names, ``_FillValue`` the fill value, attributes
+    JSON (one warning per attribute that has none); see ``chunkstore.api.hdf5``. Its
+    bytes kept in other files (external storage, external links, virtual datasets) raise
+    ``ExternalDataError`` unless ``allow_external`` names the directories they may be in
+    (``allow_external=["/data/raw"]``).
     """
+    if hdf5.is_hdf5(source):  # checked and translated before anything is created
+        fmt = create_kwargs.pop("zarr_format", None) or 3
+        plan = hdf5.plan_copy(source, zarr_format=fmt, allow_external=allow_external)
+        for notice in plan.notices:
+            warnings.warn(notice, UserWarning, stacklevel=2)
+        st = resolve_store(store, mode="w" if overwrite else "a",
+                           storage_options=storage_options)
+        return hdf5.write_plan(plan, st, normalize_path(path), zarr_format=fmt,
+                               overwrite=overwrite, chunks=chunks, max_bytes=max_bytes,
+                               create_kwargs=create_kwargs)
     path = normalize_path(path)
     if isinstance(source, Array | Group):  # never over its own source (before any delete)
         refuse_onto_itself(source, resolve_store(store, storage_options=storage_options),

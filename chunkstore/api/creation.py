@@ -219,7 +219,7 @@ def jsonable_attrs(source: Any, where: str) -> dict[str, Any]:
             value = value.tolist()
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
-        out[str(key)] = value
+        out[str(key)] = check_json_value(value, f"{where}: attribute {key!r}")
     if getattr(source, "dimension_names", None) is not None:
         # v2's spelling of dimension names, passed on as dimension_names (a v3 copy would
         # otherwise keep it as a user attribute beside them)

@@ -1,6 +1,7 @@
 """``copy`` / ``convert``: an array from a store, a ``.npy`` file or an HDF5 dataset into a
 store or a ``.npy`` file, block by block (bounded memory), with new chunks, shards,
-compressor or Zarr format; a whole Zarr group with ``copy_group``."""
+compressor or Zarr format; a whole Zarr group with ``copy_group``; a whole HDF5/netCDF
+file or group into a group."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..api import create_array
+from ..api import create_array, hdf5
 from ..array import Array
+from ..creation import DEFAULT_FILL
 from ..hierarchy.paths import normalize_path
 from ..io.overlap import refuse_onto_itself
 from ..progress import TerminalProgress
@@ -24,7 +26,7 @@ from .args import add_store_options, shape_arg, storage_options
 from .copy_group import copy_group
 from .errors import CLIError
 from .nodes import is_array
-from .sources import HDF5_SUFFIXES, Source, open_source
+from .sources import HDF5_SUFFIXES, Source, TreeSource, open_source
 from .stores import check_target, open_node, volatile_warning
 
 #: bytes copied per block (whole chunk or shard rows when they fit)
@@ -86,11 +88,15 @@ def _create_target(args: argparse.Namespace, source: Source) -> Any:
                               "dimension_names": source.dimension_names}
     if args.zarr_format or source.zarr_format:
         kwargs["zarr_format"] = args.zarr_format or source.zarr_format
-    if source.fill_value is not None:
+    if source.fill_value is not DEFAULT_FILL:
         kwargs["fill_value"] = source.fill_value
-    return create_array(args.dst, args.dst_node, shape=shape, dtype=source.dtype, chunks=chunks,
-                        shards=shards, overwrite=args.overwrite, storage_options=options,
-                        **kwargs)
+    target = create_array(args.dst, args.dst_node, shape=shape, dtype=source.dtype,
+                          chunks=chunks, shards=shards, overwrite=args.overwrite,
+                          storage_options=options, **kwargs)
+    if source.late_attributes:  # NaN or infinities, written as zarr-python writes them
+        hdf5.add_late_attributes(target.store, target.path, source.late_attributes,
+                                 target.zarr_format, "array")
+    return target
 
 
 def _create_npy(args: argparse.Namespace, source: Source) -> Any:
@@ -113,13 +119,17 @@ def _group_source(args: argparse.Namespace) -> Any:
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
-    """Copy one array (or a whole group), block by block, showing progress and a summary."""
+    """Copy one array, a whole Zarr group, or an HDF5 file or group (as a group), block by
+    block, showing progress, notes on what was left out, and a summary."""
     progress = TerminalProgress(args.command)
     check_target(args.dst)
     group = _group_source(args)
     if group is not None:
         return copy_group(args, group, compressors_arg(args.compressor), progress)
-    source = open_source(args.src, args.node, storage_options(args.storage_option))
+    source = open_source(args.src, args.node, storage_options(args.storage_option),
+                         zarr_format=args.zarr_format, allow_external=args.allow_external)
+    if isinstance(source, TreeSource):
+        return _copy_tree(args, source, progress)
     to_npy = args.dst.lower().endswith(".npy")
     warning = None if to_npy else volatile_warning(args.dst)
     if warning:
@@ -136,7 +146,37 @@ def cmd_copy(args: argparse.Namespace) -> int:
         bar(i, len(regions), done)
     if to_npy:
         target.flush()
+    _notes(args, source.notices)
     progress.summary(f"copied {args.src} -> {args.dst} ({tuple(source.shape)} {source.dtype})")
+    return 0
+
+
+def _notes(args: argparse.Namespace, notices: list[str]) -> None:
+    for notice in notices:
+        print(f"chunkstore {args.command}: note: {notice}", file=sys.stderr)
+
+
+def _copy_tree(args: argparse.Namespace, source: TreeSource, progress: TerminalProgress) -> int:
+    """A whole HDF5 file or group copied as a group, array by array."""
+    n = source.narrays
+    if args.dst.lower().endswith(".npy"):
+        raise CLIError(f"{args.src}: a group of {n} arrays, and a .npy file holds one: pick "
+                       "a dataset with --node")
+    for flag, value in (("--chunks", args.chunks), ("--shards", args.shards)):
+        if value is not None:
+            raise CLIError(f"{flag} sets the layout of one array, and {args.src} is copied "
+                           f"as a group of {n} arrays: pick a dataset with --node")
+    fmt = args.zarr_format or 3
+    st = resolve_store(args.dst, mode="w" if args.overwrite else "a",
+                       storage_options=storage_options(args.storage_option))
+    bar = progress.step("copy", "arrays")
+    hdf5.write_plan(source.plan, st, normalize_path(args.dst_node), zarr_format=fmt,
+                    overwrite=args.overwrite,
+                    create_kwargs={"compressors": compressors_arg(args.compressor)},
+                    on_array=bar)
+    _notes(args, source.notices)
+    arrays = "1 array" if n == 1 else f"{n} arrays"
+    progress.summary(f"copied {args.src} -> {args.dst} (a group of {arrays})")
     return 0
 
 
@@ -159,9 +199,9 @@ def _register(sub: Any, name: str) -> None:
                    "(.h5, .hdf5, .nc; needs h5py)")
     p.add_argument("dst", help="a store (directory, .zip, URL) or a .npy file")
     p.add_argument("--node", default=None, metavar="PATH",
-                   help="the array or group (or HDF5 dataset) inside SRC; a group is copied "
-                   "with everything below it (default: the root, or the only dataset of an "
-                   "HDF5 file)")
+                   help="the array or group (or HDF5 dataset or group) inside SRC; a group "
+                   "is copied with everything below it (default: the root; for an HDF5 file "
+                   "its only dataset, else the whole file as a group, always for netCDF)")
     p.add_argument("--dst-node", default=None, metavar="PATH",
                    help="where to put the array (or group) inside DST (default: the root of DST)")
     p.add_argument("--zarr-format", type=int, choices=(2, 3), default=None,
@@ -176,5 +216,9 @@ def _register(sub: Any, name: str) -> None:
                    help="compressor of the copy (default: blosc-lz4, byte shuffle)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace what exists at DST (default: refuse)")
+    p.add_argument("--allow-external", action="append", default=None, metavar="DIR",
+                   help="HDF5: read the external storage, external links and virtual "
+                   "datasets of SRC from files under DIR (repeatable; default: refuse any "
+                   "file other than SRC)")
     add_store_options(p)
     p.set_defaults(func=cmd_copy)

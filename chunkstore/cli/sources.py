@@ -1,5 +1,6 @@
 """What ``copy`` reads from: a Zarr array, a ``.npy`` file or an HDF5 dataset, behind one
-small interface (shape, dtype, chunks, metadata worth keeping, ``source[region]``)."""
+small interface (shape, dtype, chunks, metadata worth keeping, ``source[region]``); or a
+whole HDF5/netCDF file or group (``TreeSource``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from ..api import hdf5
+from ..api.hdf5_files import allowed_directories, resolve
+from ..creation import DEFAULT_FILL
 from .errors import CLIError
 from .stores import open_node
 
@@ -22,9 +26,13 @@ class Source:
     data: Any
     chunks: tuple[int, ...] | None = None
     zarr_format: int | None = None
-    fill_value: Any = None
+    fill_value: Any = DEFAULT_FILL
     attributes: dict[str, Any] = field(default_factory=dict)
     dimension_names: tuple[str, ...] | None = None
+    #: attributes holding NaN or infinities, written after the array is created
+    late_attributes: dict[str, Any] = field(default_factory=dict)
+    #: one line per attribute or member left out (HDF5)
+    notices: list[str] = field(default_factory=list)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -40,10 +48,21 @@ class Source:
         return self.data[region]
 
 
-def _json_value(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value.tolist() if hasattr(value, "tolist") else value
+@dataclass
+class TreeSource:
+    """A whole HDF5 file or group, copied as a group (``hdf5.Plan``)."""
+
+    plan: hdf5.Plan
+
+    @property
+    def notices(self) -> list[str]:
+        """One line per attribute or member left out."""
+        return self.plan.notices
+
+    @property
+    def narrays(self) -> int:
+        """The number of arrays the copy creates."""
+        return sum(isinstance(n, hdf5.ArrayPlan) for n in self.plan.nodes)
 
 
 def _datasets(group: Any) -> list[str]:
@@ -54,13 +73,21 @@ def _datasets(group: Any) -> list[str]:
     return found
 
 
-def open_hdf5(path: str, node: str | None) -> Source:
-    """The dataset ``node`` of an HDF5 file (the only one if ``node`` is None)."""
+def _is_netcdf(path: str, f: Any) -> bool:
+    return path.lower().endswith(".nc") or "_NCProperties" in f.attrs
+
+
+def open_hdf5(path: str, node: str | None, *, zarr_format: int | None = None,
+              allow_external: list[str] | None = None) -> Source | TreeSource:
+    """The dataset or group ``node`` of an HDF5 file; without ``node``, the only dataset of
+    a plain HDF5 file, else the whole file (a netCDF file always). Other files its bytes
+    come from are refused unless inside the ``allow_external`` directories."""
     try:
         import h5py
     except ImportError:
         raise CLIError(f"{path}: reading HDF5 files needs the package 'h5py', which is not "
                        "installed (pip install h5py)") from None
+    allowed = allowed_directories(allow_external)
     if not os.path.isfile(path):
         raise CLIError(f"{path}: no such file (expected an HDF5 file)")
     try:
@@ -68,24 +95,32 @@ def open_hdf5(path: str, node: str | None) -> Source:
     except OSError as e:
         raise CLIError(f"{path}: not a readable HDF5 file ({e})") from None
     names = _datasets(f)
-    if node is None:
-        if len(names) != 1:
-            raise CLIError(f"{path}: holds {len(names)} datasets, pick one with --node "
-                           f"({', '.join(names[:10]) or 'none'})")
-        node = names[0]
-    obj = f.get(node.strip("/") or "/")
-    if obj is None:
-        raise CLIError(f"{path}: no dataset {node!r} in the HDF5 file (datasets: "
+    if node is not None:
+        obj = resolve(f, node, allowed)
+        if obj is None:
+            raise CLIError(f"{path}: no dataset or group {node!r} in the HDF5 file (datasets: "
+                           f"{', '.join(names[:10]) or 'none'})")
+    elif len(names) == 1 and not _is_netcdf(path, f):
+        obj = resolve(f, names[0], allowed)
+    else:
+        obj = f
+    if not isinstance(obj, h5py.Group | h5py.Dataset):
+        raise CLIError(f"{path}: {node!r} is a named datatype, not data (datasets: "
                        f"{', '.join(names[:10]) or 'none'})")
-    if not isinstance(obj, h5py.Dataset):
-        raise CLIError(f"{path}: {node!r} is an HDF5 group, not a dataset (datasets: "
-                       f"{', '.join(names[:10]) or 'none'})")
-    attrs = {k: _json_value(v) for k, v in obj.attrs.items()}
-    return Source(obj, chunks=obj.chunks, attributes=attrs)
+    plan = hdf5.plan_copy(obj, zarr_format=zarr_format or 3, allow_external=allowed)
+    if isinstance(obj, h5py.Group):
+        return TreeSource(plan)
+    a: Any = plan.nodes[0]  # an ArrayPlan
+    return Source(a.data, chunks=a.chunks, fill_value=a.fill_value, attributes=a.attributes,
+                  dimension_names=a.dimension_names, late_attributes=a.late_attributes,
+                  notices=plan.notices)
 
 
-def open_source(path: str, node: str | None, options: dict[str, Any] | None) -> Source:
-    """What ``copy`` reads: a ``.npy`` file, an HDF5 dataset, or a Zarr array."""
+def open_source(path: str, node: str | None, options: dict[str, Any] | None, *,
+                zarr_format: int | None = None, allow_external: list[str] | None = None
+                ) -> Source | TreeSource:
+    """What ``copy`` reads: a ``.npy`` file, an HDF5 dataset, file or group (translated for
+    Zarr ``zarr_format``), or a Zarr array."""
     suffix = os.path.splitext(path)[1].lower()
     if suffix == ".npy":
         if not os.path.isfile(path):
@@ -95,7 +130,7 @@ def open_source(path: str, node: str | None, options: dict[str, Any] | None) -> 
         except ValueError as e:
             raise CLIError(f"{path}: not a readable .npy file ({e})") from None
     if suffix in HDF5_SUFFIXES:
-        return open_hdf5(path, node)
+        return open_hdf5(path, node, zarr_format=zarr_format, allow_external=allow_external)
     array = open_node(path, options, node, kind="array")
     return Source(array, chunks=tuple(array.chunks), zarr_format=array.zarr_format,
                   fill_value=array.fill_value, attributes=array.attrs.asdict(),

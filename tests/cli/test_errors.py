@@ -58,8 +58,8 @@ BAD_INPUTS = [
 HDF5_INPUTS = [
     (["convert", "src.h5", "out.zarr", "--node", "grp/nope"], ["src.h5", "'grp/nope'",
                                                                "grp/data"]),
-    (["convert", "src.h5", "out.zarr", "--node", "grp"], ["src.h5", "'grp'", "HDF5 group"]),
-    (["convert", "src.h5", "out.zarr"], ["src.h5", "2 datasets", "--node"]),
+    # a group, or a file of several datasets, is copied as a group (tests/cli/
+    # test_convert_netcdf.py); external files are refused (tests/test_hdf5_sources.py)
 ]
 
 
