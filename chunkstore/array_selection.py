@@ -11,6 +11,7 @@ import numpy as np
 
 from . import indexing as ix
 from .array_copy import copy_value, note_read
+from .hdf5_files import check_value
 from .indexing import BASIC, COORDINATE
 
 
@@ -103,6 +104,7 @@ def read_selection(array: Any, selection: Any, kind: str, out: np.ndarray | None
 def write_selection(array: Any, selection: Any, value: Any, kind: str) -> None:
     """Store ``value`` (broadcast to the selection) at ``selection`` of ``array``."""
     array._check_writable()
+    check_value(value)  # an h5py dataset whose bytes are in other files is refused
     snap = array._snapshot()
     indexer = array._indexer(selection, kind, snap)
     if kind == BASIC and is_lazy_array(value) and tuple(value.shape) == indexer.shape:

@@ -334,3 +334,29 @@ def test_float_fill_value_is_xarrays_in_v3(tmp_path):
         a = cs.copy(d, str(tmp_path / "o.zarr"))
     assert np.isnan(a.fill_value)
     assert a.attrs["_FillValue"] == "AAAAAAAA+H8="  # float64 NaN, base64, as xarray writes it
+
+
+@pytest.mark.parametrize("entry", ["array", "from_array", "setitem", "create_array"])
+@pytest.mark.parametrize("kind", ["external storage", "virtual dataset"])
+def test_every_entry_that_stores_a_dataset_checks_it(dirs, tmp_path, kind, entry):
+    """Not only copy and convert: an h5py dataset given as data to any entry point is
+    refused when its bytes are in another file, and nothing of that file is written."""
+    inside, outside = dirs
+    path, _ = _evil_files(inside, outside)[kind]
+    out = str(tmp_path / "o.zarr")
+    with h5py.File(path, "r") as f:
+        dset = f["x"]
+        with pytest.raises(ExternalDataError, match="dataset '/x'"):
+            if entry == "array":
+                cs.array(dset)
+            elif entry == "from_array":
+                cs.from_array(out, data=dset)
+            elif entry == "create_array":
+                cs.group(out).create_array("y", data=dset)
+            else:
+                a = cs.create_array(out, shape=dset.shape, dtype=dset.dtype)
+                a[:] = dset
+    for dirpath, _, names in os.walk(out):
+        for name in names:
+            with open(os.path.join(dirpath, name), "rb") as fh:
+                assert SECRET not in fh.read()

@@ -11,6 +11,7 @@ import numpy as np
 from ..array import Array
 from ..array_copy import refuse_onto_sources
 from ..creation import DEFAULT_FILL
+from ..hdf5_files import check_value
 from ..hierarchy.members import UNSET, new_array, shape_and_dtype
 from ..hierarchy.paths import normalize_path
 from ..io import chunk_cache
@@ -75,6 +76,7 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any = Non
     st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
     where = normalize_path(name if name is not None else path)
     if data is not None:  # never onto (or over) its own source: before any delete
+        check_value(data)  # an h5py dataset reading other files: refused
         refuse_onto_sources(data, st, where, "from_array / create_array(data=...)")
     a = new_array(
         st, where, shape=shape, dtype=dtype,

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..array import Array
 from ..array_copy import refuse_onto_sources
+from ..hdf5_files import check_value
 from ..hierarchy.group import Group
 from ..hierarchy.paths import normalize_path
 from ..storage.resolve import resolve_store
@@ -51,6 +52,7 @@ def save_group(store: Any, *arrays: Any, path: str | None = None,
     members = {f"arr_{i}": a for i, a in enumerate(arrays)} | named
     where = normalize_path(path)
     for name, data in members.items():  # the group is replaced: none of them may be in it
+        check_value(data)  # an h5py dataset reading other files: refused
         refuse_onto_sources(data, st, where, f"save of {name!r}")
     g = open_group(st, "w", path, zarr_format=fmt)
     for name, data in members.items():

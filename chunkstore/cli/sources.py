@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from ..api import hdf5
-from ..api.hdf5_files import allowed_directories, resolve
 from ..creation import DEFAULT_FILL
+from ..hdf5_files import allowed_directories, resolve
 from .errors import CLIError
 from .stores import open_node
 

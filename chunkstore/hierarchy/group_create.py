@@ -12,6 +12,7 @@ import numpy as np
 from ..array import Array
 from ..array_copy import refuse_onto_sources
 from ..errors import NodeTypeError
+from ..hdf5_files import check_value
 from ..io.copy import copy_into
 from ..metadata.json_io import check_json_value
 from ..metadata.nodes import GroupMetadataV2, GroupMetadataV3, NodeMetadata, is_array
@@ -107,6 +108,7 @@ class GroupCreation:
         kwargs.pop("storage_options", None)
         path = self._full(name)
         if data is not None:  # never onto (or over) its own source: before any delete
+            check_value(data)  # an h5py dataset reading other files: refused
             refuse_onto_sources(data, self._store, path, f"create_array({name!r}, data=...)")
         arr = new_array(self._store, path, shape=shape, dtype=dtype, within=self._path,
                         **kwargs)

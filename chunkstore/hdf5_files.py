@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import ExternalDataError
+from .errors import ExternalDataError
 
 #: links and virtual datasets followed through one another at most this deep
 MAX_DEPTH = 8
@@ -225,3 +225,12 @@ def resolve(start: Any, path: str, allowed: tuple[str, ...], depth: int = 0) -> 
         if node is None:
             return None
     return node
+
+
+def check_value(value: Any) -> None:
+    """Refuse an h5py dataset given as a value to store (``a[...] = dset``, ``cs.array``,
+    ``from_array``, ``create_array(data=...)``) whose bytes come from other files: only
+    ``cs.copy(..., allow_external=[DIR])`` and the CLI's ``--allow-external`` read them."""
+    h5py = h5py_module()
+    if h5py is not None and isinstance(value, h5py.Dataset):
+        check_dataset(value, ())
