@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..api import create_array, hdf5
+from ..api import consolidate_metadata, create_array, hdf5
 from ..array import Array
 from ..creation import DEFAULT_FILL
 from ..hierarchy.paths import normalize_path
@@ -174,9 +174,11 @@ def _copy_tree(args: argparse.Namespace, source: TreeSource, progress: TerminalP
                     overwrite=args.overwrite,
                     create_kwargs={"compressors": compressors_arg(args.compressor)},
                     on_array=bar)
+    # xarray opens a consolidated group in one read, and warns when it finds none
+    consolidate_metadata(st, normalize_path(args.dst_node) or None)
     _notes(args, source.notices)
     arrays = "1 array" if n == 1 else f"{n} arrays"
-    progress.summary(f"copied {args.src} -> {args.dst} (a group of {arrays})")
+    progress.summary(f"copied {args.src} -> {args.dst} (a group of {arrays}, consolidated)")
     return 0
 
 
