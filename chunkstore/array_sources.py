@@ -195,8 +195,8 @@ def _target_place(store: Store, path: str) -> tuple[tuple, tuple[str, ...]] | No
     if not isinstance(loc, tuple) or len(loc) < 2:
         return None
     kind, root = loc[0], loc[1]
-    if kind == "memory" and not isinstance(root, str):
-        return ("memory", root), _parts(path)
+    if kind == "memory" and not isinstance(root, str):  # a MemoryStore: the id of its dict
+        return ("dict", root), _parts(path)
     if not isinstance(root, str):
         return None
     if kind == "zip":
@@ -213,8 +213,8 @@ class _Walk:
         self.store, self.path, self.budget = store, path, budget
         self.target = _target_place(store, path)
         # the id of the dict a memory target keeps
-        self.memory = self.target[0][1] if self.target and self.target[0][0] == "memory" \
-            else -1
+        namespace = self.target[0] if self.target else ()
+        self.memory = namespace[1] if namespace[:1] == ("dict",) else -1
         self.seen: set[int] = set()
         self.strings: set[str] = set()
         self.keep: list[Any] = []  # objects made during the walk keep their ids

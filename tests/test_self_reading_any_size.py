@@ -242,3 +242,41 @@ def test_to_store_into_a_region_it_reads_through_a_hidden_reader_is_refused(
     with pytest.raises(SameLocationError, match="to_store"):
         cs.dask.to_store(value, a, region=(slice(C, N),))
     np.testing.assert_array_equal(a[:], np.arange(N))
+
+
+def test_memory_store_targets_found_through_another_handle_or_their_dict(staged):
+    data: dict = {}
+    a = cs.create_array(cs.MemoryStore(data), shape=(N,), chunks=(C,), dtype="i8")
+    a[:] = np.arange(N)
+    other = cs.open_array(cs.MemoryStore(data))  # another store on the same dict
+    base = da.zeros(N - C, chunks=C, dtype="i8")
+    a[C:] = base.map_blocks(lambda x, block_info=None: _read(other, x, block_info))
+    np.testing.assert_array_equal(a[:], _shifted())
+    assert staged[0] == 1
+    from chunkstore.array_sources import value_reads
+    holder = base.map_blocks(lambda x, d=data: x)  # the raw dict of the target's store
+    assert value_reads(holder, a.store, a.path).source is data
+    elsewhere = cs.zeros((N,), chunks=(C,), dtype="i8")  # another memory store
+    assert not value_reads(holder, elsewhere.store, elsewhere.path).must_stage
+
+
+def test_url_and_path_spellings_are_places(tmp_path):
+    from chunkstore.array_sources import value_reads
+    root = f"memory://selfread-{tmp_path.name}"
+    a = cs.create_array(f"{root}/g/a", shape=(N,), chunks=(C,), dtype="i8")
+    base = da.zeros(N, chunks=C, dtype="i8")
+    for url, hit in [(f"{root}/g", True),  # the group containing it
+                     (f"{root}/g/a/c/0", True), (f"{root}/g/b", False),
+                     (f"file:///selfread-{tmp_path.name}/g/a", False)]:
+        value = base.map_blocks(lambda x, u=url: x)
+        assert (value_reads(value, a.store, a.path).source == url) is hit, url
+    local = _filled(tmp_path)
+    (tmp_path / "link.zarr").symlink_to(tmp_path / "a.zarr")
+    for spelling in [f"file://{tmp_path}/a.zarr", str(tmp_path / "link.zarr"),
+                     f"{tmp_path}/x/../a.zarr/",
+                     str(tmp_path / "a.zarr" / "zarr.json")]:
+        value = base.map_blocks(lambda x, u=spelling: x)
+        assert value_reads(value, local.store, local.path).source == spelling, spelling
+    text = f"a docstring naming {tmp_path}/a.zarr\nover two lines"
+    assert not value_reads(base.map_blocks(lambda x, u=text: x), local.store,
+                           local.path).must_stage
