@@ -26,7 +26,8 @@ The value is *unknown* when something cannot be looked into: a callable of an ex
 type that does not reduce, or more than ``MAX_OBJECTS`` objects (a graph of about
 ``MAX_OBJECTS / 3`` to ``MAX_OBJECTS`` tasks). A found reader is ``Reads.source``; an unknown value has
 ``Reads.unknown``. Not looked into: dict keys, globals of installed libraries, values
-created only when a task runs (an ``eval``, a context variable).
+created only when a task runs (an ``eval``, a context variable); foreign readers of a
+target behind a chained URL (``zip::s3://...``) are not compared.
 """
 
 from __future__ import annotations
@@ -203,7 +204,9 @@ def _target_place(store: Store, path: str) -> tuple[tuple, tuple[str, ...]] | No
         return ("file",), _parts(root)  # the archive is one place
     if kind == "file":
         return ("file",), _parts(root) + _parts(path)
-    return (kind.split("::")[-1],), _parts(root) + _parts(path)
+    if "::" in kind:
+        return None  # a chained URL (zip::s3://...): found through chunkstore handles only
+    return (kind,), _parts(root) + _parts(path)
 
 
 class _Walk:

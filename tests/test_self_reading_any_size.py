@@ -280,3 +280,19 @@ def test_url_and_path_spellings_are_places(tmp_path):
     text = f"a docstring naming {tmp_path}/a.zarr\nover two lines"
     assert not value_reads(base.map_blocks(lambda x, u=text: x), local.store,
                            local.path).must_stage
+
+
+def test_a_staging_copy_that_fails_leaves_the_target_untouched(tmp_path, staged):
+    import errno
+    a = _filled(tmp_path)
+    other = cs.open_array(str(tmp_path / "a.zarr"))
+
+    def read(x, block_info=None):
+        if block_info is not None and block_info[None]["array-location"][0][0] >= 3 * C:
+            raise OSError(errno.ENOSPC, "No space left on device")  # as a full TMPDIR
+        return _read(other, x, block_info)
+
+    with pytest.raises(OSError, match="No space"):
+        a[C:] = da.zeros(N - C, chunks=C, dtype="i8").map_blocks(read)
+    assert staged[0] == 1
+    np.testing.assert_array_equal(a[:], np.arange(N))  # nothing of it written
