@@ -4,41 +4,43 @@ xarray variable) written into an Array block by block, in bounded memory.
 A block is read from the value just before it is written, so a value that reads the
 Array being written (``a[1:] = from_store(a)[:-1]``) would read blocks that earlier
 blocks already overwrote. NumPy (and zarr-python, which converts the value first) give
-the value as it was before the write. Such a value is therefore first copied whole into
-a temporary array on local disk (same bounded memory, twice the IO), then from there.
-It is recognised before the first block when it holds the Array (another handle on the
-same place, a wrapper such as xarray's lazily indexed arrays, a dask collection built on
-it); otherwise by the reads it makes of the Array on this thread while its blocks are
-read (``note_read``). In a dask graph, the source layers, the arguments of the first
-``_MAX_TASKS`` tasks and those of the tasks fused into them are looked into; a source
-held in a closure is not found.
+the value as it was before the write, whatever its size. So:
+
+* a region of one block (``io.copy.COPY_BLOCK_BYTES``) is read whole, then written:
+  nothing to decide;
+* over more blocks, the value is looked into first (``array_sources.value_reads``: the
+  objects it holds, its dask graph with the closures, partials, bound methods, defaults
+  and globals of its tasks). When it holds a reader of the target's place (any handle on
+  it, a zarr-python array or an h5py/memmap file there, a path to it) -- or when it
+  cannot be looked into completely (a callable of an extension type that does not
+  reduce, a graph of more than about ``MAX_OBJECTS / 3`` tasks) -- it is *staged*:
+  copied whole into a temporary array on local disk (``TMPDIR``; same bounded memory,
+  twice the IO), then from there. Staging is correct for any value, so an unknown one is
+  staged rather than refused; it fails only when the temporary copy cannot be written
+  (the disk is full), and then before anything of the target was written;
+* otherwise blocks are copied straight, and reads the value makes of the target on this
+  thread are watched (``note_read``): seen before the first block is written, the value
+  is staged; seen only later (a reader made while a block is read, e.g. by ``eval`` or
+  from a context variable), ``SelfReadingValueError`` names the array and the blocks
+  written.
 """
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 import threading
 from typing import Any
 
 import numpy as np
 
+from .array_sources import is_array, value_reads
 from .errors import SelfReadingValueError
 from .io.copy import block_parts
-from .io.overlap import overlaps, refuse_onto_itself
-from .storage.base import Store
+from .io.overlap import overlaps
 from .storage.local import LocalStore
 
 _watch = threading.local()  # .target: the Array a copy on this thread writes; .hit
-
-
-_LEAVES = (np.ndarray, np.generic, str, bytes, int, float, complex, type(None), dict,
-           list, tuple, set, frozenset, type)
-_WRAPPER_DEPTH = 6  # xarray: adapter -> copy-on-write -> lazily indexed -> backend -> Array
-_MAX_LOOKS = 256
-_PLAIN = (np.ndarray, np.generic, str, bytes, int, float, complex, type(None), slice, type)
-_NONE = object()
-_TASK_DEPTH = 4  # a task's arguments, and those of tasks fused into it
-_MAX_TASKS = 200_000  # graph tasks looked at, about 0.1 s
 
 
 def note_read(array: Any) -> None:
@@ -51,94 +53,15 @@ def note_read(array: Any) -> None:
 
 def same_place(a: Any, b: Any) -> bool:
     """Whether ``a`` and ``b`` are Arrays stored in the same place (any handles)."""
-    return a is b or (_is_array(a) and _is_array(b)
+    return a is b or (is_array(a) and is_array(b)
                       and overlaps(a.store, a.path, b.store, b.path))
 
 
-def _is_array(x: Any) -> bool:
-    return (isinstance(getattr(x, "store", None), Store)
-            and isinstance(getattr(x, "path", None), str) and hasattr(x, "read_region"))
-
-
 def reads_target(value: Any, target: Any) -> bool:
-    """Whether ``value`` is known to read ``target`` before reading it (``stored_sources``)."""
-    return any(same_place(source, target) for source in stored_sources(value))
-
-
-def refuse_onto_sources(value: Any, store: Store, path: str, what: str) -> None:
-    """Raise SameLocationError when the node ``path`` of ``store`` is (or contains, or
-    lies inside) an Array that ``value`` holds (``stored_sources``): creating it there
-    from ``value`` would delete the source before reading it. Checked before anything is
-    created or deleted, through any handle or spelling of the place."""
-    for source in stored_sources(value):
-        refuse_onto_itself(source, store, path, what)
-
-
-def stored_sources(value: Any) -> list[Any]:
-    """The Arrays ``value`` holds: itself, those held by attributes of wrappers around them
-    (xarray's lazily indexed arrays, h5py-like views), and those in a dask graph: a source
-    layer (``chunkstore.dask.from_store``, ``dask.array.from_array``), an array passed
-    inline to every task (``inline_array=True``), or one fused into optimized tasks. A
-    bounded walk: a source hidden deeper, or in a closure, is not found."""
-    found: list[Any] = []
-    seen: set[int] = set()
-    looks = [_MAX_LOOKS]
-    _collect(value, _WRAPPER_DEPTH, seen, looks, found)
-    graph = getattr(value, "__dask_graph__", None)
-    layers = getattr(graph() if callable(graph) else None, "layers", None) or {}
-    budget = _MAX_TASKS
-    for layer in layers.values():
-        for arg, _ in getattr(layer, "indices", None) or ():  # Blockwise: inline arguments
-            _walk_task(arg, _TASK_DEPTH, seen, looks, found)
-        mapping = getattr(layer, "mapping", None)
-        if not isinstance(mapping, dict):
-            continue
-        for task in mapping.values():
-            budget -= 1
-            if budget < 0:
-                return found
-            _walk_task(task, _TASK_DEPTH, seen, looks, found)
-    return found
-
-
-def _walk_task(node: Any, depth: int, seen: set[int], looks: list[int], found: list) -> None:
-    """The Arrays in one dask task: the values of its data nodes, its arguments and those
-    of the tasks nested in it (fused tasks), ``depth`` levels down."""
-    if isinstance(node, _PLAIN) or looks[0] <= 0:
-        return
-    value = getattr(node, "value", _NONE)  # dask's DataNode
-    if value is not _NONE:
-        if not isinstance(value, _PLAIN):
-            _collect(value, _WRAPPER_DEPTH, seen, looks, found)
-        return
-    parts = node if isinstance(node, tuple | list) else getattr(node, "args", None)
-    if parts is None:
-        _collect(node, _WRAPPER_DEPTH, seen, looks, found)
-    elif depth:
-        for part in parts:
-            _walk_task(part, depth - 1, seen, looks, found)
-
-
-def _collect(obj: Any, depth: int, seen: set[int], looks: list[int], found: list) -> None:
-    if id(obj) in seen or isinstance(obj, _LEAVES) or looks[0] <= 0:
-        return
-    seen.add(id(obj))
-    looks[0] -= 1
-    if _is_array(obj):
-        found.append(obj)
-        return
-    if depth == 0:
-        return
-    names = list(getattr(obj, "__dict__", {}))
-    for cls in type(obj).__mro__:
-        slots = cls.__dict__.get("__slots__", ())
-        names += [slots] if isinstance(slots, str) else list(slots)
-    for name in names:
-        try:
-            child = object.__getattribute__(obj, name)
-        except AttributeError:
-            continue
-        _collect(child, depth - 1, seen, looks, found)
+    """Whether writing ``value`` into ``target`` block by block must be staged: the value
+    holds a reader of the target's place, or could not be looked into completely
+    (``array_sources.value_reads``)."""
+    return value_reads(value, target.store, target.path).must_stage
 
 
 def copy_value(value: Any, array: Any, region: tuple[slice, ...]) -> None:
@@ -146,11 +69,18 @@ def copy_value(value: Any, array: Any, region: tuple[slice, ...]) -> None:
     if same_place(array, value) and all(r == slice(0, n) for r, n in zip(region, array.shape,
                                                                         strict=True)):
         return  # ``a[...] = a``: nothing changes
+    itemsize = array.dtype.itemsize
+    blocks = block_parts(array.layout, region, itemsize)
+    first = next(blocks, None)
+    second = next(blocks, None) if first is not None else None
+    if second is None:  # at most one block: the value is read whole before it is written
+        if first is not None:
+            array.write_region(first[0], np.asarray(value[first[1]]))
+        return
     if reads_target(value, array):
         _staged(value, array, region)
         return
-    itemsize = array.dtype.itemsize
-    for n, (block, part) in enumerate(block_parts(array.layout, region, itemsize)):
+    for n, (block, part) in enumerate(itertools.chain((first, second), blocks)):
         outer = getattr(_watch, "target", None), getattr(_watch, "hit", False)
         _watch.target, _watch.hit = array, False
         try:

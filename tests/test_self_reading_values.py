@@ -5,6 +5,7 @@ nothing. Blocks are shrunk so that small arrays take many."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 
 import numpy as np
@@ -64,10 +65,18 @@ class _Concat:
         return np.concatenate([head, tail])
 
 
+def _hidden(a):
+    """A reader of ``a`` that no walk finds: the handle lives in a context variable (the
+    thread's context, not the reader's objects)."""
+    handle = contextvars.ContextVar("handle")
+    handle.set(a)
+    return lambda s: handle.get()[s]
+
+
 def test_self_read_found_after_blocks_were_written_is_an_error_naming_the_array(tmp_path):
     a = _filled(tmp_path)
-    value = _Concat(np.full(40, -1), lambda s: a[s], 60, a.dtype)
-    assert not array_copy.reads_target(value, a)  # hidden in a closure
+    value = _Concat(np.full(40, -1), _hidden(a), 60, a.dtype)
+    assert not array_copy.reads_target(value, a)  # hidden in a context variable
     with pytest.raises(SelfReadingValueError, match="array '/'") as err:
         a[:] = value
     assert "after 5 blocks were written" in str(err.value)
@@ -161,7 +170,7 @@ def test_xarray_variable_of_the_array_is_found_by_its_wrappers(tmp_path, chunks)
 
 def test_a_lazy_view_of_the_array_is_found_before_any_block(tmp_path, monkeypatch):
     a = _filled(tmp_path)
-    value = _Concat(np.zeros(0, "i8"), lambda s: a[s], 99, a.dtype)  # hidden: found by reads
+    value = _Concat(np.zeros(0, "i8"), _hidden(a), 99, a.dtype)  # found by its reads
     assert not array_copy.reads_target(value, a)
     a[1:] = value
     np.testing.assert_array_equal(a[:], _shifted())

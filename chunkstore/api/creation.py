@@ -9,7 +9,7 @@ import numcodecs
 import numpy as np
 
 from ..array import Array
-from ..array_copy import refuse_onto_sources
+from ..array_sources import refuse_reader_of
 from ..creation import DEFAULT_FILL
 from ..hdf5_files import check_value
 from ..hierarchy.members import UNSET, new_array, shape_and_dtype
@@ -77,7 +77,7 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any = Non
     where = normalize_path(name if name is not None else path)
     if data is not None:  # never onto (or over) its own source: before any delete
         check_value(data)  # an h5py dataset reading other files: refused
-        refuse_onto_sources(data, st, where, "from_array / create_array(data=...)")
+        refuse_reader_of(data, st, where, "from_array / create_array(data=...)")
     a = new_array(
         st, where, shape=shape, dtype=dtype,
         chunks=chunks, shards=shards, fill_value=fill_value, order=order,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..array import Array
-from ..array_copy import refuse_onto_sources
+from ..array_sources import refuse_reader_of
 from ..hdf5_files import check_value
 from ..hierarchy.group import Group
 from ..hierarchy.paths import normalize_path
@@ -53,7 +53,7 @@ def save_group(store: Any, *arrays: Any, path: str | None = None,
     where = normalize_path(path)
     for name, data in members.items():  # the group is replaced: none of them may be in it
         check_value(data)  # an h5py dataset reading other files: refused
-        refuse_onto_sources(data, st, where, f"save of {name!r}")
+        refuse_reader_of(data, st, where, f"save of {name!r}")
     g = open_group(st, "w", path, zarr_format=fmt)
     for name, data in members.items():
         _store_copy(data, st, g._full(name), fmt)

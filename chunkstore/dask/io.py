@@ -21,11 +21,10 @@ from dask.highlevelgraph import HighLevelGraph
 
 from ..api import create_array, open_array
 from ..array import Array
-from ..array_copy import stored_sources
+from ..array_sources import refuse_reader_of
 from ..codecs import scratch
 from ..hierarchy.group import Group
 from ..hierarchy.paths import normalize_path
-from ..io.overlap import refuse_onto_itself
 from ..metadata import join_path
 from ..storage.resolve import resolve_store
 from .memory import active_client, configure_workers, refuse_copied
@@ -160,8 +159,7 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     else:
         store = resolve_store(store, storage_options=storage_options)
         target_store, target_path = store, normalize_path(path)
-    for source in stored_sources(x):
-        refuse_onto_itself(source, target_store, target_path, "to_store")
+    refuse_reader_of(x, target_store, target_path, "to_store")
     refuse_copied(target_store, f"to_store into {target_path or '/'!r}", x)
     if isinstance(store, Array):
         target = store

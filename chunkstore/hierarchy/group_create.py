@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Self
 import numpy as np
 
 from ..array import Array
-from ..array_copy import refuse_onto_sources
+from ..array_sources import refuse_reader_of
 from ..errors import NodeTypeError
 from ..hdf5_files import check_value
 from ..io.copy import copy_into
@@ -109,7 +109,7 @@ class GroupCreation:
         path = self._full(name)
         if data is not None:  # never onto (or over) its own source: before any delete
             check_value(data)  # an h5py dataset reading other files: refused
-            refuse_onto_sources(data, self._store, path, f"create_array({name!r}, data=...)")
+            refuse_reader_of(data, self._store, path, f"create_array({name!r}, data=...)")
         arr = new_array(self._store, path, shape=shape, dtype=dtype, within=self._path,
                         **kwargs)
         self._note_created(path, arr.metadata, bool(kwargs.get("overwrite")))
