@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CodecError, MetadataError, UnsupportedError
-from ..metadata.dtypes import dtype_from_v3, parse_fill_value
+from ..errors import CodecError, UnsupportedError
 from .base import ArrayArrayCodec, ChunkSpec
+from .scalars import scalar_from_json
 from .value_cast import (
     NUMERIC_NAMES,
     OUT_OF_RANGE,
@@ -51,14 +51,7 @@ def numeric_type(name: Any, where: str) -> np.dtype:
     if not isinstance(name, str) or name not in NUMERIC_NAMES:
         raise CodecError(f"{where}: data type {name!r} is not an integer or float type "
                          f"(one of {', '.join(NUMERIC_NAMES)})")
-    return dtype_from_v3(name, where)
-
-
-def _scalar(value: Any, dtype: np.dtype, where: str) -> Any:
-    try:
-        return parse_fill_value(value, dtype, where)
-    except MetadataError as e:
-        raise CodecError(str(e).replace("field 'fill_value'", "value")) from None
+    return np.dtype(name)
 
 
 class CastValueCodec(ArrayArrayCodec):
@@ -117,11 +110,11 @@ class CastValueCodec(ArrayArrayCodec):
                              self.scalar_map)
         out.source = np.dtype(spec.dtype).newbyteorder("=")
         smap = self.scalar_map or {}
-        out.encode_map = [(_scalar(k, out.source, f"{_WHERE}: scalar_map encode key"),
-                           _scalar(v, self.target, f"{_WHERE}: scalar_map encode value"))
+        out.encode_map = [(scalar_from_json(k, out.source, f"{_WHERE}: scalar_map encode key"),
+                           scalar_from_json(v, self.target, f"{_WHERE}: scalar_map encode value"))
                           for k, v in smap.get("encode", ())]
-        out.decode_map = [(_scalar(k, self.target, f"{_WHERE}: scalar_map decode key"),
-                           _scalar(v, out.source, f"{_WHERE}: scalar_map decode value"))
+        out.decode_map = [(scalar_from_json(k, self.target, f"{_WHERE}: scalar_map decode key"),
+                           scalar_from_json(v, out.source, f"{_WHERE}: scalar_map decode value"))
                           for k, v in smap.get("decode", ())]
         return out
 
@@ -143,9 +136,9 @@ class CastValueCodec(ArrayArrayCodec):
         if np.asarray(back).tobytes() == fill.tobytes() or (
                 fill.dtype.kind == "f" and np.isnan(fill) and np.isnan(back)):
             return None
-        return (f"the fill value {fill[()]!r} comes back as {back!r} after a cast to "
-                f"{self.target} and back; choose a fill value the stored type holds, or "
-                "map it with 'scalar_map'")
+        return (f"the fill value {fill.item()!r} comes back as {np.asarray(back).item()!r} "
+                f"after a cast to {self.target} and back; choose a fill value the stored "
+                "type holds, or map it with 'scalar_map'")
 
     def _fill_there(self, spec: ChunkSpec) -> Any:
         try:

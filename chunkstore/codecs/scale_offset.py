@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CodecError, MetadataError
-from ..metadata.dtypes import parse_fill_value
+from ..errors import CodecError
 from .base import ArrayArrayCodec, ChunkSpec
 from .cast_value import numeric_type
+from .scalars import scalar_from_json
 from .value_cast import NUMERIC_NAMES, is_numeric
 
 _WHERE = "codec 'scale_offset'"
@@ -88,11 +88,7 @@ class ScaleOffsetCodec(ArrayArrayCodec):
     def _parse(self, label: str, value: Any, default: int) -> Any:
         if value is None:
             return self.dtype.type(default)
-        try:
-            return parse_fill_value(value, self.dtype, _WHERE)
-        except MetadataError as e:
-            raise CodecError(f"{_WHERE}: {label} {value!r} is not a {self.dtype} value: "
-                             f"{e}") from None
+        return scalar_from_json(value, self.dtype, f"{_WHERE}: {label}")
 
     def _integer_bounds(self) -> None:
         """The inputs each direction maps inside the type (Python integers: exact)."""
@@ -130,8 +126,9 @@ class ScaleOffsetCodec(ArrayArrayCodec):
             inexact = (y % self.scale) != 0
             if inexact.any():
                 first = y.reshape(-1)[int(np.flatnonzero(inexact.reshape(-1))[0])]
-                raise CodecError(f"{_WHERE}: decoding: {first!r} / scale {self.scale!r} is "
-                                 f"not a whole number ({self.dtype} cannot hold it)")
+                raise CodecError(f"{_WHERE}: decoding: {first.item()!r} / scale "
+                                 f"{self.scale.item()!r} is not a whole number ({self.dtype} "
+                                 "cannot hold it)")
             return y // self.scale + self.offset
 
     def _native(self, chunk: np.ndarray) -> np.ndarray:
@@ -152,5 +149,6 @@ class ScaleOffsetCodec(ArrayArrayCodec):
                 bad |= x > self.dtype.type(hi)
         if bad.any():
             first = x.reshape(-1)[int(np.flatnonzero(bad.reshape(-1))[0])]
-            raise CodecError(f"{_WHERE}: {what} {first!r} with offset {self.offset!r} and "
-                             f"scale {self.scale!r} leaves the range of {self.dtype}")
+            raise CodecError(f"{_WHERE}: {what} {first.item()!r} with offset "
+                             f"{self.offset.item()!r} and scale {self.scale.item()!r} leaves "
+                             f"the range of {self.dtype}")

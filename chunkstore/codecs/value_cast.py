@@ -69,8 +69,8 @@ def cast_values(values: np.ndarray, target: np.dtype, rounding: str = "nearest-e
                 bad &= free
     if bad is not None and bad.any():
         first = values.reshape(-1)[int(np.flatnonzero(bad.reshape(-1))[0])]
-        raise CodecError(f"cannot cast the {values.dtype} value {first!r} to {target}: "
-                         f"{_why(first, target, out_of_range)}")
+        raise CodecError(f"cannot cast the {values.dtype} value {first.item()!r} to "
+                         f"{target}: {_why(first, target, out_of_range)}")
     return out
 
 

@@ -206,9 +206,18 @@ def test_json_as_written_and_unknown_keys_refused():
         CastValueCodec("bfloat16")
     with pytest.raises(CodecError, match="complex64"):
         CastValueCodec("int8").resolve(ChunkSpec((1,), np.dtype("c8")))
-    with pytest.raises(CodecError, match="scalar_map encode value"):
+    with pytest.raises(CodecError, match="scalar_map encode value: 300 is not a int8"):
         CastValueCodec("int8", scalar_map={"encode": [["NaN", 300]]}).resolve(
             ChunkSpec((1,), np.dtype("f8")))
+    for key in ("0x7ff8", "Inf", 10**400, True, [1]):
+        with pytest.raises(CodecError, match="scalar_map encode key"):
+            CastValueCodec("int8", scalar_map={"encode": [[key, 1]]}).resolve(
+                ChunkSpec((1,), np.dtype("f8")))
+    smap = {"encode": [["0x7ff8000000000001", 1], ["+Infinity", 2], [1e300, 3]]}
+    c = CastValueCodec("int8", scalar_map=smap).resolve(ChunkSpec((3,), np.dtype("f8")))
+    assert c.encode(np.array([np.nan, np.inf, 1e300])).tolist() == [1, 2, 3]
+    with pytest.raises(CodecError, match="scale_offset': scale: 1e\\+300 is not a float32"):
+        ScaleOffsetCodec(scale=1e300).resolve(ChunkSpec((1,), np.dtype("f4")))
 
 
 def test_fill_value_goes_through_the_chain():
@@ -280,9 +289,9 @@ def test_scale_offset_json_and_validation():
         codec_from_json({"name": "scale_offset", "configuration": {"astype": "u1"}}, "a")
     with pytest.raises(CodecError, match="zero"):
         ScaleOffsetCodec(scale=0).resolve(ChunkSpec((1,), np.dtype("f4")))
-    with pytest.raises(CodecError, match="offset 0.5 is not a int32"):
+    with pytest.raises(CodecError, match="offset: 0.5 is not a int32"):
         ScaleOffsetCodec(offset=0.5).resolve(ChunkSpec((1,), np.dtype("i4")))
-    with pytest.raises(CodecError, match="offset -1 is not a uint8"):
+    with pytest.raises(CodecError, match="offset: -1 is not a uint8"):
         ScaleOffsetCodec(offset=-1).resolve(ChunkSpec((1,), np.dtype("u1")))
     with pytest.raises(CodecError, match="bool"):
         ScaleOffsetCodec(scale=2).resolve(ChunkSpec((1,), np.dtype("?")))
