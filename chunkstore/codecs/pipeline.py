@@ -53,11 +53,15 @@ class CodecPipeline:
                     raise CodecError(f"{where}: field {field!r}: array->array codec "
                                      f"{codec.name!r} after the array->bytes codec")
                 self.array_array.append((codec, current))
+                after = codec.output_spec(current)
                 try:  # the fill value goes through the codec as the elements do
                     fill = None if current.fill_value is None else codec.output_fill(current)
                 except CodecError as e:
                     raise CodecError(f"{where}: field {field!r}: {e}") from None
-                current = dataclasses.replace(codec.output_spec(current), fill_value=fill)
+                if after.dtype != current.dtype and \
+                        type(codec).output_fill is ArrayArrayCodec.output_fill:
+                    fill = None  # a type change of unknown effect (numcodecs' astype...)
+                current = dataclasses.replace(after, fill_value=fill)
             elif isinstance(codec, ArrayBytesCodec):
                 if self.array_bytes is not None:
                     raise CodecError(f"{where}: field {field!r}: more than one array->bytes codec")
