@@ -60,11 +60,7 @@ def cast_values(values: np.ndarray, target: np.dtype, rounding: str = "nearest-e
     with np.errstate(all="ignore"):
         out, bad = _convert(values, target, rounding, out_of_range)
         if mapping:
-            free = np.ones(values.shape, bool)
-            for key, value in mapping:
-                hit = free & _matches(values, key)
-                out[hit] = value
-                free &= ~hit
+            free = _apply_map(values, out, mapping)
             if bad is not None:
                 bad &= free
     if bad is not None and bad.any():
@@ -82,10 +78,33 @@ def _why(value: Any, target: np.dtype, out_of_range: str | None) -> str:
             f"{out_of_range!r})")
 
 
-def _matches(values: np.ndarray, key: Any) -> np.ndarray:
-    if values.dtype.kind == "f" and np.isnan(key):
-        return np.isnan(values)
-    return values == key
+def _apply_map(values: np.ndarray, out: np.ndarray, mapping: Sequence[tuple[Any, Any]]
+               ) -> np.ndarray:
+    """Write the mapped values into ``out``; returns where no key matched. One sorted
+    lookup for all the keys: a map of many entries (untrusted metadata) costs a binary
+    search per element, not a pass per entry."""
+    first: dict[Any, Any] = {}
+    nan_value = None
+    for key, value in mapping:  # the first entry of a key wins (-0.0 is 0.0)
+        if values.dtype.kind == "f" and np.isnan(key):
+            nan_value = value if nan_value is None else nan_value
+        else:
+            first.setdefault(key.item(), value)
+    free = np.ones(values.shape, bool)
+    if nan_value is not None:
+        hit = np.isnan(values)
+        out[hit] = nan_value
+        free &= ~hit
+    if first:
+        keys = np.array(list(first), dtype=values.dtype)
+        mapped = np.array(list(first.values()), dtype=out.dtype)
+        order = np.argsort(keys, kind="stable")
+        keys, mapped = keys[order], mapped[order]
+        pos = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+        hit = free & (keys[pos] == values)
+        out[hit] = mapped[pos[hit]]
+        free &= ~hit
+    return free
 
 
 def _convert(x: np.ndarray, target: np.dtype, rounding: str, out_of_range: str | None

@@ -300,3 +300,36 @@ def test_scale_offset_json_and_validation():
     out = c.encode(np.array([1.0], "f4"))
     assert out.dtype == np.float32
     assert out.tobytes() == ((np.float32(1.0) - np.float32(0.1)) * np.float32(3)).tobytes()
+
+
+@settings(max_examples=40, deadline=None)
+@given(keys=st.lists(st.sampled_from([0.0, -0.0, 1.5, 2.0, -3.0, math.nan, 1e300]),
+                     max_size=6),
+       values=st.lists(st.sampled_from([0.0, -0.0, 1.5, 2.0, -3.0, math.nan, 7.0]),
+                       min_size=1, max_size=10))
+def test_scalar_map_matches_a_loop_over_its_entries(keys, values):
+    """The first entry whose key equals the value (NaN matching NaN) gives the result."""
+    entries = [[("NaN" if math.isnan(k) else k), i] for i, k in enumerate(keys)]
+    codec = CastValueCodec("int8", out_of_range="clamp",
+                           scalar_map={"encode": entries}).resolve(
+        ChunkSpec((len(values),), np.dtype("f8")))
+    want = []
+    for v in values:
+        hit = next((i for i, k in enumerate(keys)
+                    if k == v or (math.isnan(k) and math.isnan(v))), None)
+        want.append(hit if hit is not None else None)
+    if any(w is None and math.isnan(v) for w, v in zip(want, values, strict=True)):
+        with pytest.raises(CodecError):
+            codec.encode(np.array(values))
+        return
+    got = codec.encode(np.array(values)).tolist()
+    assert got == [w if w is not None else int(np.rint(v)) for w, v in
+                   zip(want, values, strict=True)]
+
+
+def test_a_scalar_map_of_many_entries_costs_a_lookup_per_element():
+    n = 20_000  # a pass per entry: 4e8 comparisons; a lookup per element: milliseconds
+    smap = {"encode": [[i, i % 100] for i in range(n)]}
+    codec = CastValueCodec("int8", scalar_map=smap).resolve(ChunkSpec((n,), np.dtype("i4")))
+    values = np.arange(n, dtype="i4")[::-1].copy()
+    assert (codec.encode(values) == (values % 100).astype("i1")).all()
