@@ -196,11 +196,11 @@ def build_array_metadata(
         chain = v3_codec_chain(dtype=np_dtype, chunk_shape=chunk_shape,
                                compressors=compressors, filters=filters, codecs=codecs,
                                order=order, where=where, allow_unsafe=allow_unsafe_codecs,
-                               serializer=serializer)
+                               serializer=serializer, fill_value=fill)
         if shard_shape is not None:
             sharding = ShardingCodec(chunk_shape, chain, index_location=index_location)
             try:  # refused now rather than at the first read
-                resolved = sharding.resolve(ChunkSpec(tuple(shard_shape), np_dtype))
+                resolved = sharding.resolve(ChunkSpec(tuple(shard_shape), np_dtype, fill))
             except CodecError as e:
                 raise CodecError(f"{where}: shards={list(shard_shape)}: {e}") from None
             # an index this machine cannot hold: no shard could ever be written here

@@ -12,7 +12,7 @@ pick its typesize and transpose check its permutation.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -20,10 +20,14 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ChunkSpec:
-    """What a codec sees: the shape and dtype of one (decoded) chunk."""
+    """What a codec sees: the shape and dtype of one (decoded) chunk, and the fill value
+    as it reaches the codec (after the array->array codecs before it; None: unknown).
+    A codec that stores only part of its input (sharding leaves out inner chunks of
+    nothing but fill) needs it; it takes no part in comparisons."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
+    fill_value: Any = field(default=None, compare=False, repr=False)
 
     @property
     def nbytes(self) -> int:
@@ -63,6 +67,11 @@ class Codec:
 class ArrayArrayCodec(Codec):
     def output_spec(self, spec: ChunkSpec) -> ChunkSpec:
         return spec
+
+    def output_fill(self, spec: ChunkSpec) -> Any:
+        """The fill value of this codec's output for an input of ``spec`` (by default
+        the input's own, as zarr-python carries it through codecs that do not say)."""
+        return spec.fill_value
 
     def encode(self, chunk: np.ndarray) -> np.ndarray:
         raise NotImplementedError

@@ -12,14 +12,13 @@ from typing import Any
 import numcodecs
 import numpy as np
 
-from ..errors import CodecError, UnsupportedError
+from ..errors import CodecError
 from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
 from .bytes_codec import BytesCodec
 from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 from .numcodecs_adapter import numcodecs_from_config, wrap_numcodecs
 from .pipeline import CodecPipeline
 from .registry import codec_from_json
-from .sharding import ShardingCodec
 from .transpose import TransposeCodec
 from .vlen import VLenBytesCodec, VLenUTF8Codec, vlen_codec_for
 
@@ -99,10 +98,11 @@ def to_numcodecs(item: Any, where: str, allow_unsafe: bool = False) -> Any:
 
 def v3_codec_chain(*, dtype: np.dtype, chunk_shape: tuple[int, ...], compressors: Any,
                    filters: Any, codecs: Any, order: str, where: str,
-                   allow_unsafe: bool = False, serializer: Any = "auto"
-                   ) -> list[dict[str, Any]]:
+                   allow_unsafe: bool = False, serializer: Any = "auto",
+                   fill_value: Any = None) -> list[dict[str, Any]]:
     """The resolved ``codecs`` list of a new v3 array. ``serializer``: the array->bytes
-    codec ("auto": ``bytes``, or ``vlen-utf8``/``vlen-bytes`` for variable-length types)."""
+    codec ("auto": ``bytes``, or ``vlen-utf8``/``vlen-bytes`` for variable-length types).
+    ``fill_value``: the array's, checked to come back unchanged through lossy codecs."""
     auto = isinstance(serializer, str) and serializer == "auto"
     if codecs is not None and not auto:
         raise ValueError(f"{where}: give either codecs= or serializer=, not both")
@@ -138,19 +138,28 @@ def v3_codec_chain(*, dtype: np.dtype, chunk_shape: tuple[int, ...], compressors
         i = next((k for k, c in enumerate(chain) if isinstance(c, BytesBytesCodec)), len(chain))
         chain.insert(i, vlen_codec_for(dtype) or BytesCodec())
     try:
-        pipeline = CodecPipeline(chain, ChunkSpec(chunk_shape, dtype), where)
+        pipeline = CodecPipeline(chain, ChunkSpec(chunk_shape, dtype, fill_value), where)
     except CodecError as e:
         if auto or "serializer" in str(e):
             raise
         raise CodecError(f"{where}: serializer={serializer!r} does not fit the data type "
                          f"{dtype}: {e}") from e
-    if isinstance(pipeline.array_bytes, ShardingCodec) and (
-            pipeline.array_array or pipeline.bytes_bytes):
-        raise UnsupportedError(
-            f"{where}: codecs around 'sharding_indexed' are not supported (they would apply "
-            "to whole shards); put them inside the sharding codec's own 'codecs', or use "
-            "shards= with compressors=")
+    check_fill_round_trip(pipeline, where)
     return pipeline.to_json()
+
+
+def check_fill_round_trip(pipeline: CodecPipeline, where: str) -> None:
+    """Refuse a new chain whose lossy array->array codecs (``cast_value``) do not give
+    the fill value back as it went in, as their spec requires of writers: a part of a
+    shard left out as fill would read back as another value. Nested chains included."""
+    for codec, spec in pipeline.array_array:
+        check = getattr(codec, "fill_round_trip_error", None)
+        problem = check(spec) if check is not None and spec.fill_value is not None else None
+        if problem:
+            raise CodecError(f"{where}: codec {codec.name!r}: {problem}")
+    inner = getattr(pipeline.array_bytes, "inner", None)
+    if isinstance(inner, CodecPipeline):
+        check_fill_round_trip(inner, where)
 
 
 def _filtered_dtype(filters: list[Codec], spec: ChunkSpec) -> np.dtype:

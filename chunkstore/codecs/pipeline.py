@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -52,7 +53,15 @@ class CodecPipeline:
                     raise CodecError(f"{where}: field {field!r}: array->array codec "
                                      f"{codec.name!r} after the array->bytes codec")
                 self.array_array.append((codec, current))
-                current = codec.output_spec(current)
+                after = codec.output_spec(current)
+                try:  # the fill value goes through the codec as the elements do
+                    fill = None if current.fill_value is None else codec.output_fill(current)
+                except CodecError as e:
+                    raise CodecError(f"{where}: field {field!r}: {e}") from None
+                if after.dtype != current.dtype and \
+                        type(codec).output_fill is ArrayArrayCodec.output_fill:
+                    fill = None  # a type change of unknown effect (numcodecs' astype...)
+                current = dataclasses.replace(after, fill_value=fill)
             elif isinstance(codec, ArrayBytesCodec):
                 if self.array_bytes is not None:
                     raise CodecError(f"{where}: field {field!r}: more than one array->bytes codec")
@@ -210,6 +219,7 @@ def build_pipeline(metadata: Any, where: str = "array", allow_unsafe: bool = Fal
     """The codec pipeline of an array's metadata (v2 or v3)."""
     spec = ChunkSpec(tuple(metadata.chunk_shape), np.dtype(metadata.dtype))
     if metadata.zarr_format == 3:
+        spec = ChunkSpec(spec.shape, spec.dtype, metadata.fill_value)
         codecs = [codec_from_json(c, where, allow_unsafe) for c in metadata.codecs]
         return CodecPipeline(codecs, spec, where)
     filters = [numcodecs_from_config(f, f"{where}: field 'filters'", allow_unsafe)

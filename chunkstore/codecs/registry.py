@@ -7,14 +7,16 @@ from typing import Any
 from ..errors import CodecError
 from .base import Codec
 from .bytes_codec import BytesCodec
+from .cast_value import CastValueCodec
 from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 from .numcodecs_adapter import numcodecs_from_config, wrap_numcodecs
+from .scale_offset import ScaleOffsetCodec
 from .transpose import TransposeCodec
 from .vlen import VLenBytesCodec, VLenUTF8Codec
 
 NATIVE_CODECS: dict[str, type[Codec]] = {
     c.name: c for c in (BytesCodec, TransposeCodec, BloscCodec, GzipCodec, ZstdCodec, Crc32cCodec,
-                        VLenUTF8Codec, VLenBytesCodec)
+                        VLenUTF8Codec, VLenBytesCodec, CastValueCodec, ScaleOffsetCodec)
 }
 
 

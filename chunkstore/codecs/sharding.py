@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import ChunkDecodeError, CodecError, OutOfMemoryError, UnsupportedError
 from .base import ArrayBytesCodec, ChunkSpec, Codec
+from .bounded import SHARD_UNUSED_BYTES, shard_bound
 from .bytes_codec import BytesCodec
 from .compressors import Crc32cCodec, whole_number
 from .fill import is_all_fill
@@ -119,12 +120,13 @@ class ShardingCodec(ArrayBytesCodec):
         if any(s % c for s, c in zip(spec.shape, self.chunk_shape, strict=True)):
             raise CodecError(f"{where}: the shard shape {list(spec.shape)} must be a multiple "
                              f"of the inner chunk shape {list(self.chunk_shape)}")
+        fill = self.fill_value if self.fill_value is not None else spec.fill_value
         out = ShardingCodec(self.chunk_shape, self.codecs, self.index_codecs,
-                            self.index_location, self.fill_value)
+                            self.index_location, fill)
         out.spec = spec
         out.chunks_per_shard = tuple(s // c for s, c in
                                      zip(spec.shape, self.chunk_shape, strict=True))
-        out.inner = CodecPipeline(self.codecs, ChunkSpec(self.chunk_shape, spec.dtype),
+        out.inner = CodecPipeline(self.codecs, ChunkSpec(self.chunk_shape, spec.dtype, fill),
                                   where, "codecs")
         out.index = CodecPipeline(self.index_codecs,
                                   ChunkSpec((*out.chunks_per_shard, 2), _INDEX_DTYPE),
@@ -147,6 +149,15 @@ class ShardingCodec(ArrayBytesCodec):
                 f"bytes, more than the shard's own {shard_nbytes} (and than "
                 f"{MAX_INDEX_FLOOR_BYTES}); use larger inner chunks")
         return out
+
+    def serialized_limit(self, spec: ChunkSpec) -> int | None:
+        """The most bytes a shard may take: packed (its index and every inner chunk at
+        its largest), plus as much again, at most ``SHARD_UNUSED_BYTES``, for the unused
+        space the spec allows between inner chunks; None when the inner chunks have no
+        bound. A shard read whole (nested in another, or with codecs around it) so never
+        costs more than twice its packed size."""
+        packed = shard_bound(self)
+        return None if packed is None else packed + min(packed, SHARD_UNUSED_BYTES)
 
     def _check_resolved(self) -> None:
         if self.inner is None:
@@ -330,11 +341,14 @@ class ShardingCodec(ArrayBytesCodec):
 
 
 def sharding_of(codecs: Any) -> dict[str, Any] | None:
-    """The configuration of the ``sharding_indexed`` codec in a v3 ``codecs`` JSON list,
-    or None when the array is not sharded."""
-    for c in codecs or ():
-        if isinstance(c, dict) and c.get("name") == ShardingCodec.name:
-            return c.get("configuration") or {}
+    """The configuration of the ``sharding_indexed`` codec when it is the whole of a v3
+    ``codecs`` JSON list, or None. Only then is an array sharded in the sense of its
+    chunk grid (``Array.shards``, inner chunks read one by one), as zarr-python says
+    too; with codecs around it, each shard is encoded and decoded whole, as one chunk."""
+    codecs = list(codecs or ())
+    if len(codecs) == 1 and isinstance(codecs[0], dict) \
+            and codecs[0].get("name") == ShardingCodec.name:
+        return codecs[0].get("configuration") or {}
     return None
 
 

@@ -70,8 +70,11 @@ class _StaleIndex(Exception):
 
 
 def is_sharded(pipeline: Pipeline) -> bool:
-    """True when the array's codec chain is a ``sharding_indexed`` codec."""
-    return isinstance(pipeline, CodecPipeline) and isinstance(pipeline.array_bytes, ShardingCodec)
+    """True when the array's codec chain is a ``sharding_indexed`` codec alone. With
+    codecs around it, a shard is the array's chunk, encoded and decoded whole through
+    the chain by the plain engine (``codecs.sharding.sharding_of``)."""
+    return (isinstance(pipeline, CodecPipeline) and isinstance(pipeline.array_bytes, ShardingCodec)
+            and not pipeline.array_array and not pipeline.bytes_bytes)
 
 
 class ShardEngine:
