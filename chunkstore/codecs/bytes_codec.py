@@ -43,6 +43,16 @@ def long_rows(shape: tuple[int, ...], dtype: np.dtype) -> bool:
             and shape[-1] * dtype.itemsize >= MIN_ROW_BYTES)
 
 
+def _has_byte_order(dtype: np.dtype) -> bool:
+    """Whether ``endian`` means something for ``dtype``, as zarr-python decides it: not for
+    1-byte types, bytes and raw bytes, nor for a record whose fields are all one byte."""
+    if dtype.kind == "V":
+        if dtype.names is None:
+            return False
+        return any(dtype.fields[n][0].itemsize > 1 for n in dtype.names)
+    return dtype.itemsize > 1 and dtype.kind not in "bS"
+
+
 class BytesCodec(ArrayBytesCodec):
     """Serialize a chunk in C order; ``endian`` is required for multi-byte types."""
 
@@ -66,7 +76,7 @@ class BytesCodec(ArrayBytesCodec):
         if spec.dtype.kind in "OT":
             raise CodecError(f"bytes codec: cannot serialize variable-length {spec.dtype} "
                              "(use vlen-utf8 / vlen-bytes)")
-        if spec.dtype.itemsize == 1 or spec.dtype.kind in "bS":
+        if not _has_byte_order(spec.dtype):
             return BytesCodec(None)  # absent for 1-byte types, as the spec writes it
         return BytesCodec(self.endian or "little")
 

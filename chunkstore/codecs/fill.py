@@ -24,6 +24,10 @@ def is_all_fill(chunk: np.ndarray, fill: Any) -> bool:
         chunk = chunk.view(bits)
     elif chunk.dtype.kind == "f" and np.isnan(fill):
         return bool(np.all(np.isnan(chunk)))
+    if chunk.dtype.kind == "V":  # records and raw bytes: bit for bit (a -0.0 or NaN field)
+        items = np.ascontiguousarray(chunk).view(np.uint8).reshape(-1, chunk.dtype.itemsize)
+        return bool(np.all(items == np.frombuffer(
+            np.asarray(fill, dtype=chunk.dtype).tobytes(), dtype=np.uint8)))
     first = chunk.flat[0]
     if chunk.dtype.kind in "Mm" and np.isnat(fill):  # NaT != NaT, like NaN
         return bool(np.all(np.isnat(chunk)))

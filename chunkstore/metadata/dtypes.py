@@ -26,11 +26,14 @@ from .dtypes_extra import (
     normalize_extra_fill,
     packed_structured,
     parse_extra_fill,
+    struct_fill_from_json,
+    struct_fill_to_json,
     structured_from_v2,
     structured_from_v3,
     structured_to_v2,
     structured_to_v3,
 )
+from .dtypes_structured import LEGACY_STRUCT_NAME, STRUCT_NAME, is_structured
 
 # v3 core data type names -> NumPy dtype (native byte order)
 V3_NUMERIC: dict[str, np.dtype] = {
@@ -41,13 +44,19 @@ V3_NUMERIC: dict[str, np.dtype] = {
     )
 }
 V2_KINDS = "biufc"  # bool, signed, unsigned, float, complex
+#: the v3 names of types without configuration (also spelled ``{"name": "int32"}``)
+_PLAIN_NAMES = frozenset(V3_NUMERIC) | {"string", "variable_length_bytes"}
 
 
-def v3_name_of(dtype: np.dtype, where: str = "array") -> Any:
-    """The v3 ``data_type`` of a NumPy dtype (a name, or an object for parametrized types)."""
+def v3_name_of(dtype: np.dtype, where: str = "array", legacy_struct: bool = False) -> Any:
+    """The v3 ``data_type`` of a NumPy dtype (a name, or an object for parametrized types);
+    a record is a ``struct``, or with ``legacy_struct`` the ``structured`` it was read as."""
     dtype = np.dtype(dtype)
     if dtype.kind == "V":
-        return structured_to_v3(packed_structured(dtype, where), lambda d: v3_name_of(d, where))
+        packed = packed_structured(dtype, where)
+        if packed.names is not None:
+            return structured_to_v3(packed, lambda d: v3_name_of(d, where, legacy_struct),
+                                    legacy_struct)
     if dtype.kind in EXTRA_KINDS:
         return extra_v3_name(dtype, where)
     name = dtype.newbyteorder("=").name if dtype.kind in V2_KINDS else None
@@ -60,7 +69,13 @@ def dtype_from_v3(data_type: Any, where: str) -> np.dtype:
     """Parse a v3 ``data_type`` field."""
     if isinstance(data_type, str) and data_type in V3_NUMERIC:
         return V3_NUMERIC[data_type]
-    if isinstance(data_type, dict) and data_type.get("name") == "structured":
+    if isinstance(data_type, dict) and data_type.get("name") in _PLAIN_NAMES \
+            and set(data_type) <= {"name", "configuration"} \
+            and data_type.get("configuration", {}) == {}:
+        data_type = data_type["name"]  # {"name": "int32"}: a type without configuration
+        if data_type in V3_NUMERIC:
+            return V3_NUMERIC[data_type]
+    if isinstance(data_type, dict) and data_type.get("name") in (STRUCT_NAME, LEGACY_STRUCT_NAME):
         return structured_from_v3(data_type, where, dtype_from_v3)
     extra = extra_dtype_from_v3(data_type, where)
     if extra is not None:
@@ -80,23 +95,23 @@ def dtype_from_v2(dtype_str: Any, where: str) -> np.dtype:
         dtype = np.dtype(dtype_str)
     except NUMPY_DTYPE_ERRORS as e:  # numpy raises several kinds ("0:", "01", "<U9999999999")
         raise MetadataError(f"{where}: field 'dtype': invalid dtype {dtype_str!r}") from e
-    if dtype.kind == "V":
-        raise UnsupportedError(f"{where}: field 'dtype': raw void {dtype_str!r} is not "
-                               "supported; a structured dtype is written as its fields, "
-                               "[[name, type], ...]")
+    if dtype.kind == "V" and (dtype.names is not None or dtype.subdtype is not None):
+        raise UnsupportedError(f"{where}: field 'dtype': {dtype_str!r} is not raw bytes; a "
+                               "structured dtype is written as its fields, [[name, type], ...]")
     if dtype.kind not in V2_KINDS + EXTRA_KINDS or dtype.kind == "T":
         raise UnsupportedError(f"{where}: field 'dtype': unsupported data type {dtype_str!r}")
     if dtype.kind in EXTRA_KINDS:
-        extra_v2_str(dtype, where)  # refuses zero-length and unit-less types
+        extra_v2_str(dtype, f"{where}: field 'dtype'")  # refuses zero-length types
     return dtype
 
 
 def v2_str_of(dtype: np.dtype) -> str | list[list[Any]]:
-    """The v2 ``dtype``: a string, e.g. ``"<f8"``, ``"|b1"``; for a structured dtype the
-    list of its fields, ``[["a", "<i4"], ["b", "<f8"]]``."""
+    """The v2 ``dtype``: a string, e.g. ``"<f8"``, ``"|b1"``, ``"|V5"``; for a structured
+    dtype the list of its fields, ``[["a", "<i4"], ["b", "<f8"]]``."""
     dtype = np.dtype(dtype)
     if dtype.kind == "V":
-        return structured_to_v2(packed_structured(dtype, "array"), v2_str_of)
+        packed = packed_structured(dtype, "array")
+        return packed.str if packed.names is None else structured_to_v2(packed, v2_str_of)
     if dtype.kind in EXTRA_KINDS:
         return extra_v2_str(dtype)
     if dtype.kind not in V2_KINDS:
@@ -156,6 +171,8 @@ def parse_fill_value(value: Any, dtype: np.dtype, where: str, *, allow_none: boo
             return None
         raise MetadataError(f"{where}: field 'fill_value' must not be null")
     kind = dtype.kind
+    if is_structured(dtype) and isinstance(value, dict):  # v3 struct: a value per field
+        return struct_fill_from_json(value, dtype, where, parse_fill_value)
     if kind in EXTRA_KINDS:
         return parse_extra_fill(value, dtype, where)
     try:
@@ -193,11 +210,15 @@ def parse_fill_value(value: Any, dtype: np.dtype, where: str, *, allow_none: boo
     raise UnsupportedError(f"{where}: field 'fill_value' for data type {dtype!r}")
 
 
-def fill_value_to_json(value: Any, dtype: np.dtype) -> Any:
-    """Encode a fill value for JSON as the specs require."""
+def fill_value_to_json(value: Any, dtype: np.dtype, struct_fields: bool = False) -> Any:
+    """Encode a fill value for JSON as the specs require: a record as ``{field: value}``
+    with ``struct_fields`` (v3 ``struct``), else as base64 of its bytes (v2, legacy v3)."""
     if value is None:
         return None
     kind = dtype.kind
+    if struct_fields and is_structured(dtype):
+        return struct_fill_to_json(value, dtype,
+                                   lambda v, d: fill_value_to_json(v, d, struct_fields=True))
     if kind in EXTRA_KINDS:
         return extra_fill_to_json(value, dtype)
     if kind == "b":

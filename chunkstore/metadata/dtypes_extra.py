@@ -8,16 +8,20 @@ bytes, datetime64 and timedelta64 — named and filled exactly as zarr-python 3 
 | ``StringDType()`` (str) | ``"string"`` (codec ``vlen-utf8``)                        | ``"|O"`` + filter ``vlen-utf8`` |
 | ``object`` of bytes     | ``"variable_length_bytes"`` (codec ``vlen-bytes``)        | ``"|O"`` + filter ``vlen-bytes`` |
 | ``M8[ns]`` / ``m8[s]``  | ``{"name": "numpy.datetime64", unit, scale_factor}``      | ``"<M8[ns]"``  |
-| ``[("a","<i4"),...]``   | ``{"name": "structured", "configuration": {"fields":     | ``[["a", "<i4"], ...]`` |
-|                         | [["a", "int32"], ...]}}`` (fields little-endian)          |                |
+| ``m8`` / ``M8``         | unit ``"generic"``, scale_factor 1 (a unit-less count)    | ``"<m8"``      |
+| ``V5``                  | ``{"name": "raw_bytes", ... length_bytes 5}``             | ``"|V5"``      |
+| ``[("a","<i4"),...]``   | ``{"name": "struct", "configuration": {"fields":         | ``[["a", "<i4"], ...]`` |
+|                         | [{"name": "a", "data_type": "int32"}, ...]}}`` (stored    |                |
+|                         | little-endian; legacy ``structured`` read and kept)       |                |
 
-Fill values: bytes as base64 (``b"ab"`` -> ``"YWI="``), unicode and strings as JSON
-strings, datetimes as the int64 count (NaT is ``-9223372036854775808``, the default),
-structured (record) values as base64 of their raw bytes (zeros by default).
+Fill values: bytes and raw bytes as base64 (``b"ab"`` -> ``"YWI="``), unicode and strings
+as JSON strings, datetimes as the int64 count (NaT is ``-9223372036854775808``, the
+default), records in v3 ``struct`` as ``{field: value}`` (each field's own encoding), in v2
+and legacy v3 ``structured`` as base64 of their raw bytes (zeros by default).
 
 Structured dtypes are those zarr-python 3 reads and writes: named fields of the types
-above (numbers, fixed-length bytes/unicode, datetimes; nested structures), no object or
-variable-length fields, no sub-array fields. Padding and offsets (``align=True``) cannot
+above (numbers, fixed-length bytes/unicode, datetimes, raw bytes; nested structures), no
+object or variable-length fields, no sub-array fields. Padding and offsets (``align=True``) cannot
 be described in the metadata: such a dtype is stored packed, as zarr-python does.
 A v2 ``|O`` array's meaning comes from its object codec (the first filter); object
 codecs other than the two string codecs (pickle, msgpack2, json2, vlen-array) need
@@ -63,6 +67,10 @@ from .dtypes_structured import (
     FIELD_KINDS,
     is_structured,
     packed_structured,
+    raw_bytes_from_v3,
+    raw_bytes_to_v3,
+    struct_fill_from_json,
+    struct_fill_to_json,
     structured_dtype,
     structured_from_v2,
     structured_from_v3,
@@ -76,7 +84,8 @@ __all__ = ["EXTRA_KINDS", "FIELD_KINDS", "MAX_ITEMSIZE", "MAX_SCALE_FACTOR", "NA
            "extra_fill_to_json", "extra_v2_str", "extra_v3_name", "infer_object_dtype",
            "is_structured", "is_vlen", "normalize_extra_fill", "numpy_dtype",
            "object_codec_id", "packed_structured", "parse_extra_fill",
-           "refine_v2_object_dtype", "string_dtype", "structured_dtype",
+           "refine_v2_object_dtype", "string_dtype", "struct_fill_from_json",
+           "struct_fill_to_json", "structured_dtype",
            "structured_from_v2", "structured_from_v3", "structured_to_v2",
            "structured_to_v3", "user_dtype", "with_object_codec"]
 
@@ -116,6 +125,8 @@ def extra_v3_name(dtype: np.dtype, where: str) -> Any:
     if kind in "Mm":
         unit, scale = np.datetime_data(dtype)
         return {"name": TIME_NAMES[kind], "configuration": {"unit": unit, "scale_factor": scale}}
+    if kind == "V" and dtype.names is None and dtype.subdtype is None:
+        return raw_bytes_to_v3(dtype)
     raise UnsupportedError(f"{where}: data type {dtype!r} is not supported in Zarr v3 here")
 
 
@@ -138,22 +149,26 @@ def extra_dtype_from_v3(data_type: Any, where: str) -> np.dtype | None:
             raise MetadataError(f"{where}: field 'data_type': length_bytes {length} of {name} "
                                 f"is more than the {MAX_ITEMSIZE} NumPy supports")
         return numpy_dtype(f"S{length}" if unit == 1 else f"U{length // 4}", where)
+    if name == "raw_bytes":
+        return raw_bytes_from_v3(data_type, where)
     if name in ("numpy.datetime64", "numpy.timedelta64"):
         unit = config_value(data_type, "unit", where)
         scale = config_value(data_type, "scale_factor", where)
         if unit not in TIME_UNITS or isinstance(scale, bool) or not isinstance(scale, int) \
-                or not 1 <= scale <= MAX_SCALE_FACTOR:
+                or not 1 <= scale <= MAX_SCALE_FACTOR or (unit == "generic" and scale != 1):
             raise MetadataError(f"{where}: field 'data_type': bad unit/scale_factor "
                                 f"{unit!r}/{scale!r} for {name} (scale_factor must be "
-                                f"1..{MAX_SCALE_FACTOR})")
+                                f"1..{MAX_SCALE_FACTOR}, 1 for 'generic')")
         code = "M8" if name == "numpy.datetime64" else "m8"
+        if unit == "generic":
+            return np.dtype(code)
         return numpy_dtype(f"{code}[{'' if scale == 1 else scale}{unit}]", where)
     return None
 
 
 # -- v2 dtype strings --------------------------------------------------------------------
 def extra_v2_str(dtype: np.dtype, where: str = "array") -> str:
-    """The v2 ``dtype`` string: ``"|S5"``, ``"<U5"``, ``"<M8[ns]"``, ``"|O"``."""
+    """The v2 ``dtype`` string: ``"|S5"``, ``"<U5"``, ``"<M8[ns]"``, ``"|V5"``, ``"|O"``."""
     check_extra_dtype(dtype, where)
     if dtype.kind in "OT":
         return "|O"

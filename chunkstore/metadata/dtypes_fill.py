@@ -1,6 +1,7 @@
 """Fill values of the data types beyond numbers, as zarr-python 3 writes them: bytes as
 base64, unicode and strings as JSON strings, datetimes as the int64 count (NaT the
-default), structured values as base64 of their raw bytes."""
+default), raw bytes and (in v2 and legacy v3) structured values as base64 of their bytes;
+a v3 ``struct`` value per field is handled in ``dtypes_structured``."""
 
 from __future__ import annotations
 
@@ -25,13 +26,14 @@ def parse_extra_fill(value: Any, dtype: np.dtype, where: str) -> Any:
     """Decode a JSON fill value of a non-numeric dtype (``value`` is not None)."""
     kind = dtype.kind
     if kind == "V":
+        what = "raw bytes" if dtype.names is None else "structured dtype"
         if not isinstance(value, str):
             raise MetadataError(f"{where}: field 'fill_value': {value!r} must be a base64 "
-                                "string of a structured value's bytes")
+                                f"string of a value's bytes (of the {what})")
         raw = _b64decode(value, where)
         if len(raw) != dtype.itemsize:
             raise MetadataError(f"{where}: field 'fill_value': {len(raw)} bytes, a value of "
-                                f"the structured dtype has {dtype.itemsize}")
+                                f"the {what} has {dtype.itemsize}")
         return np.frombuffer(raw, dtype=dtype)[0].copy()
     if kind in "SO":
         if not isinstance(value, str):
@@ -84,6 +86,8 @@ def extra_fill_to_json(value: Any, dtype: np.dtype) -> Any:
 def normalize_extra_fill(value: Any, dtype: np.dtype, where: str) -> Any:
     """A user-given fill value as the scalar the array holds (``str``/``bytes`` for vlen)."""
     kind = dtype.kind
+    if kind == "V" and dtype.names is None:
+        return _raw_scalar(value, dtype, where)
     if kind == "V":
         return _structured_scalar(value, dtype, where)
     if kind == "T":
@@ -95,6 +99,13 @@ def normalize_extra_fill(value: Any, dtype: np.dtype, where: str) -> Any:
             raise MetadataError(f"{where}: fill_value {value!r} of a variable-length bytes "
                                 "array must be bytes")
         return bytes(value)
+    if kind in "Mm" and isinstance(value, int | np.integer) \
+            and not isinstance(value, bool | np.timedelta64):  # a timedelta64 is an integer
+        # a count of the unit (NumPy deprecates converting one to a unit-less type)
+        if not NAT <= int(value) < 2**63:
+            raise MetadataError(f"{where}: fill_value {value!r} is not an int64 count of "
+                                f"{dtype.str} units")
+        return np.array(int(value), dtype=np.int64).view(dtype.newbyteorder("="))[()]
     if kind in "SU":
         width = dtype.itemsize if kind == "S" else dtype.itemsize // 4
         if isinstance(value, str | bytes) and len(value) > width:
@@ -106,6 +117,22 @@ def normalize_extra_fill(value: Any, dtype: np.dtype, where: str) -> Any:
     if arr.ndim != 0:
         raise MetadataError(f"{where}: fill_value must be a scalar, got {value!r}")
     return arr[()]
+
+
+def _raw_scalar(value: Any, dtype: np.dtype, where: str) -> np.void:
+    """A raw-bytes fill value: ``bytes`` (zero-padded to the length, as NumPy and
+    zarr-python do) or a ``np.void`` of at most that length."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, np.void) and value.dtype.names is None:
+        value = value.tobytes()
+    if not isinstance(value, bytes | bytearray):
+        raise MetadataError(f"{where}: fill_value {value!r} of a raw bytes array ({dtype.str}) "
+                            "must be bytes")
+    if len(value) > dtype.itemsize:
+        raise MetadataError(f"{where}: fill_value of {len(value)} bytes is longer than "
+                            f"{dtype.str}")
+    return np.frombuffer(bytes(value).ljust(dtype.itemsize, b"\0"), dtype=dtype)[0].copy()
 
 
 def _structured_scalar(value: Any, dtype: np.dtype, where: str) -> np.void:

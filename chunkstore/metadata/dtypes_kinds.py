@@ -1,5 +1,5 @@
 """The kinds of data types beyond numbers (fixed-length bytes and unicode, variable-length
-strings and bytes, datetimes, structured), NumPy's limits on them, and the checks every
+strings and bytes, datetimes, structured and raw bytes), NumPy's limits on them, and the checks every
 dtype module shares. The names and fill values live in ``dtypes_extra``,
 ``dtypes_structured`` and ``dtypes_fill``."""
 
@@ -16,7 +16,9 @@ NAT = int(np.iinfo(np.int64).min)
 VLEN_CODEC_IDS = {"vlen-utf8": "T", "vlen-bytes": "O"}
 OBJECT_CODEC_IDS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array", "pickle", "msgpack2",
                               "json2"})
-TIME_UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as")
+#: NumPy's time units; "generic" is a unit-less count (``m8`` / ``M8``), scale factor 1
+TIME_UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as",
+              "generic")
 TIME_NAMES = {"M": "numpy.datetime64", "m": "numpy.timedelta64"}
 #: NumPy's limits: an item of at most 2**31 - 1 bytes, a time scale factor below 2**31
 MAX_ITEMSIZE = 2**31 - 1
@@ -56,15 +58,11 @@ def infer_object_dtype(data: np.ndarray) -> np.dtype:
 
 
 def check_extra_dtype(dtype: np.dtype, where: str) -> None:
-    """Refuse what neither zarr-python nor the specs can describe (S0, U0, generic time)."""
-    if dtype.kind in "SU" and dtype.itemsize == 0:
+    """Refuse what neither zarr-python nor the specs can describe (S0, U0, V0)."""
+    if dtype.kind in "SUV" and dtype.itemsize == 0:
+        hint = "" if dtype.kind == "V" else " or use dtype=str / bytes for variable length"
         raise UnsupportedError(f"{where}: data type {dtype.str!r} has length 0; give a length "
-                               "(e.g. 'S8') or use dtype=str / bytes for variable length")
-    if dtype.kind in "Mm":
-        unit, _ = np.datetime_data(dtype)
-        if unit == "generic":
-            raise UnsupportedError(f"{where}: {dtype.str!r} has no time unit; give one, "
-                                   "e.g. 'M8[ns]'")
+                               f"(e.g. '{dtype.kind}8'){hint}")
 
 
 def config_value(data_type: dict[str, Any], key: str, where: str) -> Any:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import MetadataError, UnsupportedError
 from .dtypes import dtype_from_v3, fill_value_to_json, parse_fill_value, v3_name_of
+from .dtypes_structured import LEGACY_STRUCT_NAME
 from .json_io import check_chunk_nbytes, check_grid, dump_json, require, shape_tuple
 
 _ARRAY_FIELDS = {
@@ -129,6 +130,9 @@ class ArrayMetadataV3:
     #: axes whose stored chunk length is 0 (zarr-python writes 0 for a chunk of an empty
     #: axis): ``chunk_shape`` holds 1 there, the documents keep 0 while the axis is empty
     zero_chunk_axes: tuple[int, ...] = ()
+    #: a record dtype read as the legacy ``structured`` (fill value base64): written back
+    #: as it was, so the readers of the array (zarr-python < 3.2) keep reading it
+    legacy_struct: bool = False
 
     zarr_format = 3
 
@@ -172,11 +176,14 @@ class ArrayMetadataV3:
             "zarr_format": 3,
             "node_type": "array",
             "shape": list(self.shape),
-            "data_type": v3_name_of(self.dtype),
+            "data_type": v3_name_of(self.dtype, legacy_struct=self.legacy_struct),
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": stored_chunks(
                 self.shape, self.chunk_shape, self.zero_chunk_axes)}},
             "chunk_key_encoding": {"name": name, "configuration": {"separator": sep}},
-            "fill_value": fill_value_to_json(self.fill_value, self.dtype),
+            # v3 stores records little-endian: so are the bytes of a legacy (base64) fill
+            "fill_value": fill_value_to_json(self.fill_value, self.dtype.newbyteorder("<")
+                                             if self.dtype.kind == "V" else self.dtype,
+                                             struct_fields=not self.legacy_struct),
             "codecs": [dict(c) for c in self.codecs],
             "attributes": self.attributes,
         }
@@ -197,7 +204,8 @@ class ArrayMetadataV3:
             raise MetadataError(f"{where}: field 'node_type' must be 'array'")
         extra = _check_extensions(doc, _ARRAY_FIELDS, where)
         shape = shape_tuple(require(doc, "shape", list, where), "shape", where)
-        dtype = dtype_from_v3(require(doc, "data_type", (str, dict), where), where)
+        data_type = require(doc, "data_type", (str, dict), where)
+        dtype = dtype_from_v3(data_type, where)
         grid = require(doc, "chunk_grid", dict, where)
         if grid.get("name") != "regular":
             raise UnsupportedError(f"{where}: field 'chunk_grid': only 'regular' is supported, "
@@ -235,6 +243,8 @@ class ArrayMetadataV3:
             attributes=attributes,
             dimension_names=dim_names,
             extra=extra,
+            legacy_struct=isinstance(data_type, dict)
+            and data_type.get("name") == LEGACY_STRUCT_NAME,
         )
 
 

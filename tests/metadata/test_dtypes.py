@@ -64,10 +64,10 @@ def test_v3_unknown_data_type_names_field(bad):
         dtype_from_v3(bad, WHERE)
 
 
-@pytest.mark.parametrize("bad", ["<V8", 7, [["a", "<i4", [2]]], [["a"]], [], [["a", "|O"]],
+@pytest.mark.parametrize("bad", ["|V0", 7, [["a", "<i4", [2]]], [["a"]], [], [["a", "|O"]],
                                  [["a", "<i4"], ["a", "<f8"]], [[1, "<i4"]], [["a", 5]]])
 def test_v2_unsupported_dtype_names_field(bad):
-    """Raw void, sub-array, object and malformed structured fields are refused (a list of
+    """Empty raw bytes, sub-array, object and malformed structured fields are refused (a list of
     [name, type] fields is a structured dtype: tests/metadata/test_structured.py)."""
     with pytest.raises(MetadataError, match=r"x\.zarr/\.zarray.*dtype"):
         dtype_from_v2(bad, "x.zarr/.zarray")

@@ -1,11 +1,13 @@
-"""Structured (record, void) dtypes as zarr-python 3.1 stores them.
+"""Structured (record, void) dtypes as zarr-python 3 stores them.
 
 v2: ``"dtype": [["a", "<i4"], ["b", "<f8"]]`` (nested lists for nested records, the
-fields' own byte order). v3: ``{"name": "structured", "configuration": {"fields":
-[["a", "int32"], ...]}}`` with the fields little-endian. Fill values: base64 of one
-value's raw bytes (zeros by default). Checked field by field against what zarr-python
-writes, and data both ways (zarr-python writes, chunkstore reads; chunkstore writes,
-zarr-python reads).
+fields' own byte order), fill value base64 of one value's raw bytes (zeros by default).
+v3: ``{"name": "struct", "configuration": {"fields": [{"name": "a", "data_type": "int32"},
+...]}}`` with the fields little-endian and a fill value per field (zarr-python >= 3.2);
+the legacy ``{"name": "structured", ... [["a", "int32"], ...]}`` with a base64 fill
+(zarr-python 3.1) is read and kept. Checked field by field against what the installed
+zarr-python writes, and data both ways (zarr-python writes, chunkstore reads; chunkstore
+writes, zarr-python reads). More cases: tests/interop/test_zarr_dtypes_34.py.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning",  # zarr: "unstabl
                                         "ignore::FutureWarning")
 
 WHERE = "x.zarr/.zarray"
+#: zarr-python >= 3.2 writes and reads v3 ``struct``; 3.1 only the legacy ``structured``
+ZARR_STRUCT = tuple(int(p) for p in zarr.__version__.split(".")[:2]) >= (3, 2)
+NO_STRUCT = pytest.mark.skipif(not ZARR_STRUCT, reason=f"zarr-python {zarr.__version__} "
+                               "(< 3.2) does not read the v3 'struct' chunkstore writes")
 POINT = np.dtype([("a", "<i4"), ("b", "<f8")])
 NESTED = np.dtype([("id", "<u2"), ("pos", [("x", "<f4"), ("y", "<f4")]), ("tag", "S3")])
 MIXED = np.dtype([("when", "<M8[s]"), ("name", "<U2"), ("z", "<c8"), ("ok", "?"),
@@ -87,18 +93,25 @@ def test_v2_dtype_field_round_trips():
 
 
 def test_v3_data_type_round_trips_little_endian():
-    assert v3_name_of(POINT) == {"name": "structured", "configuration": {
+    assert v3_name_of(POINT) == {"name": "struct", "configuration": {"fields": [
+        {"name": "a", "data_type": "int32"}, {"name": "b", "data_type": "float64"}]}}
+    assert v3_name_of(POINT, legacy_struct=True) == {"name": "structured", "configuration": {
         "fields": [["a", "int32"], ["b", "float64"]]}}
     assert v3_name_of(BIG) == v3_name_of(POINT)  # v3 fields carry no byte order
     nested = v3_name_of(NESTED)["configuration"]["fields"]
-    assert nested[1] == ["pos", {"name": "structured", "configuration": {
+    assert nested[1] == {"name": "pos", "data_type": {"name": "struct", "configuration": {
+        "fields": [{"name": "x", "data_type": "float32"},
+                   {"name": "y", "data_type": "float32"}]}}}
+    assert nested[2] == {"name": "tag", "data_type": {"name": "null_terminated_bytes",
+                                                      "configuration": {"length_bytes": 3}}}
+    legacy = v3_name_of(NESTED, legacy_struct=True)["configuration"]["fields"]
+    assert legacy[1] == ["pos", {"name": "structured", "configuration": {
         "fields": [["x", "float32"], ["y", "float32"]]}}]
-    assert nested[2] == ["tag", {"name": "null_terminated_bytes",
-                                 "configuration": {"length_bytes": 3}}]
     for dtype in (POINT, NESTED, MIXED):
-        parsed = dtype_from_v3(v3_name_of(dtype), "zarr.json")
-        assert parsed == dtype
-        assert all(parsed.fields[n][0].byteorder in "<|=" for n in parsed.names)
+        for legacy in (False, True):
+            parsed = dtype_from_v3(v3_name_of(dtype, legacy_struct=legacy), "zarr.json")
+            assert parsed == dtype
+            assert all(parsed.fields[n][0].byteorder in "<|=" for n in parsed.names)
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
@@ -109,14 +122,19 @@ def test_names_and_fills_equal_zarr_python(tmp_path, fmt, name):
     fill = records(dtype, 3)[2]
     z = zarr.create_array(str(tmp_path / "z.zarr"), shape=(4,), chunks=(2,), dtype=dtype,
                           zarr_format=fmt, fill_value=fill, compressors=None)
-    zdoc = z.metadata.to_dict()
+    zdoc = json.loads(json.dumps(z.metadata.to_dict()))
     key = "dtype" if fmt == 2 else "data_type"
-    ours = v2_str_of(dtype) if fmt == 2 else v3_name_of(dtype)
-    assert json.loads(json.dumps(ours)) == json.loads(json.dumps(zdoc[key]))
-    assert fill_value_to_json(fill, dtype) == zdoc["fill_value"]
+    fields = fmt == 3 and ZARR_STRUCT  # a fill value per field, else base64
+    ours = v2_str_of(dtype) if fmt == 2 else v3_name_of(dtype, legacy_struct=not ZARR_STRUCT)
+    assert json.loads(json.dumps(ours)) == zdoc[key]
+    assert json.loads(json.dumps(fill_value_to_json(fill, dtype, fields))) == zdoc["fill_value"]
     same(parse_fill_value(zdoc["fill_value"], dtype, WHERE), fill)
-    assert fill_value_to_json(default_fill_value(dtype), dtype) == base64.b64encode(
-        bytes(dtype.itemsize)).decode()
+    zero = fill_value_to_json(default_fill_value(dtype), dtype, fields)
+    if fields:
+        assert zero == {n: fill_value_to_json(np.zeros((), dtype[n])[()], dtype[n], True)
+                        for n in dtype.names}
+    else:
+        assert zero == base64.b64encode(bytes(dtype.itemsize)).decode()
 
 
 def test_fill_values_from_what_users_give():
@@ -181,8 +199,10 @@ def test_user_dtypes():
     packed = user_dtype(aligned)  # padding cannot be described: stored packed, as zarr
     assert packed.itemsize == 9 and packed.names == ("a", "b")
     assert user_dtype([("a", "<i4"), ("b", "<f8")]) == POINT
-    for bad in ("V8", np.dtype([("a", "<i4", (2,))]), np.dtype([("a", "O")]),
-                np.dtype([("a", "V4")]), np.dtype([("p", [("q", "O")])])):
+    assert user_dtype("V8") == np.dtype("V8")  # raw bytes (v3 raw_bytes, v2 "|V8")
+    assert user_dtype([("a", "V4")]) == np.dtype([("a", "V4")])  # a raw-bytes field
+    for bad in ("V0", np.dtype([("a", "<i4", (2,))]), np.dtype([("a", "O")]),
+                np.dtype(("<i4", (2,))), np.dtype([("p", [("q", "O")])])):
         with pytest.raises(UnsupportedError):
             user_dtype(bad)
 
@@ -208,11 +228,12 @@ def test_zarr_python_writes_chunkstore_reads(tmp_path, fmt, name):
     same(a[7:], np.array([fill] * 3, dtype=dtype))  # chunk 2 partly, never-written 9
     same(a.oindex[[6, 0, 9]], z.oindex[[6, 0, 9]])
     same(a.vindex[[1, 8]], z.vindex[[1, 8]])
-    if fmt == 2 and name == "nested":  # zarr-python writes nested v2 but cannot read it
+    if fmt == 2 and name == "nested" and not ZARR_STRUCT:  # 3.1 cannot read what it wrote
         return
     same(zarr.open_array(path)[:], a[:])
 
 
+@NO_STRUCT
 @pytest.mark.parametrize("name", ["point", "nested",
                                   "mixed"])
 def test_chunkstore_writes_v3_zarr_python_reads(tmp_path, name):
@@ -247,7 +268,8 @@ def test_big_endian_fields_stored_little_endian_in_v3(tmp_path):
     assert a.dtype == POINT
     raw = open(f"{path}/c/0", "rb").read()
     assert raw == data.astype(POINT).tobytes()
-    same(zarr.open_array(path)[:], data.astype(POINT))
+    if ZARR_STRUCT:
+        same(zarr.open_array(path)[:], data.astype(POINT))
 
 
 def _write_v2(path: str, dtype: np.dtype, fill, compressor=None) -> cs.Array:
@@ -273,7 +295,7 @@ def test_chunkstore_writes_v2_zarr_python_reads(tmp_path, name):
     same(a[:], expect)
     doc = json.load(open(f"{path}/.zarray"))
     assert doc["dtype"] == json.loads(json.dumps(v2_str_of(dtype)))
-    if name == "nested":  # zarr-python 3.1 cannot parse nested v2 records it wrote itself
+    if name == "nested" and not ZARR_STRUCT:  # 3.1 cannot parse nested v2 records it wrote
         with pytest.raises(ValueError):
             zarr.open_array(path, mode="r")
         return

@@ -140,7 +140,7 @@ def test_order(order):
     ({"chunks": [4, 0]}, "chunks"),
     ({"chunks": [4]}, "chunks"),
     ({"dtype": "<q4"}, "dtype"),
-    ({"dtype": "<V8"}, "dtype"),
+    ({"dtype": "|V0"}, "dtype"),
     ({"dtype": [["a", "<i4", [2]]]}, "dtype"),  # a sub-array field
     ({"order": "K"}, "order"),
     ({"dimension_separator": "-"}, "dimension_separator"),
