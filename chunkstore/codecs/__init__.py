@@ -3,6 +3,7 @@
 from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
 from .bytes_codec import BytesCodec
 from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
+from .enums import BloscCname, BloscShuffle, Endian, ShardingCodecIndexLocation
 from .limits import DecodeLimits, decode_limits, set_decode_limits
 from .numcodecs_adapter import UNSAFE_IDS, numcodecs_from_config, wrap_numcodecs
 from .pipeline import CodecPipeline, Pipeline, V2Pipeline, build_pipeline
@@ -11,7 +12,8 @@ from .sharding import ShardingCodec
 from .transpose import TransposeCodec
 
 __all__ = [
-    "ArrayArrayCodec", "ArrayBytesCodec", "BloscCodec", "BytesBytesCodec", "BytesCodec",
+    "ArrayArrayCodec", "ArrayBytesCodec", "BloscCname", "BloscCodec", "BloscShuffle",
+    "BytesBytesCodec", "BytesCodec", "Endian", "ShardingCodecIndexLocation",
     "ChunkSpec", "Codec", "CodecPipeline", "Crc32cCodec", "DecodeLimits", "GzipCodec", "Pipeline",
     "ShardingCodec", "decode_limits", "set_decode_limits",
     "TransposeCodec", "UNSAFE_IDS", "V2Pipeline", "ZstdCodec", "build_pipeline",

@@ -15,6 +15,7 @@ from ..io.copy import copy_into
 from ..metadata.json_io import check_json_value
 from ..metadata.nodes import GroupMetadataV2, GroupMetadataV3, NodeMetadata, is_array
 from .documents import delete_node
+from .like_args import like_arguments
 from .members import new_array, shape_and_dtype
 from .paths import between
 from .placement import empty_group, place_node
@@ -181,27 +182,25 @@ class GroupCreation:
         """A new array whose unwritten chunks read as the fill value."""
         return self.create_array(name, shape=shape, **kwargs)
 
-    def _like(self, data: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-        kwargs.setdefault("shape", tuple(data.shape))
-        kwargs.setdefault("dtype", data.dtype)
-        chunks = getattr(data, "chunks", None)
-        if isinstance(chunks, tuple) and all(isinstance(c, int | np.integer) for c in chunks):
-            kwargs.setdefault("chunks", chunks)
-        return kwargs
+    def _like(self, data: Any, kwargs: dict[str, Any], keep_fill: bool = False
+              ) -> dict[str, Any]:
+        """Arguments for a member like ``data`` (``like_args``: its shape, dtype and
+        chunks, and of an Array of this group's format, its order and codecs)."""
+        kwargs.setdefault("zarr_format", self.zarr_format)
+        return like_arguments(data, kwargs, keep_fill=keep_fill)
 
     def zeros_like(self, name: str, data: Any, **kwargs: Any) -> Array:
-        """Zeros with the shape, dtype (and chunks) of ``data``."""
+        """Zeros with the shape, dtype and chunks of ``data`` (and, of an Array, what
+        ``chunkstore.zeros_like`` keeps)."""
         return self.zeros(name, **self._like(data, kwargs))
 
     def ones_like(self, name: str, data: Any, **kwargs: Any) -> Array:
-        """Ones with the shape, dtype (and chunks) of ``data``."""
+        """Ones shaped like ``data`` (as ``zeros_like``)."""
         return self.ones(name, **self._like(data, kwargs))
 
     def empty_like(self, name: str, data: Any, **kwargs: Any) -> Array:
-        """An empty array with the shape, dtype (and chunks, fill value) of ``data``."""
-        if isinstance(data, Array):
-            kwargs.setdefault("fill_value", data.fill_value)
-        return self.empty(name, **self._like(data, kwargs))
+        """An empty array shaped like ``data`` (as ``zeros_like``), with its fill value."""
+        return self.empty(name, **self._like(data, kwargs, keep_fill=True))
 
     def full_like(self, name: str, data: Any, **kwargs: Any) -> Array:
         """``fill_value`` (default: ``data``'s, if an Array) everywhere, shaped like ``data``."""
