@@ -10,6 +10,7 @@ import numpy as np
 
 from ..array import Array
 from ..creation import DEFAULT_FILL
+from ..errors import ReadOnlyError
 from ..hierarchy.group_open import MODES
 from ..hierarchy.like_args import like_arguments, regular_chunks
 from ..hierarchy.members import UNSET, new_array, shape_and_dtype
@@ -102,10 +103,11 @@ def create(shape: Any, *, store: Any = None, path: str | None = None, dtype: Any
 
     ``mode`` (zarr-python 2's way to say ``overwrite``): None or "a" / "r+" create the
     array, refusing a node already at ``path`` (ContainsArrayError /
-    ContainsGroupError) unless ``overwrite``; "w" replaces whatever is stored under
-    ``path`` (the whole store when ``path`` is the root); "w-" refuses to create where
-    anything is stored under ``path`` (FileExistsError), whatever ``overwrite`` says;
-    "r" opens the store read-only, so creating fails (ReadOnlyError)."""
+    ContainsGroupError) unless ``overwrite``; "w" replaces the node at ``path`` with
+    everything stored below it (with no node there, other keys under ``path`` are left
+    alone, where zarr-python deletes them); "w-" refuses to create where anything is stored under ``path``
+    (FileExistsError), whatever ``overwrite`` says; "r" opens the store read-only, so
+    creating fails (ReadOnlyError). A read-only store with any other mode is refused."""
     fmt = 3 if zarr_format is None else zarr_format
     if fmt == 3:
         for given, what, instead in ((compressor is not UNSET, "compressor", "bytes-to-bytes"),
@@ -133,6 +135,8 @@ def creation_mode(store: Any, path: str | None, mode: str | None, overwrite: boo
     st = resolve_store(store, mode=mode, storage_options=storage_options)
     if mode == "r" and not st.read_only:  # (a new memory store)
         st = st.with_read_only(True)
+    elif mode != "r" and st.read_only:
+        raise ReadOnlyError(f"{what}: Store is read-only but mode is {mode!r}: {st!r}")
     if mode == "w-":
         prefix = normalize_path(path)
         found = next(iter(st.list_prefix(prefix + "/" if prefix else "")), None)

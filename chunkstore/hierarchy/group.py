@@ -142,10 +142,12 @@ class Group(GroupCreation, GroupOpening):
             return self._cons.lookup(path)
         return try_read_node(self._store, path, self.zarr_format)
 
-    def _wrap(self, path: str, node: NodeMetadata) -> Array | Group:
+    def _wrap(self, path: str, node: NodeMetadata, config: Any = None) -> Array | Group:
+        """The member at ``path`` (an array with the settings ``config``, default: those
+        of ``chunkstore.config``)."""
         if is_array(node):
             arr = Array(self._store, path, node, read_only=self._read_only,  # type: ignore[arg-type]
-                        synchronizer=self._synchronizer)
+                        synchronizer=self._synchronizer, config=config)
             if self._cons is not None:  # the array's own changes keep the snapshot current
                 snap = self._cons
                 arr._on_metadata_change = lambda meta: snap.put(path, meta)

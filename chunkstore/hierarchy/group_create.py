@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Self
 import numpy as np
 
 from ..array import Array
+from ..config import array_config
 from ..errors import NodeTypeError
 from ..io.copy import copy_into
 from ..metadata.json_io import check_json_value
@@ -43,7 +44,7 @@ class GroupCreation:
         def _check_writable(self) -> None: ...
         def _full(self, name: str) -> str: ...
         def _node(self, path: str) -> NodeMetadata | None: ...
-        def _wrap(self, path: str, node: NodeMetadata) -> Array | Self: ...
+        def _wrap(self, path: str, node: NodeMetadata, config: Any = None) -> Array | Self: ...
 
     def _note_created(self, path: str, node: NodeMetadata, overwrite: bool) -> None:
         """Keep an in-memory consolidated snapshot in step with a new member (the stored
@@ -135,7 +136,9 @@ class GroupCreation:
                       **kwargs: Any) -> Array:
         """The array ``name`` if it exists with this shape (and a dtype its data casts to
         safely, or exactly this dtype with ``exact``: as zarr-python and h5py), else a new
-        one; a mismatch raises TypeError ("Incompatible ...") naming the array."""
+        one; a mismatch raises TypeError ("Incompatible ...") naming the array.
+        ``config=`` (the handle's settings) applies to an existing array too."""
+        options = array_config(kwargs.get("config"), kwargs.get("write_empty_chunks"))
         node = self._node(self._full(name))
         if node is None:
             if dtype is not None:
@@ -144,7 +147,7 @@ class GroupCreation:
         if not is_array(node):
             raise NodeTypeError(f"Incompatible object: {self._full(name)!r} in {self._store!r} "
                                 "is a group, not an array")
-        arr: Array = self._wrap(self._full(name), node)  # type: ignore[assignment]
+        arr: Array = self._wrap(self._full(name), node, options)  # type: ignore[assignment]
         want_shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
         if arr.shape != want_shape:
             raise TypeError(f"Incompatible shape: array {arr.name!r} has shape {arr.shape}, "

@@ -15,6 +15,7 @@ other store can find a file object, so nothing is shared by name as for paths.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
@@ -91,6 +92,14 @@ class FileSession(Session):
 
     def open_read(self) -> None:
         """Read the central directory of the file object (empty: no entries)."""
+        f = self.fileobj
+        for can in ("readable", "seekable"):
+            check = getattr(f, can, None)
+            if callable(check) and not check():  # (a write-only stream, a pipe)
+                raise io.UnsupportedOperation(
+                    f"{self.path}: the file object must be readable and seekable for the "
+                    "archive to be read (again, after close()); a write-only one takes "
+                    "one archive, written by close()")
         self.opened = True
         self.live, self.offsets = {}, {}
         with self._io:
