@@ -198,6 +198,18 @@ class Config:
         self._defaults = dict(defaults)
         self._values = dict(defaults)
         self._lock = threading.Lock()
+        self._array_settings: tuple[tuple[Any, ...], ArrayConfig] | None = None
+
+    def array_settings(self) -> ArrayConfig:
+        """The ``ArrayConfig`` of the current ``array.*`` values (what an array handle made
+        without ``config=`` gets), built once per set of values: every member a group
+        lists is a handle."""
+        values = self._values
+        key = tuple(values[f"array.{name}"] for name in _ARRAY_FIELDS)
+        cached = self._array_settings
+        if cached is None or cached[0] != key:
+            cached = self._array_settings = (key, ArrayConfig(*key))
+        return cached[1]
 
     def _check(self, key: str) -> str:
         if key not in self._defaults:
@@ -315,14 +327,17 @@ _FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
 }
 
 
+_ARRAY_FIELDS = tuple(f.name for f in dataclasses.fields(ArrayConfig))
+
+
 def array_config(given: Any = None, write_empty_chunks: bool | None = None,
                  order: str | None = None) -> ArrayConfig:
     """One array's settings from a ``config=`` argument (None, a dict of some fields or an
     ArrayConfig) and the explicit ``write_empty_chunks=`` / ``order=`` arguments, which
     win over it. TypeError for anything else, or for an unknown key."""
     if given is None:
-        given = {}
-    if isinstance(given, ArrayConfig):
+        parsed = config.array_settings()
+    elif isinstance(given, ArrayConfig):
         parsed = given
     elif isinstance(given, Mapping):
         parsed = ArrayConfig.from_dict(given)
@@ -330,8 +345,8 @@ def array_config(given: Any = None, write_empty_chunks: bool | None = None,
         raise TypeError(f"config must be a dict of array settings or an ArrayConfig, got "
                         f"{type(given).__name__}: {given!r}")
     changes: dict[str, Any] = {}
-    if write_empty_chunks is not None:
+    if write_empty_chunks is not None and write_empty_chunks is not parsed.write_empty_chunks:
         changes["write_empty_chunks"] = write_empty_chunks
-    if order is not None:
+    if order is not None and order != parsed.order:
         changes["order"] = order
     return dataclasses.replace(parsed, **changes) if changes else parsed
