@@ -64,9 +64,10 @@ class _Reads:
         with self._lock:
             return self._f.tell()
 
-    def read(self, n: int = -1) -> bytes:
-        with self._lock:
-            return bytes(self._f.read(n))
+    def read(self, n: int | None = -1) -> bytes:
+        with self._lock:  # (obstore's readers take no negative size: read all instead)
+            data = self._f.read() if n is None or n < 0 else self._f.read(n)
+        return bytes(data) if n is None or n < 0 else bytes(data)[:n]
 
 
 class FileSession(Session):
@@ -88,7 +89,7 @@ class FileSession(Session):
             return os.pread(self.fd, count, offset)
         with self._io:
             self.fileobj.seek(offset)
-            return bytes(self.fileobj.read(count))
+            return bytes(self.fileobj.read(count))[:count]  # (a reader may give more)
 
     def open_read(self) -> None:
         """Read the central directory of the file object (empty: no entries)."""

@@ -105,6 +105,46 @@ def test_zip_fileobj_append_rewrites_without_duplicates():
                        [7, 8, 9, 3, 4, 5])
 
 
+def test_zip_fileobj_minimal_reader_with_odd_reads():
+    """A reader that is no io object (obstore's): read returns another buffer type, and
+    may return more than asked; ranges still hold exactly their bytes."""
+    raw = _archive({"a": b"0123456789", "b": b"abc"})
+
+    class Reader:
+        def __init__(self) -> None:
+            self._f = io.BytesIO(raw)
+
+        def read(self, n=-1):
+            data = self._f.read(n if n is None or n < 0 else n + 3)  # over-long
+            return memoryview(bytearray(data))
+
+        def seek(self, pos, whence=0):
+            return self._f.seek(pos, whence)
+
+        def tell(self):
+            return self._f.tell()
+
+    store = ZipStore(Reader())
+    assert store.get("a", (2, 5)) == b"234"
+    assert store.get_many(["b", "a", "nope"]) == [b"abc", b"0123456789", None]
+    with pytest.raises(TypeError, match="write"):
+        ZipStore(Reader(), mode="a")
+
+
+def test_zip_obstore_reader(tmp_path):
+    obstore = pytest.importorskip("obstore")
+    from obstore.store import LocalStore as ObLocal
+
+    (tmp_path / "o.zip").write_bytes(_archive({"zarr.json": json_doc(), "c/0": b"\x05\x00"}))
+    store = ZipStore(obstore.open_reader(ObLocal(str(tmp_path)), "o.zip"))
+    assert_array_equal(cs.open_array(store, mode="r")[:], [5])
+
+
+def json_doc() -> bytes:
+    a = cs.create_array(None, shape=(1,), dtype="<u2", compressors=None)
+    return a.store.get("zarr.json")
+
+
 def test_zip_fileobj_closed_first_is_an_error_not_a_silent_loss():
     f = io.BytesIO()
     z = ZipStore(f, mode="w")
