@@ -34,7 +34,8 @@ from .array_selection import (
 )
 from .array_snapshot import Snapshot, open_engine_of
 from .codecs.sharding import inner_chunk_shape
-from .errors import NodeNotFoundError, NodeTypeError, ReadOnlyError
+from .config import ArrayConfig, array_config
+from .errors import ArrayNotFoundError, NodeTypeError, ReadOnlyError
 from .hierarchy.attributes import Attributes
 from .hierarchy.documents import read_node, try_read_node, update_node
 from .hierarchy.paths import normalize_path
@@ -65,17 +66,22 @@ class Array:
     ``config["cache.chunk_bytes"]`` (off by default); 0 or False, off; a byte budget
     (``"256MiB"``), a private LRU; a ``ChunkCache``, shared with the arrays given it.
     Writes invalidate the chunks they touch. ValueError for anything else.
+
+    ``config``: this handle's settings (``Array.config``, an ``ArrayConfig``: ``order``,
+    ``write_empty_chunks``, ``read_missing_chunks``...), from a dict of some of them, the
+    rest from ``chunkstore.config`` when the handle is made; ``write_empty_chunks=``
+    overrides the one of that name.
     """
 
     def __init__(self, store: Store, path: str = "", metadata: ArrayMetadata | None = None, *,
                  read_only: bool = False, synchronizer: Any = None,
-                 write_empty_chunks: bool = False, allow_unsafe_codecs: bool = False,
-                 cache: Any = None) -> None:
+                 write_empty_chunks: bool | None = None, allow_unsafe_codecs: bool = False,
+                 cache: Any = None, config: Any = None) -> None:
+        self._config = array_config(config, write_empty_chunks)
         self._cache = chunk_cache.from_argument(cache)
         self._store, self._path = store, path
         self._read_only = bool(read_only or store.read_only)
         self._synchronizer = synchronizer
-        self._write_empty_chunks = write_empty_chunks
         self._allow_unsafe = allow_unsafe_codecs
         self._meta: ArrayMetadata | None = None
         self._snap: Snapshot | None = None
@@ -105,7 +111,7 @@ class Array:
             # last handle goes, a store such as a ZipStore is closed at once)
             snap = self._snap = Snapshot(meta, functools.partial(
                 open_engine_of, self._store, self._path, self._synchronizer,
-                self._write_empty_chunks, self._allow_unsafe, self._cache))
+                self._config.write_empty_chunks, self._allow_unsafe, self._cache))
         return snap
 
     @property
@@ -120,7 +126,28 @@ class Array:
 
     def __reduce__(self):
         return (_reopen, (self._store, self._path, self._read_only, self._synchronizer,
-                          self._write_empty_chunks, self._allow_unsafe, self._cache))
+                          self._config.write_empty_chunks, self._allow_unsafe, self._cache,
+                          self._config))
+
+    @property
+    def config(self) -> ArrayConfig:
+        """This handle's settings (zarr-python's ``Array.config``): order of the arrays
+        reads return, write_empty_chunks, read_missing_chunks..."""
+        return self._config
+
+    def with_config(self, config: Any) -> Array:
+        """A handle on the same array with other settings: a dict changes the fields it
+        names (the others stay this handle's), an ArrayConfig replaces them all."""
+        if isinstance(config, ArrayConfig):
+            new = config
+        elif isinstance(config, dict):
+            new = array_config({**self._config.to_dict(), **config})
+        else:
+            raise TypeError(f"with_config takes a dict of array settings or an ArrayConfig, "
+                            f"got {type(config).__name__}: {config!r}")
+        return type(self)(self._store, self._path, self._meta, read_only=self._read_only,
+                          synchronizer=self._synchronizer, config=new,
+                          allow_unsafe_codecs=self._allow_unsafe, cache=self._cache)
 
     def _use_cache(self, cache: Any) -> None:
         """Use ``cache`` (a ``cache=`` argument) from now on."""
@@ -143,22 +170,24 @@ class Array:
     @classmethod
     def open(cls, store: Any, *, path: str = "", mode: str = "r+",
              zarr_format: int | None = None, storage_options: dict | None = None,
-             synchronizer: Any = None, cache: Any = None) -> Array:
+             synchronizer: Any = None, cache: Any = None, config: Any = None) -> Array:
         """Open the existing array at ``path`` of ``store`` (zarr-python's ``Array.open``):
-        mode "r" is read-only; NodeNotFoundError when nothing is there. ``cache``: the
-        decoded-chunk cache (see the class docstring)."""
+        mode "r" is read-only; ArrayNotFoundError (a NodeNotFoundError) when nothing is
+        there. ``cache``: the decoded-chunk cache, ``config``: the handle's settings (see
+        the class docstring)."""
         if mode not in ("r", "r+", "a"):
             raise ValueError(f"Array.open: mode must be 'r', 'r+' or 'a', got {mode!r}")
         cache = chunk_cache.from_argument(cache)  # checked before anything is opened
+        config = array_config(config)
         st = resolve_store(store, mode=mode, storage_options=storage_options)
         path = normalize_path(path)
         node = try_read_node(st, path, zarr_format, kind="array")
         if node is None:
-            raise NodeNotFoundError(f"no array at path {path or '/'!r} in {st!r}")
+            raise ArrayNotFoundError(f"no array at path {path or '/'!r} in {st!r}")
         if not is_array(node):
             raise NodeTypeError(f"path {path or '/'!r} in {st!r} is a group, not an array")
         return cls(st, path, node, read_only=mode == "r",  # type: ignore[arg-type]
-                   synchronizer=synchronizer, cache=cache)
+                   synchronizer=synchronizer, cache=cache, config=config)
 
     def update_attributes(self, new_attributes: dict[str, Any]) -> Array:
         """Merge ``new_attributes`` into the attributes (one atomic update); returns self."""
@@ -288,8 +317,8 @@ class Array:
             if kind == COORDINATE:
                 return ix.CoordinateIndexer(selection, shape, chunks)
             return ix.OrthogonalIndexer(selection, shape, chunks, kind == ORTHOGONAL)
-        except IndexError as e:
-            raise IndexError(f"array {self.name!r}: {e}") from None
+        except IndexError as e:  # (BoundsCheckError stays one)
+            raise type(e)(f"array {self.name!r}: {e}") from None
 
     def _get(self, selection: Any, kind: str, out: np.ndarray | None = None) -> Any:
         return read_selection(self, selection, kind, out)
@@ -389,8 +418,9 @@ class Array:
 
 
 def _reopen(store: Store, path: str, read_only: bool, synchronizer: Any,
-            write_empty_chunks: bool, allow_unsafe: bool, cache: Any = None) -> Array:
+            write_empty_chunks: bool, allow_unsafe: bool, cache: Any = None,
+            config: Any = None) -> Array:
     """Unpickling: a lazy Array that loads its metadata on first use."""
     return Array(store, path, None, read_only=read_only, synchronizer=synchronizer,
                  write_empty_chunks=write_empty_chunks, allow_unsafe_codecs=allow_unsafe,
-                 cache=cache)
+                 cache=cache, config=config)

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import indexing as ix
 from .array_copy import copy_value, note_read
+from .errors import ChunkNotFoundError
 from .hdf5_files import check_value
 from .indexing import BASIC, COORDINATE
 
@@ -85,9 +86,12 @@ def read_selection(array: Any, selection: Any, kind: str, out: np.ndarray | None
     snap = array._snapshot()
     indexer = array._indexer(selection, kind, snap)
     shape = indexer.shape
+    if not array.config.read_missing_chunks:
+        require_stored(array, snap.engine, indexer)
     if out is None:
-        # as zarr-python: an order-"F" v2 array gives F-ordered results (not points)
-        f_order = kind != COORDINATE and snap.meta.zarr_format == 2 and snap.meta.order == "F"
+        # as zarr-python: the config's order, and an order-"F" v2 array's (not for points)
+        f_order = kind != COORDINATE and (array.config.order == "F" or (
+            snap.meta.zarr_format == 2 and snap.meta.order == "F"))
         result = np.empty(shape, dtype=snap.layout[2], order="F" if f_order else "C")
     else:
         if out.shape != shape:
@@ -99,6 +103,22 @@ def read_selection(array: Any, selection: Any, kind: str, out: np.ndarray | None
     if kind == COORDINATE:
         return result
     return result[()] if result.ndim == 0 and out is None else result
+
+
+def require_stored(array: Any, engine: Any, projections: Any) -> None:
+    """ChunkNotFoundError unless every stored object (chunk, or shard of a sharded array)
+    that ``projections`` touch exists: the check of ``read_missing_chunks=False``, made
+    with one batched read of a byte of each."""
+    keys = sorted({engine.layout.chunk_key(p.chunk_coords) for p in projections})
+    if not keys:
+        return
+    found = array.store.get_ranges([(k, (0, 1)) for k in keys])
+    missing = [k for k, v in zip(keys, found, strict=True) if v is None]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ChunkNotFoundError(f"array {array.name!r}: chunk {missing[0]!r}{more} is not "
+                                 f"stored in {array.store!r}, and the array's config has "
+                                 "read_missing_chunks=False")
 
 
 def write_selection(array: Any, selection: Any, value: Any, kind: str) -> None:
@@ -171,6 +191,8 @@ def read_chunk(array: Any, coords: tuple[int, ...]) -> np.ndarray:
     note_read(array)
     coords = _check_coords(array, coords)
     snap = array._snapshot()
+    if not array.config.read_missing_chunks:
+        require_stored(array, snap.engine, [ix.ChunkProjection(coords, (), (), True)])
     chunk = snap.engine.read_chunk(coords)
     region = ix.chunk_region(coords, snap.shape, snap.layout[1])
     return chunk[tuple(slice(0, s.stop - s.start) for s in region)]

@@ -123,8 +123,15 @@ def value_reads(value: Any, store: Store, path: str, max_objects: int | None = N
     True
     """
     walk = _Walk(store, path, MAX_OBJECTS if max_objects is None else max_objects)
-    walk.run(value)
-    return Reads(walk.found, walk.found_place, walk.unknown)
+    try:
+        walk.run(value)
+        return Reads(walk.found, walk.found_place, walk.unknown)
+    finally:
+        # the bound methods it caches make the walk a reference cycle: break it, so the
+        # target store (a zip session commits when its last store goes) is freed at once
+        walk.handlers.clear()
+        walk.keep.clear()
+        walk.stack.clear()
 
 
 def refuse_reader_of(value: Any, store: Store, path: str, what: str) -> None:

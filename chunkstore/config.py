@@ -12,6 +12,11 @@ Keys (dotted, as ``zarr.config``):
 * ``array.write_empty_chunks`` (False): store chunks that hold only the fill value.
   True or False only (strings such as ``"no"`` are refused, not guessed at).
 * ``array.order`` ("C"): memory order of new arrays, "C" or "F".
+* ``array.read_missing_chunks`` (True): a chunk (a shard, of a sharded array) that is not
+  stored reads as the fill value; False makes such a read raise ChunkNotFoundError.
+* ``array.sharding_coalesce_max_gap_bytes`` (1 MiB), ``array.sharding_coalesce_max_bytes``
+  (16 MiB): accepted and reported in ``Array.config`` as zarr-python's keys; chunkstore
+  joins the byte ranges of one shard by its store's request cost, not by these.
 * ``array.default_compressor`` ("auto"): the compressor(s) of new arrays when none is
   given: "auto" (Blosc lz4 with shuffle), None, or a codec (a numcodecs or chunkstore
   codec object, a name such as ``"zstd"``, a ``{"name": ...}`` / ``{"id": ...}``
@@ -39,6 +44,10 @@ Keys (dotted, as ``zarr.config``):
   take 0.75 GB; it is refused in milliseconds instead. A document over either cap is
   refused (a MetadataError naming it and the key to raise), and so is writing one.
 
+The ``array.*`` keys but ``default_compressor`` are also the fields of an
+:class:`ArrayConfig`, one array's settings (``config=`` of ``create_array``, ``open_array``,
+``Group.require_array``..., and ``Array.config``); keys it leaves out come from here.
+
 Every value is checked by ``config.set``: one of the wrong kind is a ValueError naming
 the key and what it takes, and leaves the config unchanged. Set values apply at once; ``config.set`` used as a context manager restores the previous
 values on exit. Thread-safe for readers; meant to be set at start-up.
@@ -46,6 +55,7 @@ values on exit. Thread-safe for readers; meant to be set at start-up.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -57,6 +67,9 @@ from .sizes import whole_number
 _DEFAULTS: dict[str, Any] = {
     "array.write_empty_chunks": False,
     "array.order": "C",
+    "array.read_missing_chunks": True,
+    "array.sharding_coalesce_max_gap_bytes": 1 << 20,
+    "array.sharding_coalesce_max_bytes": 16 << 20,
     "array.default_compressor": "auto",
     "threading.max_workers": None,
     "threading.write_bytes": 32 * 2**20,
@@ -159,6 +172,7 @@ def _compressor(key: str, value: Any) -> Any:
 
 _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "array.write_empty_chunks": _flag,
+    "array.read_missing_chunks": _flag,
     "array.order": _order,
     "array.default_compressor": _compressor,
     "threading.max_workers": _workers,
@@ -184,6 +198,18 @@ class Config:
         self._defaults = dict(defaults)
         self._values = dict(defaults)
         self._lock = threading.Lock()
+        self._array_settings: tuple[tuple[Any, ...], ArrayConfig] | None = None
+
+    def array_settings(self) -> ArrayConfig:
+        """The ``ArrayConfig`` of the current ``array.*`` values (what an array handle made
+        without ``config=`` gets), built once per set of values: every member a group
+        lists is a handle."""
+        values = self._values
+        key = tuple(values[f"array.{name}"] for name in _ARRAY_FIELDS)
+        cached = self._array_settings
+        if cached is None or cached[0] != key:
+            cached = self._array_settings = (key, ArrayConfig(*key))
+        return cached[1]
 
     def _check(self, key: str) -> str:
         if key not in self._defaults:
@@ -223,3 +249,104 @@ class Config:
 
 
 config = Config(_DEFAULTS)
+
+
+# -- one array's settings ---------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class ArrayConfig:
+    """The settings of one array handle, with zarr-python's names (its ``ArrayConfig``):
+
+    * ``order``: "C" or "F", the memory order of the arrays a read returns (and of a new
+      array's chunks);
+    * ``write_empty_chunks``: store chunks that hold only the fill value (else they are
+      deleted);
+    * ``read_missing_chunks``: a chunk (of a sharded array: a shard) that is not stored
+      reads as the fill value; False: a read that needs one raises ChunkNotFoundError;
+    * ``sharding_coalesce_max_gap_bytes``, ``sharding_coalesce_max_bytes``: kept and
+      reported; chunkstore joins a shard's byte ranges by its store's request cost.
+
+    A bad value is a ValueError naming the field. ``ArrayConfig.from_dict`` takes a
+    partial dict (the ``config=`` argument); the rest comes from ``chunkstore.config``.
+
+    >>> ArrayConfig.from_dict({"order": "F"}).order
+    'F'
+    """
+
+    order: str
+    write_empty_chunks: bool
+    read_missing_chunks: bool = True
+    sharding_coalesce_max_gap_bytes: int = 1 << 20
+    sharding_coalesce_max_bytes: int = 16 << 20
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _FIELD_CHECKS[f.name](f.name, getattr(self, f.name)))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ArrayConfig:
+        """An ArrayConfig from some of its fields, the others from ``chunkstore.config``
+        (``"array.<field>"``); an unknown key is a TypeError (as zarr-python)."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = set(data) - set(names)
+        if unknown:
+            raise TypeError(f"Unknown array config keys: {sorted(unknown)}. Valid keys are "
+                            f"{names}.")
+        return cls(**{n: data[n] if n in data else config.get(f"array.{n}") for n in names})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, by name."""
+        return dataclasses.asdict(self)
+
+
+def _config_flag(key: str, value: Any) -> bool:
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise ValueError(f"array config {key!r} must be True or False: Expected instance of "
+                     f"bool, got {value!r}")
+
+
+def _config_order(key: str, value: Any) -> str:
+    if isinstance(value, str) and value in ("C", "F"):
+        return value
+    raise ValueError(f"array config {key!r} must be 'C' or 'F', got {value!r}")
+
+
+def _config_bytes(key: str, value: Any) -> int:
+    if isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0:
+        return int(value)
+    raise ValueError(f"array config {key!r} must be a number of bytes >= 0: Expected int, "
+                     f"got {value!r}")
+
+
+_FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "order": _config_order,
+    "write_empty_chunks": _config_flag,
+    "read_missing_chunks": _config_flag,
+    "sharding_coalesce_max_gap_bytes": _config_bytes,
+    "sharding_coalesce_max_bytes": _config_bytes,
+}
+
+
+_ARRAY_FIELDS = tuple(f.name for f in dataclasses.fields(ArrayConfig))
+
+
+def array_config(given: Any = None, write_empty_chunks: bool | None = None,
+                 order: str | None = None) -> ArrayConfig:
+    """One array's settings from a ``config=`` argument (None, a dict of some fields or an
+    ArrayConfig) and the explicit ``write_empty_chunks=`` / ``order=`` arguments, which
+    win over it. TypeError for anything else, or for an unknown key."""
+    if given is None:
+        parsed = config.array_settings()
+    elif isinstance(given, ArrayConfig):
+        parsed = given
+    elif isinstance(given, Mapping):
+        parsed = ArrayConfig.from_dict(given)
+    else:
+        raise TypeError(f"config must be a dict of array settings or an ArrayConfig, got "
+                        f"{type(given).__name__}: {given!r}")
+    changes: dict[str, Any] = {}
+    if write_empty_chunks is not None and write_empty_chunks is not parsed.write_empty_chunks:
+        changes["write_empty_chunks"] = write_empty_chunks
+    if order is not None and order != parsed.order:
+        changes["order"] = order
+    return dataclasses.replace(parsed, **changes) if changes else parsed

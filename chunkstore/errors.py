@@ -3,6 +3,16 @@
 Every exception carries a message that names the array/group path and the key or
 metadata field concerned, so a failure in a large hierarchy can be traced. The warnings
 chunkstore issues are here too.
+
+zarr-python 3's names (``zarr.errors``) are here as well, so ``except`` clauses written
+for zarr-python catch what chunkstore raises in the same case: ``ArrayNotFoundError`` /
+``GroupNotFoundError`` (subclasses of ``NodeNotFoundError``, itself a ValueError as in
+zarr-python and a FileNotFoundError), ``ContainsArrayError`` / ``ContainsGroupError``,
+``ChunkNotFoundError``, ``BoundsCheckError`` (an IndexError), ``BaseZarrError`` (the
+ValueError every one of them is) and aliases where one chunkstore class covers a zarr
+one (``MetadataValidationError`` = ``MetadataError``, ``NodeTypeValidationError`` =
+``NodeTypeError``, ``UnknownCodecError`` =
+``PickleCodecDisabledError`` = ``CodecError``).
 """
 
 from __future__ import annotations
@@ -43,11 +53,20 @@ class OutOfMemoryError(ChunkstoreError, MemoryError):
     else when the allocation fails. The message names the array and the bytes needed."""
 
 
-class NodeNotFoundError(ChunkstoreError, FileNotFoundError, KeyError):
-    """No array or group exists at the requested path."""
+class NodeNotFoundError(ChunkstoreError, FileNotFoundError, KeyError, ValueError):
+    """No array or group exists at the requested path (a ValueError too, as zarr-python's
+    ``NodeNotFoundError``)."""
 
     def __str__(self) -> str:  # KeyError would otherwise repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class ArrayNotFoundError(NodeNotFoundError):
+    """No array exists at the requested path (zarr-python's name)."""
+
+
+class GroupNotFoundError(NodeNotFoundError):
+    """No group exists at the requested path (zarr-python's name)."""
 
 
 class ContainsArrayError(ChunkstoreError, FileExistsError, ValueError):
@@ -58,8 +77,18 @@ class ContainsGroupError(ChunkstoreError, FileExistsError, ValueError):
     """A group already exists where a new node (or an array) was requested."""
 
 
-class NodeTypeError(ChunkstoreError, TypeError):
-    """The node at a path is of the other kind (a group opened as an array, ...)."""
+class ChunkNotFoundError(ChunkstoreError, ValueError):
+    """A chunk (or a shard) a read needs is not stored, and the array was opened with
+    ``config={"read_missing_chunks": False}`` (zarr-python's name and base class)."""
+
+
+class BoundsCheckError(IndexError):
+    """An index outside an axis (zarr-python's name; an IndexError)."""
+
+
+class NodeTypeError(ChunkstoreError, TypeError, ValueError):
+    """The node at a path is of the other kind (a group opened as an array, ...); a
+    ValueError too, as zarr-python's ``NodeTypeValidationError``."""
 
 
 class ConcurrentWriteError(ChunkstoreError, RuntimeError):
@@ -97,3 +126,11 @@ class ConditionalWritesWarning(UserWarning):
     (``If-None-Match: *`` / ``If-Match``): commits there are unchecked, and writers of
     one chunk, shard or metadata document need a synchronizer. Issued once per process,
     endpoint and bucket."""
+# -- zarr-python 3's names (``zarr.errors``) for what chunkstore raises ------------------------
+BaseZarrError = ValueError
+"""Every zarr-python error is a ValueError: ``except BaseZarrError`` catches those
+chunkstore raises in the same cases (and any other ValueError)."""
+MetadataValidationError = MetadataError
+NodeTypeValidationError = NodeTypeError
+UnknownCodecError = CodecError
+PickleCodecDisabledError = CodecError

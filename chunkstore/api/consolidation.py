@@ -22,5 +22,5 @@ def consolidate_metadata(store: Any, path: str | None = None, zarr_format: int |
     st = resolve_store(store, mode="r+", storage_options=storage_options)
     path = normalize_path(path)
     g = open_group(st, "r+", path, zarr_format=zarr_format, use_consolidated=False)
-    root, entries = consolidate(st, path, g.metadata)
+    root, entries = consolidate(st, path, g._meta)
     return Group(st, path, root, consolidated=Consolidated(path, entries))

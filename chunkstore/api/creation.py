@@ -11,7 +11,10 @@ import numpy as np
 from ..array import Array
 from ..array_sources import refuse_reader_of
 from ..creation import DEFAULT_FILL
+from ..errors import ReadOnlyError
 from ..hdf5_files import check_value
+from ..hierarchy.group_open import MODES
+from ..hierarchy.like_args import like_arguments, regular_chunks
 from ..hierarchy.members import UNSET, new_array, shape_and_dtype
 from ..hierarchy.paths import normalize_path
 from ..io import chunk_cache
@@ -96,11 +99,21 @@ def create_array(store: Any = None, name: str | None = None, *, shape: Any = Non
 def create(shape: Any, *, store: Any = None, path: str | None = None, dtype: Any = None,
            chunk_shape: Any = None, zarr_format: int | None = 3, compressor: Any = UNSET,
            filters: Any = None, dimension_separator: str | None = None,
+           mode: str | None = None, overwrite: bool = False, storage_options: dict | None = None,
            **create_kwargs: Any) -> Array:
     """zarr-python's ``create``: ``create_array`` with the shape first (``chunk_shape`` is
-    accepted for ``chunks``, ``dtype=None`` means float64). As in zarr-python, the v2
-    spellings ``compressor=``, ``filters=`` and ``dimension_separator=`` are refused for a
-    v3 array (ValueError)."""
+    accepted for ``chunks``, ``dtype=None`` means float64, ``data=`` is written into the
+    new array without setting its shape or dtype). As in zarr-python, the v2 spellings
+    ``compressor=``, ``filters=`` and ``dimension_separator=`` are refused for a v3 array
+    (ValueError).
+
+    ``mode`` (zarr-python 2's way to say ``overwrite``): None or "a" / "r+" create the
+    array, refusing a node already at ``path`` (ContainsArrayError /
+    ContainsGroupError) unless ``overwrite``; "w" replaces the node at ``path`` with
+    everything stored below it (with no node there, other keys under ``path`` are left
+    alone, where zarr-python deletes them); "w-" refuses to create where anything is stored under ``path``
+    (FileExistsError), whatever ``overwrite`` says; "r" opens the store read-only, so
+    creating fails (ReadOnlyError). A read-only store with any other mode is refused."""
     fmt = 3 if zarr_format is None else zarr_format
     if fmt == 3:
         for given, what, instead in ((compressor is not UNSET, "compressor", "bytes-to-bytes"),
@@ -110,9 +123,35 @@ def create(shape: Any, *, store: Any = None, path: str | None = None, dtype: Any
                                  f"{instead} codecs instead.")
     if chunk_shape is not None:
         create_kwargs.setdefault("chunks", chunk_shape)
-    return create_array(store, path, shape=shape, dtype="f8" if dtype is None else dtype,
+    st, overwrite = creation_mode(store, path, mode, overwrite, storage_options, "create")
+    return create_array(st, path, shape=shape, dtype="f8" if dtype is None else dtype,
                         zarr_format=fmt, compressor=compressor, filters=filters,
-                        dimension_separator=dimension_separator, **create_kwargs)
+                        dimension_separator=dimension_separator, overwrite=overwrite,
+                        **create_kwargs)
+
+
+def creation_mode(store: Any, path: str | None, mode: str | None, overwrite: bool | None,
+                  storage_options: dict | None, what: str) -> tuple[Any, bool]:
+    """``(store, overwrite)`` for creating an array at ``path`` of ``store`` opened in
+    ``mode`` (see ``create``). A store given as a Store instance is used as it is (mode
+    "r" makes a read-only view of it)."""
+    mode = "a" if mode is None else mode
+    if mode not in MODES:
+        raise ValueError(f"Invalid mode: {mode} ({what} takes one of {MODES})")
+    st = resolve_store(store, mode=mode, storage_options=storage_options)
+    if mode == "r" and not st.read_only:  # (a new memory store)
+        st = st.with_read_only(True)
+    elif mode != "r" and st.read_only:
+        raise ReadOnlyError(f"{what}: Store is read-only but mode is {mode!r}: {st!r}")
+    if mode == "w-":
+        prefix = normalize_path(path)
+        found = next(iter(st.list_prefix(prefix + "/" if prefix else "")), None)
+        if found is not None:
+            raise FileExistsError(f"{what}: cannot create {prefix or '/'!r} in {st!r} with "
+                                  f"mode 'w-' because it already contains data ({found!r}). "
+                                  "Use mode 'w' to overwrite or 'a' to append.")
+        return st, False
+    return st, bool(overwrite) or mode == "w"
 
 
 def _in_memory(kw: dict[str, Any]) -> dict[str, Any]:
@@ -155,54 +194,41 @@ def array(data: Any, **kwargs: Any) -> Array:
     return create_array(data=data, **_in_memory(kwargs))
 
 
-def regular_chunks(source: Any) -> tuple[int, ...] | None:
-    """The regular chunk shape of an array-like (Array, h5py dataset), or None: a dask
-    array's chunks (a tuple of tuples) or an unchunked dataset's give no answer."""
-    chunks = getattr(source, "chunks", None)
-    if isinstance(chunks, tuple) and all(isinstance(c, int | np.integer) for c in chunks):
-        return tuple(int(c) for c in chunks)
-    return None
-
-
-def _like(a: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """``(shape, create kwargs)`` for a new array like ``a``: its shape, dtype and chunks
-    (and format and order for an Array) unless ``kwargs`` overrides them."""
-    shape = kwargs.pop("shape", tuple(a.shape))
-    kwargs.setdefault("dtype", a.dtype)
-    chunks = regular_chunks(a)
-    ndim = 1 if isinstance(shape, int | np.integer) else len(tuple(shape))
-    if chunks is not None and len(chunks) == ndim:
-        kwargs.setdefault("chunks", chunks)
-    if isinstance(a, Array):
-        kwargs.setdefault("zarr_format", a.zarr_format)
-        kwargs.setdefault("order", a.order)
-    return shape, _in_memory(kwargs)
+def _like(a: Any, kwargs: dict[str, Any], keep_fill: bool = False
+          ) -> tuple[Any, dict[str, Any]]:
+    """``(shape, create kwargs)`` for a new array like ``a`` (``hierarchy.like_args``):
+    its shape, dtype and chunks, and of an Array its format, order and codecs (those
+    where the new array can use them), unless ``kwargs`` says otherwise."""
+    kwargs = like_arguments(a, kwargs, keep_fill=keep_fill)
+    return kwargs.pop("shape"), _in_memory(kwargs)
 
 
 def empty_like(a: Any, **kwargs: Any) -> Array:
-    """An empty array with the shape, dtype and chunks (and for an Array, fill value) of
-    ``a`` (each overridable)."""
-    if isinstance(a, Array):
-        kwargs.setdefault("fill_value", a.fill_value)
-    shape, kw = _like(a, kwargs)
+    """An empty array with the shape, dtype and chunks of ``a`` and, for an Array, its
+    format, fill value, order and codecs (each overridable; see ``zeros_like``)."""
+    shape, kw = _like(a, kwargs, keep_fill=True)
     return empty(shape, **kw)
 
 
 def zeros_like(a: Any, **kwargs: Any) -> Array:
-    """Zeros with the shape, dtype and chunks of ``a`` (each overridable)."""
+    """Zeros with the shape, dtype and chunks of ``a`` (each overridable). Like
+    zarr-python, of an Array ``a`` it keeps the format (unless ``zarr_format`` is given)
+    and, in that format, the memory order and codecs: all of them when dtype and number
+    of dimensions are kept (a sharded array's shards too when its chunks are), else its
+    compressors; give ``codecs``/``compressors``/``filters``... to choose instead."""
     shape, kw = _like(a, kwargs)
     return zeros(shape, **kw)
 
 
 def ones_like(a: Any, **kwargs: Any) -> Array:
-    """Ones with the shape, dtype and chunks of ``a`` (each overridable)."""
+    """Ones with the shape, dtype and chunks of ``a`` (and what ``zeros_like`` keeps)."""
     shape, kw = _like(a, kwargs)
     return ones(shape, **kw)
 
 
 def full_like(a: Any, fill_value: Any = DEFAULT_FILL, **kwargs: Any) -> Array:
     """``fill_value`` (default: ``a``'s, for an Array) everywhere, with the shape, dtype
-    and chunks of ``a`` (each overridable)."""
+    and chunks of ``a`` (and what ``zeros_like`` keeps)."""
     if fill_value is DEFAULT_FILL:
         fill_value = a.fill_value if isinstance(a, Array) else None
     shape, kw = _like(a, kwargs)

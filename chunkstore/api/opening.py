@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..array import Array
-from ..errors import NodeNotFoundError, NodeTypeError
+from ..errors import ArrayNotFoundError, NodeNotFoundError, NodeTypeError
 from ..hierarchy.group import Group
 from ..hierarchy.group_open import check_mode
+from ..hierarchy.like_args import like_arguments
 from ..hierarchy.members import array_options, new_array
 from ..hierarchy.paths import normalize_path
 from ..hierarchy.reading import read_documents, try_read_node
@@ -21,7 +22,6 @@ from ..metadata import consolidated as cons
 from ..metadata.nodes import NodeMetadata, is_array, parse_node, where_prefix
 from ..storage.base import Store
 from ..storage.resolve import resolve_store
-from .creation import regular_chunks
 
 
 def open_array(store: Any = None, mode: str = "a", path: str | None = None, *,
@@ -73,12 +73,12 @@ def _open_or_create(st: Store, mode: str, path: str, node: NodeMetadata | None, 
         created._use_cache(cache)
         return created
     if node is None:
-        raise NodeNotFoundError(f"no array at path {path or '/'!r} in {st!r}")
+        raise ArrayNotFoundError(f"no array at path {path or '/'!r} in {st!r}")
     if not is_array(node):
         raise NodeTypeError(f"path {path or '/'!r} in {st!r} is a group, not an array")
-    write_empty, _ = array_options(create_kwargs.get("config"), write_empty_chunks, None)
+    options = array_options(create_kwargs.get("config"), write_empty_chunks)
     return Array(st, path, node, read_only=mode == "r",  # type: ignore[arg-type]
-                 write_empty_chunks=write_empty, cache=cache, **opts)
+                 config=options, cache=cache, **opts)
 
 
 def open(store: Any = None, mode: str = "a", path: str | None = None, **kwargs: Any
@@ -102,6 +102,7 @@ def open(store: Any = None, mode: str = "a", path: str | None = None, **kwargs: 
     group_kwargs = {k: kwargs[k] for k in ("zarr_format", "attributes", "use_consolidated",
                                            "synchronizer") if k in kwargs}
     if mode in ("w", "w-"):
+        _refuse_group_config(kwargs, st, path)
         return Group._from_documents(st, mode, path, {}, **group_kwargs)
     extra = () if kwargs.get("use_consolidated") is False else (cons.V2_KEY,)
     docs = read_documents(st, [path], zarr_format, group_extra=extra)[path]
@@ -112,7 +113,17 @@ def open(store: Any = None, mode: str = "a", path: str | None = None, **kwargs: 
     if node is not None and is_array(node):
         kwargs.pop("use_consolidated", None)
         return _open_or_create(st, mode, path, node, **kwargs)
+    _refuse_group_config(kwargs, st, path)
     return Group._from_documents(st, mode, path, docs, **group_kwargs)
+
+
+def _refuse_group_config(kwargs: dict[str, Any], st: Store, path: str) -> None:
+    """TypeError for ``config=`` (an array's settings) where ``open`` opens or creates a
+    group, before anything is written (as zarr-python)."""
+    if kwargs.get("config") is not None:
+        raise TypeError(f"config= holds an array's settings, but open of path "
+                        f"{path or '/'!r} in {st!r} resolves to a group (pass shape= to "
+                        "create an array)")
 
 
 def open_group(store: Any = None, mode: str = "a", path: str | None = None, *,
@@ -164,12 +175,20 @@ def open_consolidated(store: Any = None, mode: str = "a", path: str | None = Non
     return open_group(store, mode, path, use_consolidated=True, **kwargs)
 
 
-def open_like(a: Any, path: Any, **kwargs: Any) -> Array:
-    """Open (or create) the array at ``path`` with the shape, dtype and chunks of ``a``."""
-    kwargs.setdefault("shape", tuple(a.shape))
-    kwargs.setdefault("dtype", a.dtype)
-    kwargs.setdefault("chunks", regular_chunks(a))
-    if isinstance(a, Array):
-        kwargs.setdefault("fill_value", a.fill_value)
-        kwargs.setdefault("zarr_format", a.zarr_format)
-    return open_array(path, **kwargs)
+def open_like(a: Any, path: Any, *, zarr_format: int | None = None, **kwargs: Any) -> Array:
+    """Open the array at ``path``, or create it (mode "a" unless ``mode`` says otherwise)
+    like ``a``: its shape, dtype, chunks, fill value and, of an Array, the codecs a new
+    array of ``zarr_format`` (default 3) can use; ``kwargs`` go to ``open_array`` and win.
+
+    With ``store=``, ``path`` is the array's path in that store (zarr-python 3's
+    ``open_like(a, path="x", store=s)``); without it, ``path`` names the store itself (a
+    directory, ``.zip`` file or URL, as in zarr-python 2). As in zarr-python, the format
+    of ``a`` is not inherited: an existing array of either format is opened."""
+    like = like_arguments(a, {"zarr_format": zarr_format or 3}, keep_fill=True)
+    del like["zarr_format"]
+    kwargs = like | kwargs
+    if kwargs.get("mode") is None:
+        kwargs["mode"] = "a"
+    if "store" in kwargs:
+        return open_array(kwargs.pop("store"), path=path, zarr_format=zarr_format, **kwargs)
+    return open_array(path, zarr_format=zarr_format, **kwargs)

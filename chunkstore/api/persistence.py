@@ -14,7 +14,7 @@ from ..hdf5_files import check_value
 from ..hierarchy.group import Group
 from ..hierarchy.paths import normalize_path
 from ..storage.resolve import resolve_store
-from .creation import array
+from .creation import array, creation_mode
 from .opening import open, open_group
 
 
@@ -33,11 +33,20 @@ def save(store: Any, *arrays: Any, path: str | None = None, zarr_format: int | N
 
 def save_array(store: Any, arr: Any, *, path: str | None = None,
                zarr_format: int | None = None, storage_options: dict | None = None,
-               **create_kwargs: Any) -> None:
-    """Save one array-like to ``store``/``path``, replacing whatever is there
-    (``create_kwargs``, e.g. ``chunks=``, go to ``create_array``)."""
-    st = resolve_store(store, mode="w", storage_options=storage_options)
-    _store_copy(arr, st, normalize_path(path), zarr_format or 3, **create_kwargs)
+               mode: str | None = None, **create_kwargs: Any) -> None:
+    """Save one array-like to ``store``/``path`` (``create_kwargs``, e.g. ``chunks=``, go
+    to ``create_array``). Without ``mode`` whatever is at ``path`` is replaced; with
+    one, as zarr-python: "a" / "r+" refuse an existing node unless ``overwrite=True``,
+    "w" replaces what is stored under ``path``, "w-" refuses to write where anything is
+    (see ``create``)."""
+    overwrite = create_kwargs.pop("overwrite", None)
+    if mode is None:
+        st, overwrite = resolve_store(store, mode="w", storage_options=storage_options), True
+    else:
+        st, overwrite = creation_mode(store, path, mode, overwrite, storage_options,
+                                      "save_array")
+    _store_copy(arr, st, normalize_path(path), zarr_format or 3, overwrite=overwrite,
+                **create_kwargs)
 
 
 def save_group(store: Any, *arrays: Any, path: str | None = None,
@@ -60,9 +69,9 @@ def save_group(store: Any, *arrays: Any, path: str | None = None,
 
 
 def _store_copy(data: Any, store: Any, path: str, zarr_format: int,
-                **create_kwargs: Any) -> Array:
+                overwrite: bool = True, **create_kwargs: Any) -> Array:
     # ``array`` infers the dtype of object arrays (all str -> variable-length strings)
-    return array(data, store=store, name=path, overwrite=True, zarr_format=zarr_format,
+    return array(data, store=store, name=path, overwrite=overwrite, zarr_format=zarr_format,
                  **create_kwargs)
 
 

@@ -4,6 +4,7 @@ from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, 
 from .bytes_codec import BytesCodec
 from .cast_value import CastValueCodec
 from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
+from .enums import BloscCname, BloscShuffle, Endian, ShardingCodecIndexLocation
 from .limits import DecodeLimits, decode_limits, set_decode_limits
 from .numcodecs_adapter import UNSAFE_IDS, numcodecs_from_config, wrap_numcodecs
 from .pipeline import CodecPipeline, Pipeline, V2Pipeline, build_pipeline
@@ -13,10 +14,10 @@ from .sharding import ShardingCodec
 from .transpose import TransposeCodec
 
 __all__ = [
-    "ArrayArrayCodec", "ArrayBytesCodec", "BloscCodec", "BytesBytesCodec", "BytesCodec",
-    "CastValueCodec", "ChunkSpec", "Codec", "CodecPipeline", "Crc32cCodec", "DecodeLimits",
-    "GzipCodec", "Pipeline",
-    "ScaleOffsetCodec", "ShardingCodec", "decode_limits", "set_decode_limits",
+    "ArrayArrayCodec", "ArrayBytesCodec", "BloscCname", "BloscCodec", "BloscShuffle",
+    "BytesBytesCodec", "BytesCodec", "CastValueCodec", "ChunkSpec", "Codec", "CodecPipeline",
+    "Crc32cCodec", "DecodeLimits", "Endian", "GzipCodec", "Pipeline", "ScaleOffsetCodec",
+    "ShardingCodec", "ShardingCodecIndexLocation", "decode_limits", "set_decode_limits",
     "TransposeCodec", "UNSAFE_IDS", "V2Pipeline", "ZstdCodec", "build_pipeline",
     "codec_from_json", "numcodecs_from_config", "register_codec", "wrap_numcodecs",
 ]

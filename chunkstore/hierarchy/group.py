@@ -7,7 +7,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..array import Array
-from ..errors import ReadOnlyError
+from ..errors import (
+    ArrayNotFoundError,
+    ContainsArrayError,
+    ContainsGroupError,
+    GroupNotFoundError,
+    ReadOnlyError,
+)
 from ..info import InfoTable
 from ..metadata import consolidated as cons
 from ..metadata.nodes import GroupMetadata, NodeMetadata, is_array, join_path
@@ -15,6 +21,7 @@ from ..storage.base import Store
 from ..storage.reference import ObjectRef, store_ref
 from .attributes import Attributes
 from .consolidated import Consolidated
+from .consolidated_view import consolidated_field
 from .documents import try_read_node, update_node
 from .group_create import GroupCreation
 from .group_open import GroupOpening, load_group
@@ -64,7 +71,22 @@ class Group(GroupCreation, GroupOpening):
     store = property(lambda self: self._store, doc="The Store holding the group.")
     path = property(lambda self: self._path, doc="Path of the group within the store.")
     read_only = property(lambda self: self._read_only, doc="True when writes are refused.")
-    metadata = property(lambda self: self._meta, doc="The parsed group metadata.")
+
+    @property
+    def metadata(self) -> GroupMetadata:
+        """The parsed group metadata. Of a v3 group, ``consolidated_metadata`` is a
+        ``ConsolidatedMetadata`` (its stored JSON object, with zarr-python's attributes
+        ``metadata``, ``flattened_metadata``, ``kind``...), or None when the group has
+        none (a group reached through a consolidated parent shows its part of it)."""
+        meta = self._meta
+        if meta.zarr_format != 3:
+            return meta
+        below = self._cons.below(self._path) if self._cons is not None else None
+        field = consolidated_field(meta, below)
+        if field is meta.consolidated_metadata:  # type: ignore[union-attr]
+            return meta
+        return meta.replace(consolidated_metadata=field)  # type: ignore[union-attr]
+
     synchronizer = property(lambda self: self._synchronizer, doc="Locks for writers, or None.")
     zarr_format = property(lambda self: self._meta.zarr_format, doc="2 or 3.")
     name = property(lambda self: "/" + self._path, doc="Absolute path, e.g. '/a/b'.")
@@ -125,10 +147,12 @@ class Group(GroupCreation, GroupOpening):
             return self._cons.lookup(path)
         return try_read_node(self._store, path, self.zarr_format)
 
-    def _wrap(self, path: str, node: NodeMetadata) -> Array | Group:
+    def _wrap(self, path: str, node: NodeMetadata, config: Any = None) -> Array | Group:
+        """The member at ``path`` (an array with the settings ``config``, default: those
+        of ``chunkstore.config``)."""
         if is_array(node):
             arr = Array(self._store, path, node, read_only=self._read_only,  # type: ignore[arg-type]
-                        synchronizer=self._synchronizer)
+                        synchronizer=self._synchronizer, config=config)
             if self._cons is not None:  # the array's own changes keep the snapshot current
                 snap = self._cons
                 arr._on_metadata_change = lambda meta: snap.put(path, meta)
@@ -149,6 +173,33 @@ class Group(GroupCreation, GroupOpening):
             return self[name]
         except KeyError:
             return default
+
+    def get_array(self, path: str) -> Array:
+        """The array at ``path`` below this group (``"sub/x"`` reaches into subgroups):
+        ArrayNotFoundError when nothing is there, ContainsGroupError when a group is (as
+        zarr-python's ``Group.get_array``)."""
+        full = self._full(path)
+        node = self._node(full)
+        if node is None:
+            raise ArrayNotFoundError(f"No array found in store {self._store!r} at path "
+                                     f"{full!r} (member {path!r} of group {self.name!r})")
+        if not is_array(node):
+            raise ContainsGroupError(f"A group exists in store {self._store!r} at path "
+                                     f"{full!r}, not an array")
+        return self._wrap(full, node)  # type: ignore[return-value]
+
+    def get_group(self, path: str) -> Group:
+        """The group at ``path`` below this group: GroupNotFoundError when nothing is
+        there, ContainsArrayError when an array is (as zarr-python's ``Group.get_group``)."""
+        full = self._full(path)
+        node = self._node(full)
+        if node is None:
+            raise GroupNotFoundError(f"No group found in store {self._store!r} at path "
+                                     f"{full!r} (member {path!r} of group {self.name!r})")
+        if is_array(node):
+            raise ContainsArrayError(f"An array exists in store {self._store!r} at path "
+                                     f"{full!r}, not a group")
+        return self._wrap(full, node)  # type: ignore[return-value]
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._node(self._full(name)) is not None

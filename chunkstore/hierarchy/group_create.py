@@ -11,12 +11,14 @@ import numpy as np
 
 from ..array import Array
 from ..array_sources import refuse_reader_of
+from ..config import array_config
 from ..errors import NodeTypeError
 from ..hdf5_files import check_value
 from ..io.copy import copy_into
 from ..metadata.json_io import check_json_value
 from ..metadata.nodes import GroupMetadataV2, GroupMetadataV3, NodeMetadata, is_array
 from .documents import delete_node
+from .like_args import like_arguments
 from .members import new_array, shape_and_dtype
 from .paths import between
 from .placement import empty_group, place_node
@@ -44,7 +46,7 @@ class GroupCreation:
         def _check_writable(self) -> None: ...
         def _full(self, name: str) -> str: ...
         def _node(self, path: str) -> NodeMetadata | None: ...
-        def _wrap(self, path: str, node: NodeMetadata) -> Array | Self: ...
+        def _wrap(self, path: str, node: NodeMetadata, config: Any = None) -> Array | Self: ...
 
     def _note_created(self, path: str, node: NodeMetadata, overwrite: bool) -> None:
         """Keep an in-memory consolidated snapshot in step with a new member (the stored
@@ -139,7 +141,9 @@ class GroupCreation:
                       **kwargs: Any) -> Array:
         """The array ``name`` if it exists with this shape (and a dtype its data casts to
         safely, or exactly this dtype with ``exact``: as zarr-python and h5py), else a new
-        one; a mismatch raises TypeError ("Incompatible ...") naming the array."""
+        one; a mismatch raises TypeError ("Incompatible ...") naming the array.
+        ``config=`` (the handle's settings) applies to an existing array too."""
+        options = array_config(kwargs.get("config"), kwargs.get("write_empty_chunks"))
         node = self._node(self._full(name))
         if node is None:
             if dtype is not None:
@@ -148,7 +152,7 @@ class GroupCreation:
         if not is_array(node):
             raise NodeTypeError(f"Incompatible object: {self._full(name)!r} in {self._store!r} "
                                 "is a group, not an array")
-        arr: Array = self._wrap(self._full(name), node)  # type: ignore[assignment]
+        arr: Array = self._wrap(self._full(name), node, options)  # type: ignore[assignment]
         want_shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
         if arr.shape != want_shape:
             raise TypeError(f"Incompatible shape: array {arr.name!r} has shape {arr.shape}, "
@@ -186,27 +190,25 @@ class GroupCreation:
         """A new array whose unwritten chunks read as the fill value."""
         return self.create_array(name, shape=shape, **kwargs)
 
-    def _like(self, data: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-        kwargs.setdefault("shape", tuple(data.shape))
-        kwargs.setdefault("dtype", data.dtype)
-        chunks = getattr(data, "chunks", None)
-        if isinstance(chunks, tuple) and all(isinstance(c, int | np.integer) for c in chunks):
-            kwargs.setdefault("chunks", chunks)
-        return kwargs
+    def _like(self, data: Any, kwargs: dict[str, Any], keep_fill: bool = False
+              ) -> dict[str, Any]:
+        """Arguments for a member like ``data`` (``like_args``: its shape, dtype and
+        chunks, and of an Array of this group's format, its order and codecs)."""
+        kwargs.setdefault("zarr_format", self.zarr_format)
+        return like_arguments(data, kwargs, keep_fill=keep_fill)
 
     def zeros_like(self, name: str, data: Any, **kwargs: Any) -> Array:
-        """Zeros with the shape, dtype (and chunks) of ``data``."""
+        """Zeros with the shape, dtype and chunks of ``data`` (and, of an Array, what
+        ``chunkstore.zeros_like`` keeps)."""
         return self.zeros(name, **self._like(data, kwargs))
 
     def ones_like(self, name: str, data: Any, **kwargs: Any) -> Array:
-        """Ones with the shape, dtype (and chunks) of ``data``."""
+        """Ones shaped like ``data`` (as ``zeros_like``)."""
         return self.ones(name, **self._like(data, kwargs))
 
     def empty_like(self, name: str, data: Any, **kwargs: Any) -> Array:
-        """An empty array with the shape, dtype (and chunks, fill value) of ``data``."""
-        if isinstance(data, Array):
-            kwargs.setdefault("fill_value", data.fill_value)
-        return self.empty(name, **self._like(data, kwargs))
+        """An empty array shaped like ``data`` (as ``zeros_like``), with its fill value."""
+        return self.empty(name, **self._like(data, kwargs, keep_fill=True))
 
     def full_like(self, name: str, data: Any, **kwargs: Any) -> Array:
         """``fill_value`` (default: ``data``'s, if an Array) everywhere, shaped like ``data``."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from ..errors import MetadataError, NodeNotFoundError, NodeTypeError
+from ..errors import GroupNotFoundError, MetadataError, NodeTypeError
 from ..metadata import consolidated as cons
 from ..metadata.json_io import check_json_value
 from ..metadata.nodes import (
@@ -106,7 +106,7 @@ class GroupOpening:
         node = parse_node(docs, where_prefix(st, path), zarr_format)
         if node is None:
             if mode in ("r", "r+"):
-                raise NodeNotFoundError(f"no group at path {path or '/'!r} in {st!r}")
+                raise GroupNotFoundError(f"no group at path {path or '/'!r} in {st!r}")
             return cls._create(st, path, zarr_format or 3, attributes, False, synchronizer,
                                checked=zarr_format is None)
         if is_array(node):

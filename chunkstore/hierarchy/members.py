@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..array import Array
+from ..config import ArrayConfig, array_config
 from ..config import config as settings
 from ..creation import build_array_metadata
 from ..metadata.dtypes_extra import infer_object_dtype
@@ -33,21 +34,11 @@ def shape_and_dtype(data: Any, shape: Any, dtype: Any, what: str) -> tuple[Any, 
     return data, data.shape if shape is None else shape, data.dtype if dtype is None else dtype
 
 
-def array_options(config: dict[str, Any] | None, write_empty_chunks: bool | None,
-                  order: str | None) -> tuple[bool, str]:
-    """``(write_empty_chunks, order)`` from the explicit arguments, the per-array
-    ``config={...}`` (zarr-python's ArrayConfig spelling) and ``chunkstore.config``."""
-    config = dict(config or {})
-    unknown = set(config) - {"write_empty_chunks", "order"}
-    if unknown:
-        raise ValueError(f"config: unknown array settings {sorted(unknown)}; known: "
-                         "'write_empty_chunks', 'order'")
-    if write_empty_chunks is None:
-        write_empty_chunks = config.get("write_empty_chunks",
-                                        settings.get("array.write_empty_chunks"))
-    if order is None:
-        order = config.get("order", settings.get("array.order"))
-    return bool(write_empty_chunks), order  # type: ignore[return-value]
+def array_options(config: Any, write_empty_chunks: bool | None) -> ArrayConfig:
+    """The array's settings (``ArrayConfig``) from ``write_empty_chunks=``, the per-array
+    ``config=`` (a dict of zarr-python's ArrayConfig keys, or an ArrayConfig) and
+    ``chunkstore.config``; an unknown key is a TypeError, a bad value a ValueError."""
+    return array_config(config, write_empty_chunks)
 
 
 def resolve_compressors(compressors: Any, compressor: Any) -> Any:
@@ -78,7 +69,10 @@ def new_array(st: Store, path: str, *, shape: Any, dtype: Any = "f8",
     if zarr_format == 3 and dimension_separator is not None:
         raise ValueError("dimension_separator cannot be used for arrays with zarr_format 3. "
                          "Use chunk_key_encoding instead.")
-    write_empty, order = array_options(config, write_empty_chunks, order)
+    options = array_options(config, write_empty_chunks)
+    # the stored order: ``order=``, else the config's (whose order is that of the arrays
+    # reads return; ``order=`` of a v3 array only sets how its chunks are stored)
+    order = options.order if order is None else order
     compressors = resolve_compressors(compressors, compressor)
     where = f"{st!r}/{path}" if path else repr(st)
     meta = build_array_metadata(shape=shape, dtype=dtype, compressors=compressors,
@@ -87,5 +81,5 @@ def new_array(st: Store, path: str, *, shape: Any, dtype: Any = "f8",
                                 allow_unsafe_codecs=allow_unsafe_codecs, **meta_kwargs)
     place_node(st, path, meta, overwrite=overwrite, within=within, checked=checked,
                synchronizer=synchronizer)
-    return Array(st, path, meta, synchronizer=synchronizer, write_empty_chunks=write_empty,
+    return Array(st, path, meta, synchronizer=synchronizer, config=options,
                  allow_unsafe_codecs=allow_unsafe_codecs)

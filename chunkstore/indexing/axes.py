@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import BoundsCheckError
+
 Selection = Any
 
 
@@ -21,9 +23,19 @@ def normalize_int(i: Any, dim_len: int, axis: int) -> int:
     if i < 0:
         i += dim_len
     if not 0 <= i < dim_len:
-        raise IndexError(f"index {i if i >= 0 else i - dim_len} is out of bounds for axis "
-                         f"{axis} with size {dim_len}")
+        raise BoundsCheckError(f"index {i if i >= 0 else i - dim_len} is out of bounds for "
+                               f"axis {axis} with size {dim_len}")
     return i
+
+
+def check_unsigned(a: np.ndarray, dim_len: int, axis: int) -> None:
+    """BoundsCheckError for an unsigned index array holding an index >= ``dim_len``,
+    checked before the array is cast to signed positions (where 2**64 - 1 would become
+    -1 and address the last element)."""
+    if a.dtype.kind == "u" and a.size and a.max() >= dim_len:
+        bad = a[a >= dim_len].flat[0]
+        raise BoundsCheckError(f"index {bad} is out of bounds for axis {axis} with size "
+                               f"{dim_len}")
 
 
 def expand_ellipsis(selection: Selection, ndim: int) -> tuple[Any, ...]:
@@ -126,12 +138,14 @@ class ArrayAxis:
                              f"(axis {axis}, got {arr.dtype})")
         if arr.ndim != 1:
             raise IndexError(f"orthogonal index arrays must be 1-d (axis {axis}, got {arr.ndim}-d)")
+        check_unsigned(arr, dim_len, axis)
         arr = arr.astype(np.intp, copy=True)
         neg = arr < 0
         arr[neg] += dim_len
         if arr.size and (arr.min() < 0 or arr.max() >= dim_len):
             bad = np.asarray(idx)[(arr < 0) | (arr >= dim_len)][0]
-            raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {dim_len}")
+            raise BoundsCheckError(f"index {bad} is out of bounds for axis {axis} with size "
+                                   f"{dim_len}")
         self.idx, self.chunk_len, self.dim_len = arr, chunk_len, dim_len
         self.nitems = arr.size
         self.drop = False

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .axes import Selection, expand_ellipsis, is_int
+from .axes import Selection, check_unsigned, expand_ellipsis, is_int
 
 ORTHOGONAL, COORDINATE, BASIC = "orthogonal", "coordinate", "basic"
 
@@ -85,6 +85,7 @@ def _mixed_as_points(items: tuple[Any, ...], shape: Sequence[int]) -> tuple[np.n
         elif a.size and a.dtype.kind not in "iu":
             raise IndexError(f"arrays used as indices must be of integer or boolean type "
                              f"(axis {axis}, got {a.dtype})")
+        check_unsigned(a, shape[axis], axis)
         advanced[axis] = a.astype(np.intp)
     try:
         bshape = np.broadcast_shapes(*(a.shape for a in advanced.values()))

@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .axes import ArrayAxis, Selection, axis_indexer, expand_ellipsis, is_int
+from ..errors import BoundsCheckError
+from .axes import ArrayAxis, Selection, axis_indexer, check_unsigned, expand_ellipsis, is_int
 
 
 class ChunkProjection(NamedTuple):
@@ -128,11 +129,12 @@ class CoordinateIndexer:
             raise IndexError(f"coordinate selection needs one index array per axis: array is "
                              f"{ndim}-dimensional, got {len(selection)}")
         arrays = []
-        for axis, s in enumerate(selection):
+        for axis, (s, n) in enumerate(zip(selection, shape, strict=True)):
             a = np.asarray(s)
             if isinstance(s, slice) or (a.dtype.kind not in "iu" and a.size):
                 raise IndexError(f"coordinate selection for axis {axis} must be integers, got "
                                  f"{s!r}")
+            check_unsigned(a, n, axis)
             arrays.append(a.astype(np.intp))
         try:
             arrays = np.broadcast_arrays(*arrays)
@@ -145,7 +147,8 @@ class CoordinateIndexer:
             a[a < 0] += n
             if a.size and (a.min() < 0 or a.max() >= n):
                 bad = a[(a < 0) | (a >= n)][0]
-                raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n}")
+                raise BoundsCheckError(f"index {bad} is out of bounds for axis {axis} with "
+                                       f"size {n}")
             coords.append(a)
         self.coords, self.chunks, self.array_shape = coords, tuple(chunks), tuple(shape)
 

@@ -135,6 +135,15 @@ class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListi
         store._fs, store._fs_pid, store._root = fs, os.getpid(), root
         return store
 
+    @classmethod
+    def from_url(cls, url: str, storage_options: dict[str, Any] | None = None,
+                 read_only: bool = False, allowed_exceptions: Any = None) -> FsspecStore:
+        """The store of ``url`` (zarr-python's ``FsspecStore.from_url``; the same as
+        ``FsspecStore(url, storage_options, read_only)``). ``allowed_exceptions`` is
+        accepted for its signature: a missing key always reads as None here, and other
+        failures are StoreErrors naming the key."""
+        return cls(url, storage_options, read_only)
+
     # -- identity -----------------------------------------------------------------------
     def _description(self) -> tuple[Any, ...]:
         return (self.url, self.storage_options, self._read_only)

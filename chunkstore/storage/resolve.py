@@ -13,6 +13,7 @@ from .fsspec_setup import protocols
 from .local import LocalStore
 from .memory import MemoryStore
 from .s3_backend import BACKEND_VARIABLE, BACKENDS, s3_store  # noqa: F401 (re-exported)
+from .zarr_stores import from_zarr_store
 from .zip import ZipStore
 
 #: every mode but "r" appends: "w" (overwrite) replaces the node opened, not the archive;
@@ -82,6 +83,8 @@ def resolve_store(store: Any, *, mode: str = "a", storage_options: dict | None =
       keeps the rest of the archive, as on a directory)
     * any other path -> LocalStore; but a string that reads as a memory size
       (``"64MB"``) is refused as a likely mix-up of arguments (``"./64MB"`` is a path)
+    * a zarr-python store object (LocalStore, MemoryStore, FsspecStore, ZipStore) -> the
+      chunkstore store on the same data (``zarr_stores``)
     * a dict-like mapping of str -> bytes -> a MemoryStore on that mapping
 
     >>> type(resolve_store("data.zarr")).__name__
@@ -110,9 +113,13 @@ def resolve_store(store: Any, *, mode: str = "a", storage_options: dict | None =
                 "the wrong order? e.g. rechunk(source, target_chunks, store, max_mem=...)); "
                 f"write './{store.strip()}' to mean a directory of that name")
         return _path_store(store, mode, read_only)
+    converted = from_zarr_store(store, read_only)
+    if converted is not None:
+        return converted
     if isinstance(store, MutableMapping):
         return MemoryStore(store, read_only=read_only)
     if isinstance(store, Mapping):
         return MemoryStore(store, read_only=True)  # type: ignore[arg-type]
-    raise TypeError(f"store must be None, a path, a URL, a Store or a dict-like mapping, "
+    raise TypeError(f"store must be None, a path, a URL, a Store (chunkstore's, or zarr-python's "
+                    f"LocalStore, MemoryStore, FsspecStore or ZipStore) or a dict-like mapping, "
                     f"got {type(store).__name__}: {store!r}")

@@ -37,6 +37,7 @@ from typing import Any
 from .base import ByteRange, BytesLike, Store, normalize_prefix, validate_key, validate_prefix
 from .bounds import too_large, wrong_size
 from .errors import BadArchiveError
+from .zip_fileobj import FileSession, check_file_object, is_file_object
 from .zip_read import read_entry
 from .zip_session import Session, pending_session, release, session_for
 
@@ -73,18 +74,28 @@ class ZipStore(Store):
     supports_conditional_delete = False
     snapshot_ranges = True  # an archive is not changed in place while open
 
-    def __init__(self, path: str | os.PathLike[str], mode: str = "r",
+    def __init__(self, path: str | os.PathLike[str] | Any, mode: str = "r",
                  compression: int = zipfile.ZIP_STORED, read_only: bool | None = None,
                  max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:
         if mode not in _MODES:
             raise ValueError(f"ZipStore mode must be one of {_MODES}, got {mode!r}")
         super().__init__(mode == "r" if read_only is None else read_only)
-        self.path = os.path.abspath(os.fspath(path))
-        self._real = os.path.realpath(self.path)  # the file a session writes (symlinks kept)
         self.mode = mode
         self.compression = compression
         self.max_entry_bytes = max_entry_bytes
         self.supports_partial_reads = compression == zipfile.ZIP_STORED
+        self._fresh = mode in ("w", "x")  # the first use starts the archive empty
+        self._attached: Session | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._file: FileSession | None = None
+        if is_file_object(path):  # an open binary file (see ``zip_fileobj``)
+            check_file_object(path, mode)
+            self.path = None
+            self._real = f"<{type(path).__name__} {id(path):#x}>"
+            self._file = FileSession(path, compression, f"zip archive in {path!r}")
+            return
+        self.path = os.path.abspath(os.fspath(path))
+        self._real = os.path.realpath(self.path)  # the file a session writes (symlinks kept)
         pending = pending_session(self._real) is not None
         if mode == "r" and not pending and not os.path.isfile(self.path):
             raise FileNotFoundError(f"zip archive {self.path!r} does not exist (mode 'r')")
@@ -94,23 +105,25 @@ class ZipStore(Store):
                 not zipfile.is_zipfile(self.path)):
             raise BadArchiveError(f"{self.path}: not a zip archive, or a truncated one (no "
                                   "end-of-archive record)")
-        self._fresh = mode in ("w", "x")  # the first use starts the archive empty
-        self._attached: Session | None = None
-        self._finalizer: weakref.finalize | None = None
 
     # -- identity ---------------------------------------------------------------------
     def _description(self) -> tuple[Any, ...]:
+        if self._file is not None:
+            raise TypeError(f"{self!r}: a ZipStore over a file object cannot be pickled or "
+                            "sent to other processes (open the archive by path or URL there)")
         mode = "r" if self.mode == "r" else "a"
         return (self.path, mode, self.compression, self._read_only, self.max_entry_bytes)
 
     def __repr__(self) -> str:
-        return f"ZipStore({self.path!r}, mode={self.mode!r})"
+        where = self._file.fileobj if self._file is not None else self.path
+        return f"ZipStore({where!r}, mode={self.mode!r})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ZipStore) and other.path == self.path
+        return isinstance(other, ZipStore) and (other.path, other._real) == (self.path,
+                                                                             self._real)
 
     def __hash__(self) -> int:
-        return hash(("ZipStore", self.path))
+        return hash(("ZipStore", self.path, self._real))
 
     def location(self) -> Any:
         return ("zip", self._real)
@@ -134,7 +147,7 @@ class ZipStore(Store):
             self._check_writable(write_key)
         owner = self._owner()
         while True:
-            s = session_for(self._real, self.compression)
+            s = owner._file or session_for(self._real, self.compression)
             s.lock.acquire()
             if not s.closed:
                 break
@@ -168,7 +181,7 @@ class ZipStore(Store):
             self._session().lock.release()  # mode "w"/"x" always leaves an archive
         s = owner._attached
         if s is None:  # no call made yet: other handles' writes may still be pending
-            s = pending_session(self._real)
+            s = owner._file or pending_session(self._real)
             if s is None:
                 return
         with s.lock:
@@ -195,13 +208,11 @@ class ZipStore(Store):
                 return b""
             offset = s.data_offset(info)
             if offset + size > s.size:
-                raise BadArchiveError(f"{self.path}: entry {key!r} runs past the end of the "
+                raise BadArchiveError(f"{s.path}: entry {key!r} runs past the end of the "
                                       "archive (truncated?)")
-            assert s.fd is not None
-            return os.pread(s.fd, stop - start, offset + start)
-        assert s.fd is not None
-        data = read_entry(s.fd, s.size, info, s.data_offset(info), self.max_entry_bytes,
-                          f"{self.path}: entry {key!r}")
+            return s.pread(stop - start, offset + start)
+        data = read_entry(s.pread, s.size, info, s.data_offset(info), self.max_entry_bytes,
+                          f"{s.path}: entry {key!r}")
         if byte_range is None:
             return data
         start, stop = byte_range

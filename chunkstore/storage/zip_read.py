@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import bz2
 import lzma
-import os
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from .errors import BadArchiveError
@@ -71,11 +71,14 @@ _DECOMPRESSORS = {zipfile.ZIP_DEFLATED: _Inflate, zipfile.ZIP_BZIP2: bz2.BZ2Deco
                   zipfile.ZIP_LZMA: _ZipLzma}
 
 
-def read_entry(fd: int, archive_size: int, info: zipfile.ZipInfo, data_offset: int,
+Pread = Callable[[int, int], bytes]  # (count, offset) -> at most count bytes at offset
+
+
+def read_entry(pread: Pread, archive_size: int, info: zipfile.ZipInfo, data_offset: int,
                limit: int, where: str) -> bytes:
     """The decompressed bytes of the entry ``info`` whose data starts at ``data_offset``
-    of the archive open as ``fd``; ``limit`` bounds its declared size (compressed
-    entries) and ``where`` names archive and entry in errors."""
+    of the archive read by ``pread(count, offset)``; ``limit`` bounds its declared size
+    (compressed entries) and ``where`` names archive and entry in errors."""
     if info.flag_bits & 0x1:
         raise BadArchiveError(f"{where}: the entry is encrypted")
     if data_offset + info.compress_size > archive_size:
@@ -85,7 +88,7 @@ def read_entry(fd: int, archive_size: int, info: zipfile.ZipInfo, data_offset: i
         if info.compress_size != info.file_size:
             raise BadArchiveError(f"{where}: a stored entry declares {info.file_size} bytes "
                                   f"but holds {info.compress_size}")
-        data = os.pread(fd, info.file_size, data_offset)
+        data = pread(info.file_size, data_offset)
     else:
         make = _DECOMPRESSORS.get(info.compress_type)
         if make is None:
@@ -95,14 +98,14 @@ def read_entry(fd: int, archive_size: int, info: zipfile.ZipInfo, data_offset: i
             raise BadArchiveError(
                 f"{where}: the entry declares {info.file_size} bytes once decompressed, "
                 f"more than the limit of {limit} (ZipStore(max_entry_bytes=...))")
-        data = _inflate(fd, info, data_offset, make(), where)
+        data = _inflate(pread, info, data_offset, make(), where)
     if len(data) != info.file_size or zlib.crc32(data) != info.CRC:
         raise BadArchiveError(f"{where}: the entry is corrupt (size or CRC-32 differs from "
                               "its header)")
     return data
 
 
-def _inflate(fd: int, info: zipfile.ZipInfo, offset: int, decompressor: Any,
+def _inflate(pread: Pread, info: zipfile.ZipInfo, offset: int, decompressor: Any,
              where: str) -> bytes:
     out = bytearray()
     left = info.compress_size
@@ -111,7 +114,7 @@ def _inflate(fd: int, info: zipfile.ZipInfo, offset: int, decompressor: Any,
         if decompressor.needs_input and not data:
             if left <= 0:
                 break
-            data = os.pread(fd, min(_STEP, left), offset)
+            data = pread(min(_STEP, left), offset)
             offset += len(data)
             left -= len(data)
             if not data:

@@ -59,6 +59,15 @@ def _is_valid_name(name: str) -> bool:
     return True
 
 
+def valid_entries(zf: zipfile.ZipFile) -> tuple[dict[str, zipfile.ZipInfo], int]:
+    """The archive's entries by name (a later entry of the same name wins; directories
+    and names that are not valid keys are left out), and how many entries are not."""
+    infos = zf.infolist()
+    live = {info.filename: info for info in infos
+            if not info.is_dir() and _is_valid_name(info.filename)}
+    return live, len(infos) - len(live)
+
+
 def open_archive(path: str, mode: str = "r", file: IO[bytes] | None = None,
                  **kwargs: object) -> zipfile.ZipFile:
     """``zipfile.ZipFile`` of ``path`` (or of ``file``, the archive at ``path`` already
@@ -113,11 +122,7 @@ class Session:
     def _attach(self, zf: zipfile.ZipFile, fd: int) -> None:
         self.zf, self.fd = zf, fd
         self.size = os.fstat(fd).st_size
-        infos = zf.infolist()
-        for info in infos:  # a later entry of the same name wins
-            if not info.is_dir() and _is_valid_name(info.filename):
-                self.live[info.filename] = info
-        self.dead = len(infos) - len(self.live)
+        self.live, self.dead = valid_entries(zf)
 
     def begin_write(self, copy_existing: bool) -> None:
         """Start writing to a temporary archive (a copy of the old one if asked)."""
@@ -174,12 +179,16 @@ class Session:
             self.dead += 1
             self.offsets.pop(key, None)
 
+    def pread(self, count: int, offset: int) -> bytes:
+        """At most ``count`` bytes of the open archive at ``offset``."""
+        assert self.fd is not None
+        return os.pread(self.fd, count, offset)
+
     def data_offset(self, info: zipfile.ZipInfo) -> int:
         """Where the bytes of an entry start (after its local header)."""
         offset = self.offsets.get(info.filename)
         if offset is None:
-            assert self.fd is not None
-            header = os.pread(self.fd, _LOCAL_HEADER.size, info.header_offset)
+            header = self.pread(_LOCAL_HEADER.size, info.header_offset)
             if len(header) < _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
                 raise BadArchiveError(f"{self.path}: bad local header for entry "
                                       f"{info.filename!r} (corrupt or truncated archive)")

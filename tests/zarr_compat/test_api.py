@@ -182,7 +182,7 @@ def test_create_array_config_and_global_config(store):
     c = cs.create_array(store, "c", shape=(4,), chunks=(2,), dtype="i4")
     c[:] = 0
     assert c.nchunks_initialized == 0
-    with pytest.raises(ValueError, match="unknown"):
+    with pytest.raises(TypeError, match=r"Unknown array config keys: \['nope'\]"):
         cs.create_array(store, "d", shape=(4,), config={"nope": 1})
 
 
