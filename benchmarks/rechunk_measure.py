@@ -107,7 +107,7 @@ def run_on_cluster(fn: Callable[[], dict | None], max_mem: int, client: Any = No
         return _measure(fn, client)
     from distributed import Client, LocalCluster
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      memory_limit=max_mem + HEADROOM, dashboard_address=":0") as cluster, \
+                      memory_limit=max_mem + HEADROOM, dashboard_address=None) as cluster, \
             Client(cluster) as local_client:
         return _measure(fn, local_client)
 

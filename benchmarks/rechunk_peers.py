@@ -40,7 +40,7 @@ src, dst, tmp, target, max_mem, limit = sys.argv[1:7]
 target = tuple(json.loads(target))
 if __name__ == "__main__":
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=int(limit),
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
+                      dashboard_address=None) as cluster, Client(cluster) as client:
         pids = list(client.run(os.getpid).values())
         peaks = {p: 0 for p in pids}
         stop = threading.Event()

@@ -22,7 +22,7 @@ MAX_MEM = 96 * MB
 
 def _cluster():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       memory_limit=MAX_MEM + 500 * MB, dashboard_address=":0")
+                                       memory_limit=MAX_MEM + 500 * MB, dashboard_address=None)
     return cluster, distributed.Client(cluster)
 
 
