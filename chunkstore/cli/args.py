@@ -126,3 +126,11 @@ def add_node(parser: argparse.ArgumentParser, what: str = "the node") -> None:
                         help=f"path of {what} inside the store, e.g. group/array "
                         "(default: the root of the store)")
 
+
+
+def add_level(parser: argparse.ArgumentParser) -> None:
+    """``--level N``: how many levels of members a hierarchy view shows (``tree``,
+    ``header``)."""
+    parser.add_argument("--level", type=count_arg("--level", 1), default=None, metavar="N",
+                        help="how many levels of members to show, 1 for the direct members "
+                        "(default: all)")

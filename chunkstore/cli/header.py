@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from ..info import dtype_name
-from .args import add_node, add_store_options, count_arg, storage_options
+from .args import add_level, add_node, add_store_options, storage_options
 from .nodes import dimension_names, is_array, is_consolidated, layout_words
 from .stores import open_node, reading
 
@@ -112,8 +112,6 @@ def register(sub: Any) -> None:
         epilog="example: chunkstore header data.zarr --level 1")
     p.add_argument("path", help="the store: a directory, a .zip archive or a URL")
     add_node(p, "the group (or array)")
-    p.add_argument("--level", type=count_arg("--level", 1), default=None, metavar="N",
-                   help="how many levels of members to show, 1 for the direct members "
-                   "(default: all)")
+    add_level(p)
     add_store_options(p)
     p.set_defaults(func=cmd_header)

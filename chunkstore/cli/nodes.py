@@ -9,7 +9,7 @@ from typing import Any
 
 from ..info import InfoTable, array_codec_chain, dtype_name, human_bytes
 from ..verify import chunks_in, stored_units, unit_grid
-from .args import add_node, add_store_options, count_arg, storage_options
+from .args import add_level, add_node, add_store_options, storage_options
 from .stores import open_node, reading
 
 #: longest attributes value shown in the ``info`` table (``attrs`` prints them all)
@@ -162,9 +162,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("tree", help="print the hierarchy below a group")
     p.add_argument("path", help="the store: a directory, a .zip archive or a URL")
     add_node(p, "the group")
-    p.add_argument("--level", type=count_arg("--level", 1), default=None, metavar="N",
-                   help="how many levels of members to show, 1 for the direct members "
-                   "(default: all)")
+    add_level(p)
     add_store_options(p)
     p.set_defaults(func=cmd_tree)
 

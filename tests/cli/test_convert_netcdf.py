@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
+from tests.test_hdf5_sources import SECRET, dirs  # noqa: F401 (a fixture)
 
 from .conftest import run_in_process
 
 h5py = pytest.importorskip("h5py")
 xr = pytest.importorskip("xarray")
 
-SECRET = b"SECRET-0123456789-abcdefghijklmnopqrstuvwxyz!"  # 45 bytes
 
 
 @pytest.fixture
@@ -138,13 +138,8 @@ def _evil(kind, inside, outside):
 
 
 @pytest.mark.parametrize("kind", ["external storage", "external link", "virtual dataset"])
-def test_other_files_are_refused_in_one_line(run, tmp_path, kind):
-    inside, outside = tmp_path / "in", tmp_path / "outside"
-    inside.mkdir()
-    outside.mkdir()
-    (outside / "secret.bin").write_bytes(SECRET)
-    with h5py.File(outside / "src.h5", "w") as f:
-        f["data"] = np.frombuffer(SECRET, "u1")
+def test_other_files_are_refused_in_one_line(run, tmp_path, dirs, kind):  # noqa: F811
+    inside, outside = dirs
     nc = _evil(kind, inside, outside)
     read = outside / ("secret.bin" if kind == "external storage" else "src.h5")
     for extra in ([], ["--allow-external", inside]):
