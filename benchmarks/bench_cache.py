@@ -62,14 +62,14 @@ class Chunkstore(Method):
 
     def open(self, where: dict) -> Any:
         import chunkstore as cs
-        from chunkstore.io import chunk_cache
+        from chunkstore.io.cache import chunk_cache
         chunk_cache.clear()
         self._restore = cs.config.set({"cache.chunk_bytes": self.cache})
         return cs.open_array(where["url"], mode="r",
                              storage_options=where.get("options"))
 
     def close(self) -> None:
-        from chunkstore.io import chunk_cache
+        from chunkstore.io.cache import chunk_cache
         self._restore.__exit__()
         chunk_cache.clear()
 

@@ -102,7 +102,7 @@ class ChunkstoreObstore(Chunkstore):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        from chunkstore.storage import obstore_setup
+        from chunkstore.storage.obstore import setup as obstore_setup
         if not obstore_setup.available():
             raise ImportError("obstore is not installed")
         self.options = {**self.options, "backend": "obstore"}

@@ -1,7 +1,7 @@
 """chunkstore: chunked, compressed N-d arrays in the Zarr format (v2 and v3), with
 Dask-scale rechunk and transpose on a laptop or a distributed cluster."""
 
-from .api import (
+from chunkstore.api import (
     array,
     consolidate_metadata,
     copy,
@@ -28,9 +28,9 @@ from .api import (
     zeros,
     zeros_like,
 )
-from .array import Array
-from .config import config
-from .errors import (
+from chunkstore.array.array import Array
+from chunkstore.config import config
+from chunkstore.errors import (
     ChunkDecodeError,
     ChunkstoreError,
     CodecError,
@@ -48,9 +48,9 @@ from .errors import (
     SynchronizerRequiredError,
     UnsupportedError,
 )
-from .hierarchy.group import Group
-from .storage import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
-from .sync import ProcessSynchronizer, ThreadSynchronizer
+from chunkstore.group.group import Group
+from chunkstore.io.sync import ProcessSynchronizer, ThreadSynchronizer
+from chunkstore.storage import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
 
 __version__ = "0.1.0"
 

@@ -30,7 +30,7 @@ Keys (dotted, as ``zarr.config``):
   ``max(write_bytes, cores x chunk bytes)``.
 * ``cache.shard_index_bytes`` (16 MiB): bytes of shard indexes kept per array.
 * ``cache.chunk_bytes`` (0: off): budget of the process-wide LRU of decoded chunks
-  (``chunkstore.io.chunk_cache``: what it validates and what a foreign writer can make
+  (``chunkstore.io.cache.chunk_cache``: what it validates and what a foreign writer can make
   stale). Writes through chunkstore invalidate the chunks they touch.
 * ``cache.map_bytes`` (0: off): bytes of memory-mapped chunk files ``LocalStore`` keeps
   open between reads (their resident pages count in the process's RSS). 0 unmaps each
@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from .sizes import whole_number
+from chunkstore.sizes import whole_number
 
 _DEFAULTS: dict[str, Any] = {
     "array.write_empty_chunks": False,
@@ -146,8 +146,8 @@ def _compressor(key: str, value: Any) -> Any:
     is made when an array is created (``allow_unsafe_codecs``)."""
     if value is None or (isinstance(value, str) and value == "auto"):
         return value
-    from .codecs.base import BytesBytesCodec  # codecs import this module
-    from .codecs.convert import to_numcodecs, to_v3_codec
+    from chunkstore.codecs.base import BytesBytesCodec  # codecs import this module
+    from chunkstore.codecs.convert import to_numcodecs, to_v3_codec
 
     where = f"chunkstore config {key!r}"
     items = list(value) if isinstance(value, list | tuple) else [value]

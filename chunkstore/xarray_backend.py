@@ -48,9 +48,9 @@ from xarray.core.datatree import DataTree
 from xarray.core.utils import FrozenDict, HiddenKeyDict, close_on_error
 from xarray.core.variable import Variable
 
-from .api.opening import open_group
-from .array import Array
-from .hierarchy.group import Group
+from chunkstore.api.opening import open_group
+from chunkstore.array.array import Array
+from chunkstore.group.group import Group
 
 DIMENSION_KEY = "_ARRAY_DIMENSIONS"
 _META_FILES = ("zarr.json", ".zgroup", ".zarray", ".zmetadata")

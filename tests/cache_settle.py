@@ -1,6 +1,6 @@
 """Wait until a LocalStore's files may be kept by the decoded-chunk cache: the cache
 keeps a chunk only once its file changed longer ago than its file system's timestamp
-window (``chunkstore.io.cache_stamps``: a few ms on a local disk). Tests that assert hits
+window (``chunkstore.io.cache.stamps``: a few ms on a local disk). Tests that assert hits
 right after writing call :func:`settle` first. This waits on the file system's clock
 (one short sleep until a known time), not for another thread."""
 
@@ -18,7 +18,7 @@ def settle(store: Any, *caches: Any) -> None:
     root = getattr(store, "root", None)
     if root is None or not os.path.isdir(root):
         return
-    from chunkstore.io import chunk_cache
+    from chunkstore.io.cache import chunk_cache
     caches = caches or (chunk_cache.shared(),)
     device = os.stat(root).st_dev
     window = max(c.stamps.window(store, device) for c in caches)

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import chunkstore as cs
-from chunkstore.concurrency import pool_threads
 from chunkstore.errors import (
     ContainsArrayError,
     ContainsGroupError,
@@ -23,6 +22,7 @@ from chunkstore.errors import (
 )
 from chunkstore.io.plain import VIEW_GROUP
 from chunkstore.io.rmw import RUNS_PER_THREAD
+from chunkstore.runtime.pool import pool_threads
 
 
 class CountingStore(cs.MemoryStore):

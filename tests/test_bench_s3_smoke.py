@@ -9,7 +9,7 @@ pytest.importorskip("s3fs")
 pytest.importorskip("zarr")
 
 from benchmarks import bench_s3  # noqa: E402
-from chunkstore.storage.obstore_setup import available  # noqa: E402
+from chunkstore.storage.obstore.setup import available  # noqa: E402
 
 KINDS = {"GET", "PUT", "HEAD", "LIST", "DELETE", "POST"}
 

@@ -30,7 +30,7 @@ from chunkstore.codecs.bounded import shard_bound, stored_bound
 from chunkstore.codecs.limits import compressed_bound
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.storage.base import ObjectSizeError
-from chunkstore.storage.zip import ZipStore
+from chunkstore.storage.zip.store import ZipStore
 
 MiB = 2**20
 
@@ -231,7 +231,7 @@ CHILD = r"""
 import json, resource, sys
 import chunkstore as cs
 from chunkstore.errors import ChunkstoreError
-from chunkstore.storage.zip import ZipStore
+from chunkstore.storage.zip.store import ZipStore
 where, ops, cap = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 store = ZipStore(where, mode="a") if where.endswith(".zip") else cs.LocalStore(where)
 a = cs.open_array(store, mode="r+", cache=0)
@@ -318,7 +318,7 @@ def test_child_measures_what_it_claims(tmp_path):
                     {"zarr.json": json.dumps({"zarr_format": 3, "node_type": "group"})})
     code = textwrap.dedent("""
         import resource, sys
-        from chunkstore.storage.zip import ZipStore
+        from chunkstore.storage.zip.store import ZipStore
         z = ZipStore(sys.argv[1])
         with open("/proc/self/status") as f:
             vm = [int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize")][0]

@@ -11,7 +11,7 @@ import pytest
 import chunkstore as cs
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.storage.base import ObjectSizeError
-from chunkstore.storage.obstore_setup import available
+from chunkstore.storage.obstore.setup import available
 
 pytest.importorskip("s3fs")
 
@@ -104,7 +104,7 @@ def test_fsspec_s3_ranged_read_takes_the_size_from_the_same_get(s3_bucket):
 
 def test_obstore_ranged_and_bounded_reads(s3_bucket):
     pytest.importorskip("obstore")
-    from chunkstore.storage.obstore_store import ObstoreStore
+    from chunkstore.storage.obstore.store import ObstoreStore
 
     url, options = s3_bucket
     store = ObstoreStore(f"{url}/ob-bounded", options)
@@ -126,7 +126,7 @@ def test_obstore_versioned_read_is_bounded(s3_bucket):
     whose size is checked before the body is read; ETags still serve If-Match."""
     pytest.importorskip("obstore")
     from chunkstore.storage.bounds import takes
-    from chunkstore.storage.obstore_store import ObstoreStore
+    from chunkstore.storage.obstore.store import ObstoreStore
 
     url, options = s3_bucket
     store = ObstoreStore(f"{url}/ob-versioned", options)

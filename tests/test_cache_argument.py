@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.io import chunk_cache
-from chunkstore.io.chunk_cache import ChunkCache
+from chunkstore.io.cache import chunk_cache
+from chunkstore.io.cache.chunk_cache import ChunkCache
 
 CHUNK = (16, 16)  # float64: 2 KiB a chunk
 ENTRY = 16 * 16 * 8 + chunk_cache._ENTRY_OVERHEAD  # what one cached chunk counts

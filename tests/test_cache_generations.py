@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.io import chunk_cache
-from chunkstore.io.chunk_cache import ChunkCache
+from chunkstore.io.cache import chunk_cache
+from chunkstore.io.cache.chunk_cache import ChunkCache
 
 ROUNDS = 10
 SECOND = 1_000_000_000

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.io import chunk_cache
-from chunkstore.io.chunk_cache import ChunkCache, contents_nbytes
+from chunkstore.io.cache import chunk_cache
+from chunkstore.io.cache.chunk_cache import ChunkCache, contents_nbytes
 from chunkstore.storage.memory import MemoryStore, _Gen
 
 STR = np.dtypes.StringDType()

@@ -1,4 +1,4 @@
-"""The decoded-chunk cache (``chunkstore.io.chunk_cache``): off by default, hits, budget,
+"""The decoded-chunk cache (``chunkstore.io.cache.chunk_cache``): off by default, hits, budget,
 invalidation by this process's writes and validation against foreign writers."""
 
 import os
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.io import chunk_cache
+from chunkstore.io.cache import chunk_cache
 from chunkstore.io.engine import layout_of, open_engine
 
 

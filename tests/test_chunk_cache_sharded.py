@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.io import chunk_cache
-from chunkstore.io.chunk_cache import ChunkCache
+from chunkstore.io.cache import chunk_cache
+from chunkstore.io.cache.chunk_cache import ChunkCache
 from chunkstore.storage import LocalStore
 from tests.cache_settle import settle
 

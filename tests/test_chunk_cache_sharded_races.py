@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.io import chunk_cache
+from chunkstore.io.cache import chunk_cache
 from tests.cache_settle import settle
 from tests.test_chunk_cache_sharded import (
     CHUNKS,

@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import chunkstore as cs
-from chunkstore.concurrency import windows
 from chunkstore.indexing import ChunkProjection
 from chunkstore.indexing.projections import BasicIndexer, OrthogonalIndexer
 from chunkstore.io import rmw
 from chunkstore.io.rmw import WriteUnit, commit_units
+from chunkstore.runtime.pool import windows
 from chunkstore.storage import LocalStore, MemoryStore
 
 

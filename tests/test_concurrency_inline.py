@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from chunkstore.concurrency import INLINE_ITEM_BYTES, run_batched
+from chunkstore.runtime.pool import INLINE_ITEM_BYTES, run_batched
 
 
 def test_tiny_items_keep_order_and_values():

@@ -1,6 +1,6 @@
 """Node documents and consolidated copies under concurrent writers, in real processes.
 
-* ``hierarchy.documents.update_node`` is a read-modify-write of the stored document: 4
+* ``nodes.documents.update_node`` is a read-modify-write of the stored document: 4
   processes growing one array's shape 100 times each end at 400 (none lost).
 * Consolidated copies follow every change, whatever handle made it: 4 processes each
   appending 20 times to its own array of a consolidated group, each opening the array by
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.hierarchy.documents import read_node, update_node
+from chunkstore.nodes.documents import read_node, update_node
 from chunkstore.storage.resolve import resolve_store
 from tests.multiproc import run_together
 

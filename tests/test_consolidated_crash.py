@@ -12,7 +12,7 @@ the member's own directory) never leaves a copy that shows a wrong shape:
   and writes the entry back, after which zarr-python sees the real tree again.
 
 Each scenario runs in a child process that ``os._exit``s at the n-th step of
-``hierarchy.consolidated.guarded_change`` (through its ``crash_hook``), for n = 1, 2, ...
+``nodes.consolidated.guarded_change`` (through its ``crash_hook``), for n = 1, 2, ...
 until the operation completes; then a SIGKILL loop kills appenders at random times.
 """
 
@@ -30,9 +30,9 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.hierarchy import consolidated as consolidated_mod
-from chunkstore.hierarchy.documents import update_node
-from chunkstore.hierarchy.pending import PENDING_KEY
+from chunkstore.nodes import consolidated as consolidated_mod
+from chunkstore.nodes.documents import update_node
+from chunkstore.nodes.pending import PENDING_KEY
 from chunkstore.storage.resolve import resolve_store
 
 zarr = pytest.importorskip("zarr")
@@ -214,7 +214,7 @@ def test_a_failed_change_takes_its_mark_back(tmp_path):
 
 
 def test_expired_marks_of_other_hosts_are_dropped(tmp_path, monkeypatch):
-    from chunkstore.hierarchy import pending
+    from chunkstore.nodes import pending
     root = str(tmp_path / "g.zarr")
     _build(root, 3)
     with open(os.path.join(root, "zarr.json")) as f:

@@ -126,7 +126,7 @@ def test_own_directory_writes_outside_only_into_enclosing_consolidated_groups(tm
 def test_own_directory_warns_when_the_enclosing_copy_cannot_be_written(tmp_path, monkeypatch):
     import os
 
-    from chunkstore.hierarchy import enclosing
+    from chunkstore.nodes import enclosing
     root = str(tmp_path / "g.zarr")
     g = cs.open_group(root, mode="w")
     g.create_array("arr", shape=(4,), dtype="i4")
@@ -134,7 +134,7 @@ def test_own_directory_warns_when_the_enclosing_copy_cannot_be_written(tmp_path,
     monkeypatch.setattr(enclosing, "group_store",
                         lambda d: cs.LocalStore(d, read_only=True))  # e.g. no permission
     m = cs.open_array(os.path.join(root, "arr"), mode="r+")
-    with pytest.warns(cs.hierarchy.consolidated.StaleConsolidatedMetadataWarning,
+    with pytest.warns(cs.nodes.consolidated.StaleConsolidatedMetadataWarning,
                       match=r"g\.zarr.*consolidate_metadata"):
         m.resize(8)
     assert m.shape == (8,)  # the change itself is made

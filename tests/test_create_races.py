@@ -10,7 +10,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.errors import ContainsArrayError, ContainsGroupError
-from chunkstore.hierarchy import placement
+from chunkstore.nodes import placement
 
 
 def _race(monkeypatch, other):

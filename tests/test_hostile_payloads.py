@@ -25,10 +25,10 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
+from chunkstore.api.verify import verify
 from chunkstore.codecs import Crc32cCodec, GzipCodec, ZstdCodec, build_pipeline
 from chunkstore.codecs.limits import variable_cap
 from chunkstore.errors import ChunkDecodeError
-from chunkstore.verify import verify
 
 MiB = 2**20
 LIMIT_EXTRA = 16 * MiB  # allowed peak RSS growth on top of 2 x the chunk
@@ -84,7 +84,7 @@ CHILD = r"""
 import json, resource, sys
 import chunkstore as cs
 from chunkstore.errors import ChunkstoreError
-from chunkstore.verify import verify
+from chunkstore.api.verify import verify
 
 path, key, index, value, chunk_nbytes, headroom, ops = sys.argv[1:]
 index, chunk_nbytes, headroom = int(index), int(chunk_nbytes), int(headroom)

@@ -20,7 +20,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.errors import ChunkDecodeError, InvalidKeyError
-from chunkstore.storage import local
+from chunkstore.storage.local import store as local
 
 
 @pytest.fixture(autouse=True)

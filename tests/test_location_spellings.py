@@ -14,8 +14,8 @@ import chunkstore as cs
 import chunkstore.dask as csd
 from chunkstore.errors import SameLocationError
 from chunkstore.io.overlap import overlaps, refuse_onto_itself
-from chunkstore.storage.fsspec_setup import ENDPOINT_VARIABLE
-from chunkstore.storage.fsspec_store import FsspecStore
+from chunkstore.storage.fsspec.setup import ENDPOINT_VARIABLE
+from chunkstore.storage.fsspec.store import FsspecStore
 from chunkstore.storage.location import (
     canonical_endpoint,
     canonical_path,
@@ -157,7 +157,7 @@ def test_endpoint_from_environment_same_location(monkeypatch, variable, backend)
 def _store(backend, url, options):
     if backend == "obstore":
         pytest.importorskip("obstore")
-        from chunkstore.storage.obstore_store import ObstoreStore
+        from chunkstore.storage.obstore.store import ObstoreStore
         return ObstoreStore(url, options)
     return FsspecStore(url, options)
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from chunkstore.storage.obstore_setup import available as obstore_available
+from chunkstore.storage.obstore.setup import available as obstore_available
 from tests.notebook_helpers import NOTEBOOKS, nbformat, outputs_of, run_notebook, stream_text
 
 

@@ -27,8 +27,8 @@ from chunkstore.errors import ReadOnlyError  # noqa: E402
 from chunkstore.io.rmw import update_object  # noqa: E402
 from chunkstore.storage import FsspecStore, InvalidStoreError, StoreError  # noqa: E402
 from chunkstore.storage.base import ABSENT, ANY  # noqa: E402
-from chunkstore.storage.local_temp import temp_name  # noqa: E402
-from chunkstore.storage.obstore_store import ObstoreStore  # noqa: E402
+from chunkstore.storage.local.temp import temp_name  # noqa: E402
+from chunkstore.storage.obstore.store import ObstoreStore  # noqa: E402
 from chunkstore.storage.resolve import BACKEND_VARIABLE, resolve_store  # noqa: E402
 from chunkstore.storage.s3_conditional import ETag  # noqa: E402
 from tests.storage import test_conditional as _conditional  # noqa: E402

@@ -16,8 +16,8 @@ import time
 import numpy as np
 
 import chunkstore as cs
+from chunkstore.api.verify import verify
 from chunkstore.storage import LocalStore
-from chunkstore.verify import verify
 
 SHAPE, CHUNKS, SHARDS = (256,), (16,), (64,)
 IDX = np.arange(SHAPE[0])

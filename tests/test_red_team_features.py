@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.verify import verify
+from chunkstore.api.verify import verify
 
 
 @pytest.mark.parametrize("dtype,fill,value", [("f8", float("nan"), 3.0), ("i4", 0, 7),

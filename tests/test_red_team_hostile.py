@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
+from chunkstore.api.verify import verify
 from chunkstore.codecs import build_pipeline
 from chunkstore.errors import ChunkDecodeError
-from chunkstore.verify import verify
 
 MiB = 2**20
 
@@ -29,7 +29,7 @@ import json, os, resource, sys
 import numpy as np
 import chunkstore as cs
 from chunkstore.errors import ChunkstoreError
-from chunkstore.verify import verify
+from chunkstore.api.verify import verify
 root, op, cap = sys.argv[1], sys.argv[2], int(sys.argv[3])
 a = cs.open_array(root, mode="r+")
 if cap:

@@ -24,7 +24,7 @@ import chunkstore as cs  # noqa: E402
 from chunkstore.errors import ChunkDecodeError, InvalidKeyError  # noqa: E402
 from chunkstore.storage import FsspecStore, InvalidStoreError, StoreError  # noqa: E402
 from chunkstore.storage.base import ABSENT, ANY  # noqa: E402
-from chunkstore.storage.obstore_store import ObstoreStore  # noqa: E402
+from chunkstore.storage.obstore.store import ObstoreStore  # noqa: E402
 from tests.multiproc import run_together  # noqa: E402
 
 ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}
@@ -502,7 +502,7 @@ def _s3_rewrite(where, options, value):
 
 
 def test_cache_on_s3_foreign_process_then_clear(s3_bucket):
-    from chunkstore.io import chunk_cache
+    from chunkstore.io.cache import chunk_cache
 
     url, options = s3_bucket
     where = url + "/cached2.zarr"

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.io import chunk_cache
-from chunkstore.io.chunk_cache import ChunkCache
+from chunkstore.io.cache import chunk_cache
+from chunkstore.io.cache.chunk_cache import ChunkCache
 
 CTX = mp.get_context("spawn")
 

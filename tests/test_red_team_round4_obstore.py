@@ -15,7 +15,7 @@ pytest.importorskip("moto.server")
 
 import chunkstore as cs  # noqa: E402
 from chunkstore.storage import FsspecStore  # noqa: E402
-from chunkstore.storage.obstore_store import ObstoreStore  # noqa: E402
+from chunkstore.storage.obstore.store import ObstoreStore  # noqa: E402
 from tests.multiproc import run_together  # noqa: E402
 
 ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore import buffer_pool as bp
+from chunkstore.runtime import buffers as bp
 
 
 # -- bounded reads: a spec-valid shard with unused space is refused ------------------------

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore import buffer_pool as bp
 from chunkstore.dask.rechunk import rechunk, transpose
+from chunkstore.runtime import buffers as bp
 
 MiB = 1 << 20
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.verify import verify
+from chunkstore.api.verify import verify
 
 from .multiproc import run_together
 from .write_checks import assert_same as _assert_same

@@ -287,7 +287,7 @@ def test_new_array_at_a_deleted_path_reads_its_fill_value(tmp_path, fmt):
 # running the competing creation right after the existence check.
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_create_without_overwrite_after_a_racing_creator(tmp_path, monkeypatch, fmt):
-    from chunkstore.hierarchy import placement
+    from chunkstore.nodes import placement
     where = str(tmp_path / "g.zarr")
     cs.open_group(where, mode="w", zarr_format=fmt)
     real = placement.write_nodes
@@ -549,7 +549,7 @@ def _damaged_store(tmp_path):
 
 def test_verify_lists_each_damaged_key_once_and_repair_keeps_every_chunk(tmp_path):
     where, data, bad = _damaged_store(tmp_path)
-    from chunkstore.storage.local_temp import HOST_TAG
+    from chunkstore.storage.local.temp import HOST_TAG
     dead = f".chunkstore-tmp-{HOST_TAG}-{_dead_pid()}-1-0"
     live = f".chunkstore-tmp-{HOST_TAG}-{os.getpid()}-1-0"      # a live writer's, fresh
     (where / "plain" / "c" / "0" / dead).write_bytes(b"left by a killed writer")
@@ -646,7 +646,7 @@ def test_verify_on_s3_reports_damaged_chunks(s3_bucket, backend):
 
 @pytest.mark.parametrize("what", ["chunk dir", "chunk file"])
 def test_clean_and_repair_never_follow_a_symlink_outside(tmp_path, what):
-    from chunkstore.storage.local_temp import HOST_TAG
+    from chunkstore.storage.local.temp import HOST_TAG
     where = tmp_path / "s.zarr"
     a = cs.create_array(str(where), shape=(8, 8), chunks=(4, 4), dtype="i4")
     a[:] = 1
@@ -755,7 +755,7 @@ def test_malformed_storage_option_is_a_usage_error(tmp_path):
 # directory). README: "Errors are one line on stderr naming the path and what was
 # expected, exit status 2"; clean's help: "path: the store: a directory".
 def test_clean_refuses_a_directory_that_is_not_a_store(tmp_path):
-    from chunkstore.storage.local_temp import HOST_TAG
+    from chunkstore.storage.local.temp import HOST_TAG
     home = tmp_path / "home"
     (home / "other.zarr" / "c").mkdir(parents=True)
     tmp = home / "other.zarr" / "c" / f".chunkstore-tmp-{HOST_TAG}-{_dead_pid()}-1-0"

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.hierarchy.paths import check_new_path, normalize_path
-from chunkstore.storage.local_temp import HOST_TAG
+from chunkstore.nodes.paths import check_new_path, normalize_path
+from chunkstore.storage.local.temp import HOST_TAG
 
 CLI = [sys.executable, "-m", "chunkstore"]
 

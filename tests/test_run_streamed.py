@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from chunkstore.concurrency import get_pool, interleaved, pool_threads, run_streamed
+from chunkstore.runtime.pool import get_pool, interleaved, pool_threads, run_streamed
 
 
 def test_every_item_once_across_pool_threads():

@@ -17,7 +17,7 @@ import pytest
 import chunkstore as cs
 from chunkstore.storage import FsspecStore, MissingBackendError, StoreError
 from chunkstore.storage.base import ABSENT
-from chunkstore.storage.fsspec_setup import ENDPOINT_VARIABLE
+from chunkstore.storage.fsspec.setup import ENDPOINT_VARIABLE
 from chunkstore.storage.s3_conditional import ETag, is_conflict
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(cs.__file__)))

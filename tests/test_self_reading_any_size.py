@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore import array_copy
+from chunkstore.array import copy as array_copy
 from chunkstore.errors import SameLocationError
 from chunkstore.io import copy as copy_mod
 
@@ -175,7 +175,7 @@ def test_a_callable_that_cannot_be_looked_into_is_staged(tmp_path, staged):
 
 
 def test_a_graph_too_large_to_walk_is_staged(tmp_path, monkeypatch, staged):
-    from chunkstore import array_sources
+    from chunkstore.array import sources as array_sources
     a, b = _filled(tmp_path), _filled(tmp_path, "b.zarr")
     b[:] = np.arange(N) * 3
     monkeypatch.setattr(array_sources, "MAX_OBJECTS", 20)
@@ -253,7 +253,7 @@ def test_memory_store_targets_found_through_another_handle_or_their_dict(staged)
     a[C:] = base.map_blocks(lambda x, block_info=None: _read(other, x, block_info))
     np.testing.assert_array_equal(a[:], _shifted())
     assert staged[0] == 1
-    from chunkstore.array_sources import value_reads
+    from chunkstore.array.sources import value_reads
     holder = base.map_blocks(lambda x, d=data: x)  # the raw dict of the target's store
     assert value_reads(holder, a.store, a.path).source is data
     elsewhere = cs.zeros((N,), chunks=(C,), dtype="i8")  # another memory store
@@ -261,7 +261,7 @@ def test_memory_store_targets_found_through_another_handle_or_their_dict(staged)
 
 
 def test_url_and_path_spellings_are_places(tmp_path):
-    from chunkstore.array_sources import value_reads
+    from chunkstore.array.sources import value_reads
     root = f"memory://selfread-{tmp_path.name}"
     a = cs.create_array(f"{root}/g/a", shape=(N,), chunks=(C,), dtype="i8")
     base = da.zeros(N, chunks=C, dtype="i8")

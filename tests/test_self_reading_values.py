@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore import array_copy
+from chunkstore.array import copy as array_copy
 from chunkstore.errors import SelfReadingValueError
 from chunkstore.io import copy as copy_mod
 

@@ -12,7 +12,7 @@ import pytest
 import chunkstore as cs
 from chunkstore.codecs.sharding import ShardingCodec
 from chunkstore.errors import ChunkDecodeError
-from chunkstore.storage.local import LocalStore
+from chunkstore.storage.local.store import LocalStore
 from chunkstore.storage.memory import MemoryStore
 
 EMPTY = 2**64 - 1
@@ -272,7 +272,7 @@ def test_stale_cached_index_is_reread():
 def test_s3_reads_index_and_one_range(s3_bucket, location, backend):
     if backend == "obstore":
         pytest.importorskip("obstore")
-        from chunkstore.storage.obstore_store import ObstoreStore as Backend
+        from chunkstore.storage.obstore.store import ObstoreStore as Backend
     else:
         from chunkstore.storage import FsspecStore as Backend
 

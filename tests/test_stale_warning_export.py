@@ -13,7 +13,7 @@ from chunkstore.errors import StaleConsolidatedMetadataWarning
 
 
 def test_one_class_everywhere():
-    from chunkstore.hierarchy import consolidated, enclosing
+    from chunkstore.nodes import consolidated, enclosing
     assert cs.StaleConsolidatedMetadataWarning is StaleConsolidatedMetadataWarning
     assert errors.StaleConsolidatedMetadataWarning is StaleConsolidatedMetadataWarning
     assert consolidated.StaleConsolidatedMetadataWarning is StaleConsolidatedMetadataWarning
@@ -23,7 +23,7 @@ def test_one_class_everywhere():
 
 
 def test_it_is_the_class_warned_with(tmp_path, monkeypatch):
-    from chunkstore.hierarchy import enclosing
+    from chunkstore.nodes import enclosing
     root = str(tmp_path / "g.zarr")
     g = cs.open_group(root, mode="w")
     g.create_array("arr", shape=(4,), dtype="i4")

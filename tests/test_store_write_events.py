@@ -33,7 +33,7 @@ EDITS = {
 
 
 def _check(where, edit, **kw):
-    from chunkstore.io.chunk_cache import ChunkCache
+    from chunkstore.io.cache.chunk_cache import ChunkCache
 
     a = cs.create_array(where, shape=(8,), chunks=(4,), dtype="i4", fill_value=0, cache=False,
                         overwrite=True, **kw)
@@ -63,7 +63,7 @@ def test_s3(s3_bucket, edit, backend):
 
 
 def test_zip_store(tmp_path):
-    from chunkstore.io.chunk_cache import ChunkCache
+    from chunkstore.io.cache.chunk_cache import ChunkCache
 
     path = tmp_path / "a.zip"
     a = cs.create_array(str(path), shape=(8,), chunks=(4,), dtype="i4", fill_value=0,
@@ -135,7 +135,7 @@ def test_listener_runs_after_a_failed_write_too():
 def test_revalidated_stores_are_not_wrapped():
     """LocalStore and MemoryStore revalidate cached chunks by their tokens: no wrapper on
     their hot write paths."""
-    from chunkstore.storage.local import LocalStore
+    from chunkstore.storage.local.store import LocalStore
     from chunkstore.storage.memory import MemoryStore
 
     for cls in (LocalStore, MemoryStore):

@@ -18,7 +18,7 @@ import uuid
 import numpy as np
 
 import chunkstore as cs
-from chunkstore.storage.fsspec_store import FsspecStore
+from chunkstore.storage.fsspec.store import FsspecStore
 
 from .multiproc import run_together
 

@@ -122,8 +122,8 @@ def test_a_large_write_holds_only_its_runs_in_flight(tmp_path):
 def test_local_writes_run_on_two_threads_per_core_in_cache_sized_runs(tmp_path, monkeypatch):
     """A local write commits runs of at most ``WARM_RUN_BYTES`` of chunks (written while
     still in the cache), from at most two threads per core (more only take turns)."""
-    from chunkstore.concurrency import pool_threads
     from chunkstore.io import rmw
+    from chunkstore.runtime.pool import pool_threads
     from chunkstore.storage import LocalStore
 
     x = np.random.default_rng(2).random((512, 4096))  # 16 MiB: 32 chunks of 512 KiB

@@ -11,8 +11,10 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.codecs import bytes_codec
-from chunkstore.storage import LocalStore, MemoryStore, local_rows, local_temp
+from chunkstore.storage import LocalStore, MemoryStore
 from chunkstore.storage.base import ANY
+from chunkstore.storage.local import rows as local_rows
+from chunkstore.storage.local import temp as local_temp
 
 
 def stored_chunk(root, key: str) -> bytes:

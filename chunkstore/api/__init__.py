@@ -2,9 +2,9 @@
 opening nodes by mode (``opening``), saving and loading (``persistence``), copying
 (``copying``) and consolidating metadata (``consolidation``)."""
 
-from .consolidation import consolidate_metadata
-from .copying import copy
-from .creation import (
+from chunkstore.api.consolidation import consolidate_metadata
+from chunkstore.api.copying import copy
+from chunkstore.api.creation import (
     array,
     create,
     create_array,
@@ -18,8 +18,16 @@ from .creation import (
     zeros,
     zeros_like,
 )
-from .opening import create_group, group, open, open_array, open_consolidated, open_group, open_like
-from .persistence import LoadedGroup, load, save, save_array, save_group
+from chunkstore.api.opening import (
+    create_group,
+    group,
+    open,
+    open_array,
+    open_consolidated,
+    open_group,
+    open_like,
+)
+from chunkstore.api.persistence import LoadedGroup, load, save, save_array, save_group
 
 __all__ = [
     "LoadedGroup", "array", "consolidate_metadata", "copy", "create", "create_array",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..hierarchy.consolidated import Consolidated, consolidate
-from ..hierarchy.group import Group
-from ..hierarchy.paths import normalize_path
-from ..storage.resolve import resolve_store
-from .opening import open_group
+from chunkstore.api.opening import open_group
+from chunkstore.group.group import Group
+from chunkstore.nodes.consolidated import Consolidated, consolidate
+from chunkstore.nodes.paths import normalize_path
+from chunkstore.storage.resolve import resolve_store
 
 
 def consolidate_metadata(store: Any, path: str | None = None, zarr_format: int | None = None,

@@ -5,15 +5,15 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from ..array import Array
-from ..hierarchy.group import Group
-from ..hierarchy.paths import normalize_path
-from ..io.copy import COPY_BLOCK_BYTES, copy_into
-from ..io.overlap import refuse_onto_itself
-from ..storage.resolve import resolve_store
-from . import hdf5
-from .creation import create_array, jsonable_attrs, like_array_kwargs, regular_chunks
-from .opening import open_group
+from chunkstore.api import hdf5
+from chunkstore.api.creation import create_array, jsonable_attrs, like_array_kwargs, regular_chunks
+from chunkstore.api.opening import open_group
+from chunkstore.array.array import Array
+from chunkstore.group.group import Group
+from chunkstore.io.copy import COPY_BLOCK_BYTES, copy_into
+from chunkstore.io.overlap import refuse_onto_itself
+from chunkstore.nodes.paths import normalize_path
+from chunkstore.storage.resolve import resolve_store
 
 
 def copy(source: Any, store: Any = None, path: str | None = None, *,

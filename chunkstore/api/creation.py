@@ -8,19 +8,19 @@ from typing import Any
 import numcodecs
 import numpy as np
 
-from ..array import Array
-from ..array_sources import refuse_reader_of
-from ..creation import DEFAULT_FILL
-from ..errors import ReadOnlyError
-from ..hdf5_files import check_value
-from ..hierarchy.group_open import MODES
-from ..hierarchy.like_args import like_arguments, regular_chunks
-from ..hierarchy.members import UNSET, new_array, shape_and_dtype
-from ..hierarchy.paths import normalize_path
-from ..io import chunk_cache
-from ..io.copy import copy_into
-from ..metadata.json_io import check_json_value
-from ..storage.resolve import resolve_store
+from chunkstore.array.array import Array
+from chunkstore.array.hdf5_files import check_value
+from chunkstore.array.sources import refuse_reader_of
+from chunkstore.errors import ReadOnlyError
+from chunkstore.group.like_args import like_arguments, regular_chunks
+from chunkstore.group.members import UNSET, new_array, shape_and_dtype
+from chunkstore.group.open import MODES
+from chunkstore.io.cache import chunk_cache
+from chunkstore.io.copy import copy_into
+from chunkstore.metadata.json_io import check_json_value
+from chunkstore.nodes.creation import DEFAULT_FILL
+from chunkstore.nodes.paths import normalize_path
+from chunkstore.storage.resolve import resolve_store
 
 
 def _seed_compression(compression: Any, compression_opts: Any) -> Any:
@@ -196,7 +196,7 @@ def array(data: Any, **kwargs: Any) -> Array:
 
 def _like(a: Any, kwargs: dict[str, Any], keep_fill: bool = False
           ) -> tuple[Any, dict[str, Any]]:
-    """``(shape, create kwargs)`` for a new array like ``a`` (``hierarchy.like_args``):
+    """``(shape, create kwargs)`` for a new array like ``a`` (``group.like_args``):
     its shape, dtype and chunks, and of an Array its format, order and codecs (those
     where the new array can use them), unless ``kwargs`` says otherwise."""
     kwargs = like_arguments(a, kwargs, keep_fill=keep_fill)

@@ -36,13 +36,19 @@ from typing import Any
 
 import numpy as np
 
-from ..creation import DEFAULT_FILL
-from ..hdf5_files import allowed_directories, check_dataset, h5py_module, is_hdf5, member
-from ..hierarchy.documents import update_node
-from ..io.copy import copy_into
-from ..metadata.json_io import check_json_value
-from .creation import create_array
-from .opening import open_array, open_group
+from chunkstore.api.creation import create_array
+from chunkstore.api.opening import open_array, open_group
+from chunkstore.array.hdf5_files import (
+    allowed_directories,
+    check_dataset,
+    h5py_module,
+    is_hdf5,
+    member,
+)
+from chunkstore.io.copy import copy_into
+from chunkstore.metadata.json_io import check_json_value
+from chunkstore.nodes.creation import DEFAULT_FILL
+from chunkstore.nodes.documents import update_node
 
 __all__ = ["ArrayPlan", "GroupPlan", "Plan", "add_late_attributes", "is_hdf5", "plan_copy",
            "write_plan"]

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..array import Array
-from ..errors import ArrayNotFoundError, NodeNotFoundError, NodeTypeError
-from ..hierarchy.group import Group
-from ..hierarchy.group_open import check_mode
-from ..hierarchy.like_args import like_arguments
-from ..hierarchy.members import array_options, new_array
-from ..hierarchy.paths import normalize_path
-from ..hierarchy.reading import read_documents, try_read_node
-from ..io import chunk_cache
-from ..metadata import consolidated as cons
-from ..metadata.nodes import NodeMetadata, is_array, parse_node, where_prefix
-from ..storage.base import Store
-from ..storage.resolve import resolve_store
+from chunkstore.array.array import Array
+from chunkstore.errors import ArrayNotFoundError, NodeNotFoundError, NodeTypeError
+from chunkstore.group.group import Group
+from chunkstore.group.like_args import like_arguments
+from chunkstore.group.members import array_options, new_array
+from chunkstore.group.open import check_mode
+from chunkstore.io.cache import chunk_cache
+from chunkstore.metadata import consolidated as cons
+from chunkstore.metadata.nodes import NodeMetadata, is_array, parse_node, where_prefix
+from chunkstore.nodes.paths import normalize_path
+from chunkstore.nodes.reading import read_documents, try_read_node
+from chunkstore.storage.base import Store
+from chunkstore.storage.resolve import resolve_store
 
 
 def open_array(store: Any = None, mode: str = "a", path: str | None = None, *,
@@ -35,7 +35,7 @@ def open_array(store: Any = None, mode: str = "a", path: str | None = None, *,
     ``cache``: the decoded chunks kept between reads of this array: None follows
     ``chunkstore.config["cache.chunk_bytes"]`` (off by default); 0 or False, off; a byte
     budget (an int or a size such as ``"256MiB"``), a private LRU of that size; a
-    ``chunkstore.io.chunk_cache.ChunkCache``, shared (one budget) with every array given
+    ``chunkstore.io.cache.chunk_cache.ChunkCache``, shared (one budget) with every array given
     it. Writes through chunkstore invalidate the chunks they touch. Anything else is a
     ValueError naming ``cache``.
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from ..array import Array
-from ..array_sources import refuse_reader_of
-from ..hdf5_files import check_value
-from ..hierarchy.group import Group
-from ..hierarchy.paths import normalize_path
-from ..storage.resolve import resolve_store
-from .creation import array, creation_mode
-from .opening import open, open_group
+from chunkstore.api.creation import array, creation_mode
+from chunkstore.api.opening import open, open_group
+from chunkstore.array.array import Array
+from chunkstore.array.hdf5_files import check_value
+from chunkstore.array.sources import refuse_reader_of
+from chunkstore.group.group import Group
+from chunkstore.nodes.paths import normalize_path
+from chunkstore.storage.resolve import resolve_store
 
 
 def save(store: Any, *arrays: Any, path: str | None = None, zarr_format: int | None = None,

@@ -5,6 +5,6 @@ Commands: ``info``, ``tree``, ``ls``, ``attrs``, ``header``, ``dump``, ``copy``/
 :func:`main`.
 """
 
-from .main import build_parser, main
+from chunkstore.cli.main import build_parser, main
 
 __all__ = ["build_parser", "main"]

@@ -1,20 +1,20 @@
 """``clean``: remove what killed writers left in a store, without touching anything else:
 temporary files of a local store (``.chunkstore-tmp-*``, never listed as keys) and the
 intermediate arrays of rechunks whose process is dead (``__chunkstore_tmp__/*``, never
-members: ``hierarchy.scratch``)."""
+members: ``group.scratch``)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from ..hierarchy.paths import SCRATCH_DIR
-from ..hierarchy.scratch import ScratchSweep, sweep_scratch
-from ..storage import LocalStore, ZipStore
-from ..storage.resolve import resolve_store
-from .args import add_store_options, storage_options
-from .errors import CLIError
-from .stores import check_location, check_store_root
+from chunkstore.cli.args import add_store_options, storage_options
+from chunkstore.cli.errors import CLIError
+from chunkstore.cli.stores import check_location, check_store_root
+from chunkstore.group.scratch import ScratchSweep, sweep_scratch
+from chunkstore.nodes.paths import SCRATCH_DIR
+from chunkstore.storage import LocalStore, ZipStore
+from chunkstore.storage.resolve import resolve_store
 
 
 def sweep(path: str, options: dict[str, Any] | None, older_than: float

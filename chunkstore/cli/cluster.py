@@ -23,8 +23,8 @@ from typing import Any, TextIO
 from distributed import Client
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from ..progress import TaskProgress
-from .errors import CLIError
+from chunkstore.cli.errors import CLIError
+from chunkstore.progress import TaskProgress
 
 CONNECT_TIMEOUT = "10s"
 #: seconds the first TCP probe of a scheduler may take (a refused port answers at once)

@@ -15,19 +15,19 @@ from typing import Any
 
 import numpy as np
 
-from ..api import consolidate_metadata, create_array, hdf5
-from ..array import Array
-from ..creation import DEFAULT_FILL
-from ..hierarchy.paths import normalize_path
-from ..io.overlap import refuse_onto_itself
-from ..progress import TerminalProgress
-from ..storage.resolve import resolve_store
-from .args import add_store_options, shape_arg, storage_options
-from .copy_group import copy_group
-from .errors import CLIError
-from .nodes import is_array
-from .sources import HDF5_SUFFIXES, Source, TreeSource, open_source
-from .stores import check_target, open_node, volatile_warning
+from chunkstore.api import consolidate_metadata, create_array, hdf5
+from chunkstore.array.array import Array
+from chunkstore.cli.args import add_store_options, shape_arg, storage_options
+from chunkstore.cli.copy_group import copy_group
+from chunkstore.cli.errors import CLIError
+from chunkstore.cli.nodes import is_array
+from chunkstore.cli.sources import HDF5_SUFFIXES, Source, TreeSource, open_source
+from chunkstore.cli.stores import check_target, open_node, volatile_warning
+from chunkstore.io.overlap import refuse_onto_itself
+from chunkstore.nodes.creation import DEFAULT_FILL
+from chunkstore.nodes.paths import normalize_path
+from chunkstore.progress import TerminalProgress
+from chunkstore.storage.resolve import resolve_store
 
 #: bytes copied per block (whole chunk or shard rows when they fit)
 BLOCK_BYTES = 64 * 2**20

@@ -16,18 +16,18 @@ from typing import Any
 
 import numpy as np
 
-from ..api import consolidate_metadata, open_group
-from ..api.creation import jsonable_attrs, like_array_kwargs, regular_chunks
-from ..hierarchy.paths import normalize_path
-from ..io.copy import block_parts
-from ..io.overlap import refuse_onto_itself
-from ..progress import TerminalProgress
-from ..sizes import format_bytes
-from ..storage.resolve import resolve_store
-from .args import storage_options
-from .errors import CLIError
-from .nodes import is_array, is_consolidated
-from .stores import reading, volatile_warning, where
+from chunkstore.api import consolidate_metadata, open_group
+from chunkstore.api.creation import jsonable_attrs, like_array_kwargs, regular_chunks
+from chunkstore.cli.args import storage_options
+from chunkstore.cli.errors import CLIError
+from chunkstore.cli.nodes import is_array, is_consolidated
+from chunkstore.cli.stores import reading, volatile_warning, where
+from chunkstore.io.copy import block_parts
+from chunkstore.io.overlap import refuse_onto_itself
+from chunkstore.nodes.paths import normalize_path
+from chunkstore.progress import TerminalProgress
+from chunkstore.sizes import format_bytes
+from chunkstore.storage.resolve import resolve_store
 
 #: decoded bytes copied per block (whole chunks or shards), as an array copy does
 BLOCK_BYTES = 64 * 2**20

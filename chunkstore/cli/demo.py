@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from ..progress import TerminalProgress
-from ..sizes import format_bytes
-from ..verify import verify
-from .args import bytes_arg
-from .errors import CLIError
-from .nodes import array_table
-from .rechunk import run_plan
+from chunkstore.api.verify import verify
+from chunkstore.cli.args import bytes_arg
+from chunkstore.cli.errors import CLIError
+from chunkstore.cli.nodes import array_table
+from chunkstore.cli.rechunk import run_plan
+from chunkstore.progress import TerminalProgress
+from chunkstore.sizes import format_bytes
 
 #: the workers' scratch directory inside the demo directory (always removed)
 SCRATCH = "dask-scratch"
@@ -98,9 +98,9 @@ def _run(root: str, small: bool, workers: int, max_mem: int | str,
          progress: TerminalProgress) -> bool:
     import dask
 
-    from .. import create_array, open_array, open_group
-    from ..dask import TransposedSource, parse_bytes, rechunk
-    from .cluster import local_cluster
+    from chunkstore import create_array, open_array, open_group
+    from chunkstore.cli.cluster import local_cluster
+    from chunkstore.dask import TransposedSource, parse_bytes, rechunk
 
     side = SMALL_SIDE if small else SIDE  # 16 MiB or 4 GiB of float32
     chunks = (256, 256) if small else (1024, 1024)

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from ..info import dtype_name
-from .args import add_node, add_store_options, count_arg, storage_options
-from .errors import CLIError
-from .nodes import dimension_names, layout_words
-from .stores import open_node, reading
+from chunkstore.cli.args import add_node, add_store_options, count_arg, storage_options
+from chunkstore.cli.errors import CLIError
+from chunkstore.cli.nodes import dimension_names, layout_words
+from chunkstore.cli.stores import open_node, reading
+from chunkstore.nodes.info import dtype_name
 
 #: at most this many values are printed unless --max-elements says otherwise
 DEFAULT_MAX_ELEMENTS = 10_000

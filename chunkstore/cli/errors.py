@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import zipfile
 
-from ..errors import ChunkstoreError
+from chunkstore.errors import ChunkstoreError
 
 #: exit status of a failure caused by the input or the environment
 EXIT_ERROR = 2

@@ -13,10 +13,10 @@ import argparse
 import json
 from typing import Any
 
-from ..info import dtype_name
-from .args import add_level, add_node, add_store_options, storage_options
-from .nodes import dimension_names, is_array, is_consolidated, layout_words
-from .stores import open_node, reading
+from chunkstore.cli.args import add_level, add_node, add_store_options, storage_options
+from chunkstore.cli.nodes import dimension_names, is_array, is_consolidated, layout_words
+from chunkstore.cli.stores import open_node, reading
+from chunkstore.nodes.info import dtype_name
 
 #: longest attribute value shown (``chunkstore attrs`` prints them all)
 MAX_VALUE = 200

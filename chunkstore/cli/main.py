@@ -9,9 +9,9 @@ import traceback
 from collections.abc import Sequence
 from importlib import metadata
 
-from . import clean, copy, demo, dump, header, nodes, rechunk, verify
-from .args import Parser
-from .errors import EXIT_ERROR, explain
+from chunkstore.cli import clean, copy, demo, dump, header, nodes, rechunk, verify
+from chunkstore.cli.args import Parser
+from chunkstore.cli.errors import EXIT_ERROR, explain
 
 DESCRIPTION = """\
 Inspect, copy, rechunk and verify Zarr (v2 and v3) arrays and groups.
@@ -28,7 +28,7 @@ EXIT_INTERRUPTED = 130
 
 def version_text() -> str:
     """``chunkstore X (Python Y, numpy Z, ...)``: what a bug report needs."""
-    from .. import __version__
+    from chunkstore import __version__
 
     def installed(name: str) -> str:
         try:

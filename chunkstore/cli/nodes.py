@@ -7,10 +7,10 @@ import json
 import math
 from typing import Any
 
-from ..info import InfoTable, array_codec_chain, dtype_name, human_bytes
-from ..verify import chunks_in, stored_units, unit_grid
-from .args import add_level, add_node, add_store_options, storage_options
-from .stores import open_node, reading
+from chunkstore.api.verify import chunks_in, stored_units, unit_grid
+from chunkstore.cli.args import add_level, add_node, add_store_options, storage_options
+from chunkstore.cli.stores import open_node, reading
+from chunkstore.nodes.info import InfoTable, array_codec_chain, dtype_name, human_bytes
 
 #: longest attributes value shown in the ``info`` table (``attrs`` prints them all)
 MAX_ATTRS_SHOWN = 300

@@ -10,10 +10,10 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..progress import TaskProgress, TerminalProgress, local_dask_progress
-from .args import add_store_options, bytes_arg, shape_arg, storage_options
-from .errors import CLIError
-from .stores import check_target, open_node, volatile_warning
+from chunkstore.cli.args import add_store_options, bytes_arg, shape_arg, storage_options
+from chunkstore.cli.errors import CLIError
+from chunkstore.cli.stores import check_target, open_node, volatile_warning
+from chunkstore.progress import TaskProgress, TerminalProgress, local_dask_progress
 
 #: the task keys of a rechunk plan's copies: ``rechunk-copy-<stage>-<token>``
 _STAGE_KEY = re.compile(r"rechunk-copy-(\d+)-")
@@ -39,7 +39,7 @@ def task_progress(tasks: TaskProgress, client: Any = None) -> Iterator[None]:
         with local_dask_progress(tasks):
             yield
         return
-    from .cluster import distributed_progress
+    from chunkstore.cli.cluster import distributed_progress
     with distributed_progress(client, tasks):
         yield
 
@@ -56,7 +56,7 @@ def run_plan(plan: Any, progress: TerminalProgress, client: Any = None, prefix: 
 
 def cmd_rechunk(args: argparse.Namespace) -> int:
     """Plan, run and summarize a rechunk."""
-    from ..dask import rechunk
+    from chunkstore.dask import rechunk
 
     progress = TerminalProgress("rechunk")
     options = storage_options(args.storage_option)
@@ -70,7 +70,7 @@ def cmd_rechunk(args: argparse.Namespace) -> int:
         print(f"chunkstore rechunk: warning: {warning}", file=progress.stream)
     client = None
     if args.scheduler:
-        from .cluster import connect, dashboard_line
+        from chunkstore.cli.cluster import connect, dashboard_line
         client = connect(args.scheduler)
         print(dashboard_line(client), file=progress.stream)
     try:

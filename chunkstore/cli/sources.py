@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from ..api import hdf5
-from ..creation import DEFAULT_FILL
-from ..hdf5_files import allowed_directories, resolve
-from .errors import CLIError
-from .stores import open_node
+from chunkstore.api import hdf5
+from chunkstore.array.hdf5_files import allowed_directories, resolve
+from chunkstore.cli.errors import CLIError
+from chunkstore.cli.stores import open_node
+from chunkstore.nodes.creation import DEFAULT_FILL
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".nc")
 

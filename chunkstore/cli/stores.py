@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import NodeNotFoundError
-from .errors import CLIError
+from chunkstore.cli.errors import CLIError
+from chunkstore.errors import NodeNotFoundError
 
 #: what a store argument may be, for error messages
 EXPECTED_STORE = "expected a Zarr store: a directory, a .zip archive or a URL"
@@ -58,8 +58,8 @@ def _check_protocols(url: str) -> None:
     import fsspec
     from fsspec.registry import known_implementations
 
-    from ..storage.obstore_setup import available
-    from ..storage.s3_backend import is_plain_s3
+    from chunkstore.storage.obstore.setup import available
+    from chunkstore.storage.s3_backend import is_plain_s3
 
     if is_plain_s3(url) and available():
         return
@@ -145,7 +145,7 @@ def open_node(path: str, options: dict[str, Any] | None = None, node: str | None
 
     ``kind``: "array", "group" or "node" (either); a node of the other kind is an error.
     """
-    from .. import open as open_any
+    from chunkstore import open as open_any
 
     check_location(path)
     with reading(path):

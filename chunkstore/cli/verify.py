@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..progress import TerminalProgress
-from ..verify import verify
-from .args import add_node, add_store_options, storage_options
-from .clean import report as report_sweep
-from .clean import sweep
-from .stores import open_node, reading
+from chunkstore.api.verify import verify
+from chunkstore.cli.args import add_node, add_store_options, storage_options
+from chunkstore.cli.clean import report as report_sweep
+from chunkstore.cli.clean import sweep
+from chunkstore.cli.stores import open_node, reading
+from chunkstore.progress import TerminalProgress
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -1,17 +1,23 @@
 """The chunk codec pipeline: v3 codecs and v2 filters/compressor, all via numcodecs."""
 
-from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
-from .bytes_codec import BytesCodec
-from .cast_value import CastValueCodec
-from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
-from .enums import BloscCname, BloscShuffle, Endian, ShardingCodecIndexLocation
-from .limits import DecodeLimits, decode_limits, set_decode_limits
-from .numcodecs_adapter import UNSAFE_IDS, numcodecs_from_config, wrap_numcodecs
-from .pipeline import CodecPipeline, Pipeline, V2Pipeline, build_pipeline
-from .registry import codec_from_json, register_codec
-from .scale_offset import ScaleOffsetCodec
-from .sharding import ShardingCodec
-from .transpose import TransposeCodec
+from chunkstore.codecs.base import (
+    ArrayArrayCodec,
+    ArrayBytesCodec,
+    BytesBytesCodec,
+    ChunkSpec,
+    Codec,
+)
+from chunkstore.codecs.bytes_codec import BytesCodec
+from chunkstore.codecs.cast_value import CastValueCodec
+from chunkstore.codecs.compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
+from chunkstore.codecs.enums import BloscCname, BloscShuffle, Endian, ShardingCodecIndexLocation
+from chunkstore.codecs.limits import DecodeLimits, decode_limits, set_decode_limits
+from chunkstore.codecs.numcodecs_adapter import UNSAFE_IDS, numcodecs_from_config, wrap_numcodecs
+from chunkstore.codecs.pipeline import CodecPipeline, Pipeline, V2Pipeline, build_pipeline
+from chunkstore.codecs.registry import codec_from_json, register_codec
+from chunkstore.codecs.scale_offset import ScaleOffsetCodec
+from chunkstore.codecs.sharding import ShardingCodec
+from chunkstore.codecs.transpose import TransposeCodec
 
 __all__ = [
     "ArrayArrayCodec", "ArrayBytesCodec", "BloscCname", "BloscCodec", "BloscShuffle",

@@ -28,9 +28,9 @@ import numcodecs.lz4
 import numcodecs.zstd
 import numpy as np
 
-from ..errors import ChunkDecodeError, CodecError
-from .limits import compressed_bound
-from .zstd_frame import decoded_size
+from chunkstore.codecs.limits import compressed_bound
+from chunkstore.codecs.zstd_frame import decoded_size
+from chunkstore.errors import ChunkDecodeError, CodecError
 
 _STEP = 1 << 20  # output per incremental call: bounds the transient copy
 _LZMA_MEMLIMIT_EXTRA = 128 << 20  # decoder memory beyond the output (dictionary)

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ChunkDecodeError, CodecError
-from .base import ArrayBytesCodec, ChunkSpec
+from chunkstore.codecs.base import ArrayBytesCodec, ChunkSpec
+from chunkstore.errors import ChunkDecodeError, CodecError
 
 NATIVE = sys.byteorder
 #: a strided block whose rows (its last axis) are contiguous and at least this long may

@@ -23,10 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CodecError, UnsupportedError
-from .base import ArrayArrayCodec, ChunkSpec
-from .scalars import scalar_from_json
-from .value_cast import (
+from chunkstore.codecs.base import ArrayArrayCodec, ChunkSpec
+from chunkstore.codecs.scalars import scalar_from_json
+from chunkstore.codecs.value_cast import (
     NUMERIC_NAMES,
     OUT_OF_RANGE,
     ROUNDINGS,
@@ -34,6 +33,7 @@ from .value_cast import (
     cast_values,
     is_numeric,
 )
+from chunkstore.errors import CodecError, UnsupportedError
 
 _WHERE = "codec 'cast_value'"
 _KEYS = frozenset({"data_type", "rounding", "out_of_range", "scalar_map"})

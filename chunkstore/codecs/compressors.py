@@ -10,10 +10,10 @@ import numcodecs
 import numcodecs.blosc
 import numpy as np
 
-from ..errors import CodecError
-from .base import BytesBytesCodec, ChunkSpec
-from .bounded import bounded_decode, check_blosc_frame, size_error
-from .limits import compressed_bound
+from chunkstore.codecs.base import BytesBytesCodec, ChunkSpec
+from chunkstore.codecs.bounded import bounded_decode, check_blosc_frame, size_error
+from chunkstore.codecs.limits import compressed_bound
+from chunkstore.errors import CodecError
 
 _SHUFFLE_NAMES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 _SHUFFLE_IDS = {v: k for k, v in _SHUFFLE_NAMES.items()}

@@ -12,15 +12,21 @@ from typing import Any
 import numcodecs
 import numpy as np
 
-from ..errors import CodecError
-from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
-from .bytes_codec import BytesCodec
-from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
-from .numcodecs_adapter import numcodecs_from_config, wrap_numcodecs
-from .pipeline import CodecPipeline
-from .registry import codec_from_json
-from .transpose import TransposeCodec
-from .vlen import VLenBytesCodec, VLenUTF8Codec, vlen_codec_for
+from chunkstore.codecs.base import (
+    ArrayArrayCodec,
+    ArrayBytesCodec,
+    BytesBytesCodec,
+    ChunkSpec,
+    Codec,
+)
+from chunkstore.codecs.bytes_codec import BytesCodec
+from chunkstore.codecs.compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
+from chunkstore.codecs.numcodecs_adapter import numcodecs_from_config, wrap_numcodecs
+from chunkstore.codecs.pipeline import CodecPipeline
+from chunkstore.codecs.registry import codec_from_json
+from chunkstore.codecs.transpose import TransposeCodec
+from chunkstore.codecs.vlen import VLenBytesCodec, VLenUTF8Codec, vlen_codec_for
+from chunkstore.errors import CodecError
 
 _BYTES_FILTER_IDS = frozenset({"shuffle"})  # v2 filters that are bytes->bytes codecs in v3
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import ChunkSpec
+from chunkstore.codecs.base import ChunkSpec
 
 _TO_ASTYPE = frozenset({"delta", "fixedscaleoffset", "quantize", "categorize"})
 _SAME = frozenset({"bitround"})

@@ -13,13 +13,13 @@ from typing import Any
 import numcodecs
 import numpy as np
 
-from ..errors import ChunkDecodeError, CodecError
-from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec
-from .bounded import bounded_decode
-from .bounded import encoded_bound as numcodecs_encoded_bound
-from .compressors import check_numcodecs_config
-from .filter_specs import filter_output_spec
-from .limits import compressed_bound
+from chunkstore.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec
+from chunkstore.codecs.bounded import bounded_decode
+from chunkstore.codecs.bounded import encoded_bound as numcodecs_encoded_bound
+from chunkstore.codecs.compressors import check_numcodecs_config
+from chunkstore.codecs.filter_specs import filter_output_spec
+from chunkstore.codecs.limits import compressed_bound
+from chunkstore.errors import ChunkDecodeError, CodecError
 
 UNSAFE_IDS = frozenset({"pickle", "msgpack2", "json2", "vlen-array"})
 #: numcodecs ids that zarr-python 3 treats as array -> array

@@ -10,16 +10,22 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ChunkDecodeError, CodecError
-from .base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
-from .bounded import size_error
-from .bytes_codec import BytesCodec
-from .compressors import BloscCodec, blosc_copy_ok, blosc_decode_into
-from .limits import over_cap, variable_cap
-from .numcodecs_adapter import numcodecs_from_config
-from .registry import codec_from_json
-from .scratch import contiguous
-from .v2_pipeline import V2Pipeline
+from chunkstore.codecs.base import (
+    ArrayArrayCodec,
+    ArrayBytesCodec,
+    BytesBytesCodec,
+    ChunkSpec,
+    Codec,
+)
+from chunkstore.codecs.bounded import size_error
+from chunkstore.codecs.bytes_codec import BytesCodec
+from chunkstore.codecs.compressors import BloscCodec, blosc_copy_ok, blosc_decode_into
+from chunkstore.codecs.limits import over_cap, variable_cap
+from chunkstore.codecs.numcodecs_adapter import numcodecs_from_config
+from chunkstore.codecs.registry import codec_from_json
+from chunkstore.codecs.scratch import contiguous
+from chunkstore.codecs.v2_pipeline import V2Pipeline
+from chunkstore.errors import ChunkDecodeError, CodecError
 
 _BLOSC_MAX_BYTES = 2**31 - 1  # numcodecs' max_buffer_size for blosc
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import CodecError
-from .base import Codec
-from .bytes_codec import BytesCodec
-from .cast_value import CastValueCodec
-from .compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
-from .numcodecs_adapter import numcodecs_from_config, wrap_numcodecs
-from .scale_offset import ScaleOffsetCodec
-from .transpose import TransposeCodec
-from .vlen import VLenBytesCodec, VLenUTF8Codec
+from chunkstore.codecs.base import Codec
+from chunkstore.codecs.bytes_codec import BytesCodec
+from chunkstore.codecs.cast_value import CastValueCodec
+from chunkstore.codecs.compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
+from chunkstore.codecs.numcodecs_adapter import numcodecs_from_config, wrap_numcodecs
+from chunkstore.codecs.scale_offset import ScaleOffsetCodec
+from chunkstore.codecs.transpose import TransposeCodec
+from chunkstore.codecs.vlen import VLenBytesCodec, VLenUTF8Codec
+from chunkstore.errors import CodecError
 
 NATIVE_CODECS: dict[str, type[Codec]] = {
     c.name: c for c in (BytesCodec, TransposeCodec, BloscCodec, GzipCodec, ZstdCodec, Crc32cCodec,

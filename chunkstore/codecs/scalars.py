@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CodecError
+from chunkstore.errors import CodecError
 
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf,
               "-Infinity": -math.inf}

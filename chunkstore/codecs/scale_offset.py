@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CodecError
-from .base import ArrayArrayCodec, ChunkSpec
-from .cast_value import numeric_type
-from .scalars import scalar_from_json
-from .value_cast import NUMERIC_NAMES, is_numeric
+from chunkstore.codecs.base import ArrayArrayCodec, ChunkSpec
+from chunkstore.codecs.cast_value import numeric_type
+from chunkstore.codecs.scalars import scalar_from_json
+from chunkstore.codecs.value_cast import NUMERIC_NAMES, is_numeric
+from chunkstore.errors import CodecError
 
 _WHERE = "codec 'scale_offset'"
 _KEYS = frozenset({"offset", "scale"})

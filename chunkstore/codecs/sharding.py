@@ -21,16 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ChunkDecodeError, CodecError, OutOfMemoryError, UnsupportedError
-from .base import ArrayBytesCodec, ChunkSpec, Codec
-from .bounded import SHARD_UNUSED_BYTES, shard_bound
-from .bytes_codec import BytesCodec
-from .compressors import Crc32cCodec, whole_number
-from .fill import is_all_fill
-from .limits import memory_limit
-from .pipeline import CodecPipeline
-from .registry import codec_from_json, register_codec
-from .transpose import TransposeCodec
+from chunkstore.codecs.base import ArrayBytesCodec, ChunkSpec, Codec
+from chunkstore.codecs.bounded import SHARD_UNUSED_BYTES, shard_bound
+from chunkstore.codecs.bytes_codec import BytesCodec
+from chunkstore.codecs.compressors import Crc32cCodec, whole_number
+from chunkstore.codecs.fill import is_all_fill
+from chunkstore.codecs.limits import memory_limit
+from chunkstore.codecs.pipeline import CodecPipeline
+from chunkstore.codecs.registry import codec_from_json, register_codec
+from chunkstore.codecs.transpose import TransposeCodec
+from chunkstore.errors import ChunkDecodeError, CodecError, OutOfMemoryError, UnsupportedError
 
 EMPTY = np.uint64(2**64 - 1)
 #: a shard index may always take this much, even when larger than the shard's data

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CodecError
-from .base import ArrayArrayCodec, ChunkSpec
+from chunkstore.codecs.base import ArrayArrayCodec, ChunkSpec
+from chunkstore.errors import CodecError
 
 
 class TransposeCodec(ArrayArrayCodec):

@@ -8,15 +8,15 @@ from typing import Any
 import numcodecs
 import numpy as np
 
-from ..errors import ChunkDecodeError
-from .base import ChunkSpec
-from .bounded import bounded_decode
-from .bytes_codec import raw_bytes
-from .compressors import blosc_copy_ok, blosc_decode_into
-from .filter_specs import filter_output_spec
-from .limits import over_cap, variable_cap
-from .scratch import contiguous
-from .vlen import VLEN_IDS, check_item_count
+from chunkstore.codecs.base import ChunkSpec
+from chunkstore.codecs.bounded import bounded_decode
+from chunkstore.codecs.bytes_codec import raw_bytes
+from chunkstore.codecs.compressors import blosc_copy_ok, blosc_decode_into
+from chunkstore.codecs.filter_specs import filter_output_spec
+from chunkstore.codecs.limits import over_cap, variable_cap
+from chunkstore.codecs.scratch import contiguous
+from chunkstore.codecs.vlen import VLEN_IDS, check_item_count
+from chunkstore.errors import ChunkDecodeError
 
 
 def _flat_bytes(arr: np.ndarray) -> memoryview:

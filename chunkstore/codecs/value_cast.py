@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CodecError
+from chunkstore.errors import CodecError
 
 ROUNDINGS = ("nearest-even", "towards-zero", "towards-positive", "towards-negative",
              "nearest-away")

@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 import numcodecs
 import numpy as np
 
-from ..errors import ChunkDecodeError, CodecError
-from .base import ArrayBytesCodec, ChunkSpec
+from chunkstore.codecs.base import ArrayBytesCodec, ChunkSpec
+from chunkstore.errors import ChunkDecodeError, CodecError
 
 VLEN_IDS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array"})
 

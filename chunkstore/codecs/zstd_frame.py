@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ChunkDecodeError
+from chunkstore.errors import ChunkDecodeError
 
 _FRAME_MAGIC = 0xFD2FB528
 _SKIPPABLE_MASK, _SKIPPABLE_MAGIC = 0xFFFFFFF0, 0x184D2A50

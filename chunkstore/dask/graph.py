@@ -11,10 +11,10 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .. import buffer_pool
-from ..array import Array
-from .planner import Stage
-from .source import copy_block
+from chunkstore.array.array import Array
+from chunkstore.dask.source import copy_block
+from chunkstore.rechunk.planner import MAX_TASKS_PER_STAGE, Stage, blocks_per_task
+from chunkstore.runtime import buffers as buffer_pool
 
 try:  # dask's task objects (dask >= 2024.12); legacy tuples otherwise
     from dask import _task_spec as _spec
@@ -23,7 +23,6 @@ except ImportError:  # pragma: no cover
 
 #: copy tasks per stage at most: beyond it a task copies a run of blocks one after the
 #: other (same memory per task, a graph that stays small at any array size)
-MAX_TASKS_PER_STAGE = 10_000
 
 
 def _copy_blocks(source: Any, target: Array, stage: Stage, first: int, count: int,
@@ -38,12 +37,6 @@ def _copy_blocks(source: Any, target: Array, stage: Stage, first: int, count: in
 
 def _done(*_: Any) -> None:
     return None
-
-
-def blocks_per_task(stage: Stage, max_tasks: int = MAX_TASKS_PER_STAGE) -> int:
-    """Blocks one copy task of ``stage`` copies (1 unless the stage has more blocks than
-    ``max_tasks``)."""
-    return max(1, math.ceil(stage.ntasks / max(1, max_tasks)))
 
 
 class PlanGraph(Mapping):

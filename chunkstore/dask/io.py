@@ -19,16 +19,24 @@ from dask.base import tokenize
 from dask.delayed import Delayed, delayed
 from dask.highlevelgraph import HighLevelGraph
 
-from ..api import create_array, open_array
-from ..array import Array
-from ..array_sources import refuse_reader_of
-from ..codecs import scratch
-from ..hierarchy.group import Group
-from ..hierarchy.paths import normalize_path
-from ..metadata import join_path
-from ..storage.resolve import resolve_store
-from .memory import active_client, configure_workers, refuse_copied
-from .planner import CODEC_THREADS, PIECES, PlanError, Stage, _piece, parse_bytes, pieces_of
+from chunkstore.api import create_array, open_array
+from chunkstore.array.array import Array
+from chunkstore.array.sources import refuse_reader_of
+from chunkstore.codecs import scratch
+from chunkstore.dask.memory import active_client, configure_workers, refuse_copied
+from chunkstore.group.group import Group
+from chunkstore.metadata import join_path
+from chunkstore.nodes.paths import normalize_path
+from chunkstore.rechunk.planner import (
+    CODEC_THREADS,
+    PIECES,
+    PlanError,
+    Stage,
+    _piece,
+    parse_bytes,
+    pieces_of,
+)
+from chunkstore.storage.resolve import resolve_store
 
 
 def in_group(store: Any, path: str | None) -> tuple[Any, str | None]:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .planner import PlanError
+from chunkstore.rechunk.planner import PlanError
 
 #: RSS of an idle worker process with numpy, dask, distributed and chunkstore imported,
 #: measured here (113-125 MiB); used when the workers cannot be asked
@@ -45,7 +45,7 @@ def codec_threads_for(cores: int, pool: int | None = None) -> int:
     """Threads of chunkstore's pool that may decode or encode for one call: the whole
     pool (local writes fan out on every pool thread; measured: a rechunk's second stage
     held 95 MiB more than a model of one codec thread per core predicted)."""
-    from ..concurrency import default_workers
+    from chunkstore.runtime.pool import default_workers
     pool = default_workers() if pool is None else pool
     return max(2, pool)
 
@@ -121,7 +121,7 @@ def _worker_facts() -> dict[str, int]:
     """Run in a worker: its cores, chunkstore pool size and current RSS."""
     import dask.array  # noqa: F401  (the baseline includes dask.array and chunkstore)
 
-    from ..concurrency import default_workers
+    from chunkstore.runtime.pool import default_workers
     return {"cores": os.cpu_count() or 1, "pool": default_workers(), "rss": _rss(),
             "pid": os.getpid()}
 
@@ -168,7 +168,7 @@ def limit_map_cache(nbytes: int = WORKER_MAP_BYTES) -> int | None:
 
     Maps handed to a reader stay valid: a map lives as long as a view of it."""
     try:
-        from ..config import config
+        from chunkstore.config import config
         if "cache.map_bytes" in config._defaults:  # the storage layer's own knob, if any
             previous = config.get("cache.map_bytes")
             config.set({"cache.map_bytes": nbytes})
@@ -176,7 +176,7 @@ def limit_map_cache(nbytes: int = WORKER_MAP_BYTES) -> int | None:
     except (ImportError, AttributeError):
         pass
     try:
-        from ..storage import local_maps
+        from chunkstore.storage.local import maps as local_maps
     except ImportError:
         return None
     cache = getattr(local_maps, "_maps", None)

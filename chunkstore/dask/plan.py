@@ -13,32 +13,38 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 from dask.local import get_sync
 
-from ..api import create_array
-from ..array import Array
-from ..errors import ContainsArrayError
-from ..hierarchy.placement import check_parents
-from ..hierarchy.scratch import HEARTBEAT, ScratchRun, run_path
-from ..storage.memory import MemoryStore
-from ..storage.resolve import resolve_store
-from ..sync import ProcessSynchronizer
-from .graph import MAX_TASKS_PER_STAGE, PlanGraph, blocks_per_task
-from .memory import (
+from chunkstore.api import create_array
+from chunkstore.array.array import Array
+from chunkstore.dask.graph import PlanGraph
+from chunkstore.dask.memory import (
     Workers,
     active_client,
     configure_workers,
     limit_map_cache,
     refuse_copied,
 )
-from .planner import PlanError, Stage
-from .report import PlanDescription, _mb, limit_notes, simulate, stage_worker_memory
-from .source import TransposedSource
+from chunkstore.dask.source import TransposedSource
+from chunkstore.errors import ContainsArrayError
+from chunkstore.group.scratch import HEARTBEAT, ScratchRun, run_path
+from chunkstore.io.sync import ProcessSynchronizer
+from chunkstore.nodes.placement import check_parents
+from chunkstore.rechunk.planner import MAX_TASKS_PER_STAGE, PlanError, Stage, blocks_per_task
+from chunkstore.rechunk.report import (
+    PlanDescription,
+    _mb,
+    limit_notes,
+    simulate,
+    stage_worker_memory,
+)
+from chunkstore.storage.memory import MemoryStore
+from chunkstore.storage.resolve import resolve_store
 
 
 class RechunkPlan:
     """What a rechunk/transpose will do; ``execute()`` does it.
 
     Its intermediate arrays live in a scratch directory that is never a node
-    (``hierarchy.scratch``): never listed as members, removed by ``execute()`` when done
+    (``group.scratch``): never listed as members, removed by ``execute()`` when done
     (also on failure), and by ``chunkstore clean`` once their owner (this process) is
     dead."""
 
@@ -242,7 +248,7 @@ class RechunkPlan:
 
 def intermediate_home(store: Any, path: str, temp_store: Any) -> tuple[Any, str]:
     """Where the intermediate arrays of a plan whose target is ``path`` of ``store`` live:
-    a new scratch run directory (``hierarchy.scratch``) in ``temp_store``, else beside the
+    a new scratch run directory (``group.scratch``) in ``temp_store``, else beside the
     target (in its own directory for a root array). PlanError when ``temp_store`` cannot
     hold it (its root is an array); nothing is created."""
     if temp_store is not None:

@@ -25,22 +25,35 @@ from typing import Any
 
 import numpy as np
 
-from ..api import create_array, open_array
-from ..array import Array
-from ..creation import normalize_chunks
-from ..hierarchy.paths import normalize_path
-from ..io.overlap import refuse_onto_itself
-from ..storage.local import LocalStore
-from ..storage.memory import MemoryStore
-from ..storage.resolve import looks_like_byte_size, resolve_store
-from ..sync import ProcessSynchronizer, ThreadSynchronizer
-from .graph import MAX_TASKS_PER_STAGE, PlanGraph, blocks_per_task
-from .io import in_group
-from .memory import Workers, active_client, refuse_copied
-from .plan import RechunkPlan, intermediate_home, shared_units_refusal
-from .planner import PlanError, Stage, parse_bytes, plan_rechunk
-from .report import PlanDescription, limit_notes, nanny_thresholds, simulate, stage_worker_memory
-from .source import TransposedSource, copy_block, read_into
+from chunkstore.api import create_array, open_array
+from chunkstore.array.array import Array
+from chunkstore.dask.graph import PlanGraph
+from chunkstore.dask.io import in_group
+from chunkstore.dask.memory import Workers, active_client, refuse_copied
+from chunkstore.dask.plan import RechunkPlan, intermediate_home, shared_units_refusal
+from chunkstore.dask.source import TransposedSource, copy_block, read_into
+from chunkstore.io.overlap import refuse_onto_itself
+from chunkstore.io.sync import ProcessSynchronizer, ThreadSynchronizer
+from chunkstore.nodes.creation import normalize_chunks
+from chunkstore.nodes.paths import normalize_path
+from chunkstore.rechunk.planner import (
+    MAX_TASKS_PER_STAGE,
+    PlanError,
+    Stage,
+    blocks_per_task,
+    parse_bytes,
+    plan_rechunk,
+)
+from chunkstore.rechunk.report import (
+    PlanDescription,
+    limit_notes,
+    nanny_thresholds,
+    simulate,
+    stage_worker_memory,
+)
+from chunkstore.storage.local.store import LocalStore
+from chunkstore.storage.memory import MemoryStore
+from chunkstore.storage.resolve import looks_like_byte_size, resolve_store
 
 #: the names this module had before it was split (``plan``, ``graph``, ``source``,
 #: ``report``): still importable from here

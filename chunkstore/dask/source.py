@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import buffer_pool
-from ..array import Array
-from ..codecs import scratch
-from .permute import copy_permuted
-from .planner import pieces_of
+from chunkstore.array.array import Array
+from chunkstore.codecs import scratch
+from chunkstore.dask.permute import copy_permuted
+from chunkstore.rechunk.planner import pieces_of
+from chunkstore.runtime import buffers as buffer_pool
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,19 @@ of the chunk (``chunk_selection``) and the part of the output (``out_selection``
 correspond, and whether the chunk is covered entirely (so a write needs no read).
 
 ``axes`` (one selection item along one axis), ``projections`` (the indexers),
-``numpy_rules`` (which indexer gives NumPy's answer), ``grid`` (the chunk grid).
+``numpy_rules`` (which indexer gives NumPy's answer), ``blocks`` (block selections).
 """
 
-from .axes import Selection, expand_ellipsis, normalize_int
-from .grid import all_chunk_coords, block_selection_to_basic, chunk_grid_shape, chunk_region
-from .numpy_rules import BASIC, COORDINATE, ORTHOGONAL, numpy_selection
-from .projections import BasicIndexer, ChunkProjection, CoordinateIndexer, OrthogonalIndexer
+from chunkstore.grid.regular import all_chunk_coords, chunk_grid_shape, chunk_region
+from chunkstore.indexing.axes import Selection, expand_ellipsis, normalize_int
+from chunkstore.indexing.blocks import block_selection_to_basic
+from chunkstore.indexing.numpy_rules import BASIC, COORDINATE, ORTHOGONAL, numpy_selection
+from chunkstore.indexing.projections import (
+           BasicIndexer,
+           ChunkProjection,
+           CoordinateIndexer,
+           OrthogonalIndexer,
+)
 
 __all__ = ["BASIC", "COORDINATE", "ORTHOGONAL", "BasicIndexer", "ChunkProjection",
            "CoordinateIndexer", "OrthogonalIndexer", "Selection", "all_chunk_coords",

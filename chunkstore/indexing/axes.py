@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BoundsCheckError
+from chunkstore.errors import BoundsCheckError
 
 Selection = Any
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .axes import Selection, check_unsigned, expand_ellipsis, is_int
+from chunkstore.indexing.axes import Selection, check_unsigned, expand_ellipsis, is_int
 
 ORTHOGONAL, COORDINATE, BASIC = "orthogonal", "coordinate", "basic"
 

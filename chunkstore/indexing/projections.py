@@ -11,8 +11,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import BoundsCheckError
-from .axes import ArrayAxis, Selection, axis_indexer, check_unsigned, expand_ellipsis, is_int
+from chunkstore.errors import BoundsCheckError
+from chunkstore.indexing.axes import (
+    ArrayAxis,
+    Selection,
+    axis_indexer,
+    check_unsigned,
+    expand_ellipsis,
+    is_int,
+)
 
 
 class ChunkProjection(NamedTuple):

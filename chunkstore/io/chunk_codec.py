@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs import Pipeline
-from ..codecs.fill import is_all_fill
-from ..codecs.scratch import scratch_buffer
-from ..errors import ChunkDecodeError, ChunkstoreError, CodecError
-from ..indexing import ChunkProjection
+from chunkstore.codecs import Pipeline
+from chunkstore.codecs.fill import is_all_fill
+from chunkstore.codecs.scratch import scratch_buffer
+from chunkstore.errors import ChunkDecodeError, ChunkstoreError, CodecError
+from chunkstore.indexing import ChunkProjection
 
 OBJECT_HINT = (". Arbitrary Python objects need zarr_format=2, an object codec filter "
                "(e.g. numcodecs.Pickle()) and allow_unsafe_codecs=True")

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from ..indexing import ChunkProjection
-from .chunk_codec import ChunkCodec
-from .layout import ChunkLayout
-from .rmw import WriteUnit
+from chunkstore.indexing import ChunkProjection
+from chunkstore.io.chunk_codec import ChunkCodec
+from chunkstore.io.layout import ChunkLayout
+from chunkstore.io.rmw import WriteUnit
 
 
 class ChunkUnits(Sequence[WriteUnit]):

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .layout import ChunkLayout
+from chunkstore.io.layout import ChunkLayout
 
 COPY_BLOCK_BYTES = 256 * 2**20
 

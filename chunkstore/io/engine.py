@@ -8,13 +8,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..codecs.pipeline import Pipeline
-from ..codecs.sharding import inner_chunk_shape
-from ..indexing import ChunkProjection
-from ..storage.base import Store
-from .layout import ChunkLayout
-from .plain import PlainEngine
-from .sharded import ShardEngine, is_sharded
+from chunkstore.codecs.pipeline import Pipeline
+from chunkstore.codecs.sharding import inner_chunk_shape
+from chunkstore.indexing import ChunkProjection
+from chunkstore.io.layout import ChunkLayout
+from chunkstore.io.plain import PlainEngine
+from chunkstore.io.sharded import ShardEngine, is_sharded
+from chunkstore.storage.base import Store
 
 
 class Engine(Protocol):

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import SameLocationError
-from ..storage.base import Store
-from ..storage.reference import node_ref, same_or_within
+from chunkstore.errors import SameLocationError
+from chunkstore.storage.base import Store
+from chunkstore.storage.reference import node_ref, same_or_within
 
 
 def place(store: Store, path: str) -> tuple[Any, list[str]]:

@@ -29,11 +29,22 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs import Pipeline
-from ..codecs.bounded import stored_bound
-from ..codecs.bytes_codec import has_long_rows, long_rows
-from ..codecs.scratch import scratch_buffer
-from ..concurrency import (
+from chunkstore.codecs import Pipeline
+from chunkstore.codecs.bounded import stored_bound
+from chunkstore.codecs.bytes_codec import has_long_rows, long_rows
+from chunkstore.codecs.scratch import scratch_buffer
+from chunkstore.config import config
+from chunkstore.errors import ChunkDecodeError
+from chunkstore.indexing import ChunkProjection
+from chunkstore.io.cache import chunk_cache
+from chunkstore.io.chunk_codec import ChunkCodec, is_basic
+from chunkstore.io.chunk_units import ChunkUnits
+from chunkstore.io.layout import ChunkLayout
+from chunkstore.io.prefetch import ahead
+from chunkstore.io.ranges import RangePlanner
+from chunkstore.io.resize import clear_outside
+from chunkstore.io.rmw import commit_units
+from chunkstore.runtime.pool import (
     INLINE_ITEM_BYTES,
     batches,
     default_workers,
@@ -43,25 +54,14 @@ from ..concurrency import (
     run_streamed,
     windows,
 )
-from ..config import config
-from ..errors import ChunkDecodeError
-from ..indexing import ChunkProjection
-from ..storage.base import Reader, Store
-from ..storage.bounds import (
+from chunkstore.storage.base import Reader, Store
+from chunkstore.storage.bounds import (
     ObjectSizeError,
     bounded_get,
     bounded_get_many,
     bounded_get_views,
     sized_get_ranges,
 )
-from . import chunk_cache
-from .chunk_codec import ChunkCodec, is_basic
-from .chunk_units import ChunkUnits
-from .layout import ChunkLayout
-from .prefetch import ahead
-from .ranges import RangePlanner
-from .resize import clear_outside
-from .rmw import commit_units
 
 BATCH_BYTES = 256 * 2**20  # decoded bytes per write batch: bounds memory of huge writes
 #: chunk bytes per read batch (at least two chunks per pool thread): a batch's fetched

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .coalesce import coalesce
+from chunkstore.io.coalesce import coalesce
 
 #: read the whole chunk when the selection needs more than this fraction of it (gathering
 #: from many ranges would cost more CPU than the IO saved)

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..indexing import OrthogonalIndexer
-from .layout import ChunkLayout
+from chunkstore.indexing import OrthogonalIndexer
+from chunkstore.io.layout import ChunkLayout
 
 
 def clear_outside(engine: Any, layout: ChunkLayout, old_shape: tuple[int, ...],

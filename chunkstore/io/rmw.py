@@ -29,12 +29,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..concurrency import pool_threads, run_batched
-from ..config import config
-from ..errors import ChunkDecodeError, ConcurrentWriteError, SynchronizerRequiredError
-from ..storage.base import ABSENT, ANY, BytesLike, Store
-from ..storage.bounds import ObjectSizeError, bounded_get_versioned
-from ..storage.reference import ObjectRef, store_ref
+from chunkstore.config import config
+from chunkstore.errors import ChunkDecodeError, ConcurrentWriteError, SynchronizerRequiredError
+from chunkstore.runtime.pool import pool_threads, run_batched
+from chunkstore.storage.base import ABSENT, ANY, BytesLike, Store
+from chunkstore.storage.bounds import ObjectSizeError, bounded_get_versioned
+from chunkstore.storage.reference import ObjectRef, store_ref
 
 #: what ``build`` returns to leave the object as it is (nothing to commit)
 UNCHANGED = object()

@@ -35,24 +35,24 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs.bounded import shard_read_bound, stored_bound
-from ..codecs.limits import memory_limit
-from ..codecs.pipeline import CodecPipeline, Pipeline
-from ..codecs.sharding import EMPTY, ShardingCodec
-from ..concurrency import batches, run_batched
-from ..config import config
-from ..errors import ChunkDecodeError, ChunkstoreError, OutOfMemoryError, UnsupportedError
-from ..indexing import ChunkProjection
-from ..storage.base import Store
-from . import chunk_cache
-from .cache import LRUCache
-from .chunk_codec import ChunkCodec
-from .coalesce import coalesce
-from .inner_cache import InnerLookup
-from .layout import ChunkLayout
-from .plain import BATCH_BYTES
-from .resize import clear_outside
-from .rmw import WriteUnit, commit_units
+from chunkstore.codecs.bounded import shard_read_bound, stored_bound
+from chunkstore.codecs.limits import memory_limit
+from chunkstore.codecs.pipeline import CodecPipeline, Pipeline
+from chunkstore.codecs.sharding import EMPTY, ShardingCodec
+from chunkstore.config import config
+from chunkstore.errors import ChunkDecodeError, ChunkstoreError, OutOfMemoryError, UnsupportedError
+from chunkstore.indexing import ChunkProjection
+from chunkstore.io.cache import chunk_cache
+from chunkstore.io.cache.inner_cache import InnerLookup
+from chunkstore.io.cache.lru import LRUCache
+from chunkstore.io.chunk_codec import ChunkCodec
+from chunkstore.io.coalesce import coalesce
+from chunkstore.io.layout import ChunkLayout
+from chunkstore.io.plain import BATCH_BYTES
+from chunkstore.io.resize import clear_outside
+from chunkstore.io.rmw import WriteUnit, commit_units
+from chunkstore.runtime.pool import batches, run_batched
+from chunkstore.storage.base import Store
 
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
 #: reads of a batch whose shards other writers keep replacing (about 2 s in all with the

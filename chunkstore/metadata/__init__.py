@@ -1,10 +1,10 @@
 """Metadata documents: parse, validate, serialize (v3 zarr.json; v2 .zarray/.zgroup/.zattrs).
 
-Pure: nothing here reads or writes a store (see ``chunkstore.hierarchy.documents``).
+Pure: nothing here reads or writes a store (see ``chunkstore.nodes.documents``).
 """
 
-from .dtypes import default_fill_value, fill_equal, normalize_fill_value
-from .nodes import (
+from chunkstore.metadata.dtypes import default_fill_value, fill_equal, normalize_fill_value
+from chunkstore.metadata.nodes import (
     ArrayMetadata,
     GroupMetadata,
     NodeMetadata,
@@ -13,8 +13,8 @@ from .nodes import (
     node_keys,
     parse_node,
 )
-from .v2 import ArrayMetadataV2, GroupMetadataV2
-from .v3 import ArrayMetadataV3, GroupMetadataV3
+from chunkstore.metadata.v2 import ArrayMetadataV2, GroupMetadataV2
+from chunkstore.metadata.v3 import ArrayMetadataV3, GroupMetadataV3
 
 __all__ = [
     "ArrayMetadata", "ArrayMetadataV2", "ArrayMetadataV3", "GroupMetadata", "GroupMetadataV2",

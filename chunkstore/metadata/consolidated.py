@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import MetadataError
-from .json_io import dump_json, load_json
-from .nodes import NodeMetadata, is_array
-from .v2 import ArrayMetadataV2, GroupMetadataV2
-from .v3 import ArrayMetadataV3, GroupMetadataV3
+from chunkstore.errors import MetadataError
+from chunkstore.metadata.json_io import dump_json, load_json
+from chunkstore.metadata.nodes import NodeMetadata, is_array
+from chunkstore.metadata.v2 import ArrayMetadataV2, GroupMetadataV2
+from chunkstore.metadata.v3 import ArrayMetadataV3, GroupMetadataV3
 
 V2_KEY = ".zmetadata"
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MetadataError, UnsupportedError
-from .dtypes_extra import (
+from chunkstore.errors import MetadataError, UnsupportedError
+from chunkstore.metadata.dtypes_extra import (
     EXTRA_KINDS,
     NUMPY_DTYPE_ERRORS,
     default_extra_fill,
@@ -33,7 +33,7 @@ from .dtypes_extra import (
     structured_to_v2,
     structured_to_v3,
 )
-from .dtypes_structured import LEGACY_STRUCT_NAME, STRUCT_NAME, is_structured
+from chunkstore.metadata.dtypes_structured import LEGACY_STRUCT_NAME, STRUCT_NAME, is_structured
 
 # v3 core data type names -> NumPy dtype (native byte order)
 V3_NUMERIC: dict[str, np.dtype] = {

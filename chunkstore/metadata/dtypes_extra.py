@@ -38,15 +38,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MetadataError, UnsupportedError
-from .dtypes_fill import (
+from chunkstore.errors import MetadataError, UnsupportedError
+from chunkstore.metadata.dtypes_fill import (
     default_extra_fill,
     extra_fill_equal,
     extra_fill_to_json,
     normalize_extra_fill,
     parse_extra_fill,
 )
-from .dtypes_kinds import (
+from chunkstore.metadata.dtypes_kinds import (
     EXTRA_KINDS,
     MAX_ITEMSIZE,
     MAX_SCALE_FACTOR,
@@ -63,7 +63,7 @@ from .dtypes_kinds import (
     numpy_dtype,
     string_dtype,
 )
-from .dtypes_structured import (
+from chunkstore.metadata.dtypes_structured import (
     FIELD_KINDS,
     is_structured,
     packed_structured,

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MetadataError, UnsupportedError
-from .dtypes_kinds import NAT
+from chunkstore.errors import MetadataError, UnsupportedError
+from chunkstore.metadata.dtypes_kinds import NAT
 
 
 def _b64decode(value: str, where: str) -> bytes:

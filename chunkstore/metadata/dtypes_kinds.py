@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MetadataError, UnsupportedError
+from chunkstore.errors import MetadataError, UnsupportedError
 
 EXTRA_KINDS = "SUOTMmV"
 NAT = int(np.iinfo(np.int64).min)

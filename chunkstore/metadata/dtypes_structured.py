@@ -13,8 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MetadataError, UnsupportedError
-from .dtypes_kinds import MAX_ITEMSIZE, NUMPY_DTYPE_ERRORS, check_extra_dtype, config_value
+from chunkstore.errors import MetadataError, UnsupportedError
+from chunkstore.metadata.dtypes_kinds import (
+    MAX_ITEMSIZE,
+    NUMPY_DTYPE_ERRORS,
+    check_extra_dtype,
+    config_value,
+)
 
 #: the kinds a field of a structured dtype may have (no object or variable-length fields;
 #: ``V`` is a nested record or raw bytes)

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..config import config
-from ..errors import MetadataError
-from .json_scan import as_utf8, cheap_bounds, outline
+from chunkstore.config import config
+from chunkstore.errors import MetadataError
+from chunkstore.metadata.json_scan import as_utf8, cheap_bounds, outline
 
 #: the deepest nesting of arrays and objects a metadata document may have
 MAX_JSON_DEPTH = 128

@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import MetadataError
-from .json_io import load_json
-from .v2 import ArrayMetadataV2, GroupMetadataV2
-from .v3 import ArrayMetadataV3, GroupMetadataV3
+from chunkstore.errors import MetadataError
+from chunkstore.metadata.json_io import load_json
+from chunkstore.metadata.v2 import ArrayMetadataV2, GroupMetadataV2
+from chunkstore.metadata.v3 import ArrayMetadataV3, GroupMetadataV3
 
 ArrayMetadata = ArrayMetadataV2 | ArrayMetadataV3
 GroupMetadata = GroupMetadataV2 | GroupMetadataV3

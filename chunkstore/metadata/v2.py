@@ -7,11 +7,22 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MetadataError
-from .dtypes import dtype_from_v2, fill_value_to_json, parse_fill_value, v2_str_of
-from .dtypes_extra import refine_v2_object_dtype
-from .json_io import check_chunk_nbytes, check_grid, dump_json, require, shape_tuple
-from .v3 import check_zero_chunks, stored_chunks, zero_chunks
+from chunkstore.errors import MetadataError
+from chunkstore.metadata.dtypes import (
+    dtype_from_v2,
+    fill_value_to_json,
+    parse_fill_value,
+    v2_str_of,
+)
+from chunkstore.metadata.dtypes_extra import refine_v2_object_dtype
+from chunkstore.metadata.json_io import (
+    check_chunk_nbytes,
+    check_grid,
+    dump_json,
+    require,
+    shape_tuple,
+)
+from chunkstore.metadata.v3 import check_zero_chunks, stored_chunks, zero_chunks
 
 _ARRAY_FIELDS = {
     "zarr_format", "shape", "chunks", "dtype", "compressor", "fill_value", "order",

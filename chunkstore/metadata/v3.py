@@ -7,10 +7,21 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MetadataError, UnsupportedError
-from .dtypes import dtype_from_v3, fill_value_to_json, parse_fill_value, v3_name_of
-from .dtypes_structured import LEGACY_STRUCT_NAME
-from .json_io import check_chunk_nbytes, check_grid, dump_json, require, shape_tuple
+from chunkstore.errors import MetadataError, UnsupportedError
+from chunkstore.metadata.dtypes import (
+    dtype_from_v3,
+    fill_value_to_json,
+    parse_fill_value,
+    v3_name_of,
+)
+from chunkstore.metadata.dtypes_structured import LEGACY_STRUCT_NAME
+from chunkstore.metadata.json_io import (
+    check_chunk_nbytes,
+    check_grid,
+    dump_json,
+    require,
+    shape_tuple,
+)
 
 _ARRAY_FIELDS = {
     "zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",

@@ -1,11 +1,16 @@
 """Key-value stores: the byte layer under arrays and groups."""
 
-from .base import ByteRange, Store, validate_key
-from .errors import BadArchiveError, InvalidStoreError, MissingBackendError, StoreError
-from .fsspec_store import FsspecStore
-from .local import LocalStore
-from .memory import MemoryStore
-from .zip import ZipStore
+from chunkstore.storage.base import ByteRange, Store, validate_key
+from chunkstore.storage.errors import (
+           BadArchiveError,
+           InvalidStoreError,
+           MissingBackendError,
+           StoreError,
+)
+from chunkstore.storage.fsspec.store import FsspecStore
+from chunkstore.storage.local.store import LocalStore
+from chunkstore.storage.memory import MemoryStore
+from chunkstore.storage.zip.store import ZipStore
 
 __all__ = ["BadArchiveError", "ByteRange", "FsspecStore", "InvalidStoreError", "LocalStore",
            "MemoryStore", "MissingBackendError", "Store", "StoreError", "ZipStore",

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidKeyError, ReadOnlyError
-from . import write_events
-from .bounds import (  # noqa: F401 (ObjectSizeError: re-exported)
+from chunkstore.errors import InvalidKeyError, ReadOnlyError
+from chunkstore.storage import write_events
+from chunkstore.storage.bounds import (  # noqa: F401 (ObjectSizeError: re-exported)
     ObjectSizeError,
     bounded_get,
     bounded_get_many,

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ChunkDecodeError
+from chunkstore.errors import ChunkDecodeError
 
 
 class ObjectSizeError(ChunkDecodeError):

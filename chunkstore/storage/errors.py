@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import zipfile
 
-from ..errors import ChunkstoreError
+from chunkstore.errors import ChunkstoreError
 
 
 class StoreError(ChunkstoreError, OSError):

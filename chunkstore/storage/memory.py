@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Any
 
-from .base import (
+from chunkstore.storage.base import (
     ABSENT,
     ANY,
     ByteRange,
@@ -18,7 +18,7 @@ from .base import (
     validate_key,
     validate_prefix,
 )
-from .bounds import too_large, wrong_size
+from chunkstore.storage.bounds import too_large, wrong_size
 
 
 class MemoryStore(Store):
@@ -133,7 +133,7 @@ class MemoryStore(Store):
         the stored value itself, None when missing. A ``bytes`` value (every chunkstore
         write stores a new one) stands for its version by identity; a mutable one a
         user's mapping may hold (bytearray, ndarray, mmap) does not, and the cache does
-        not keep chunks read from it (``chunkstore.io.chunk_cache``)."""
+        not keep chunks read from it (``chunkstore.io.cache.chunk_cache``)."""
         data = self._data
         return [data.get(validate_key(key)) for key in keys]
 

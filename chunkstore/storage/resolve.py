@@ -7,14 +7,14 @@ import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from .base import Store
-from .errors import InvalidStoreError
-from .fsspec_setup import protocols
-from .local import LocalStore
-from .memory import MemoryStore
-from .s3_backend import BACKEND_VARIABLE, BACKENDS, s3_store  # noqa: F401 (re-exported)
-from .zarr_stores import from_zarr_store
-from .zip import ZipStore
+from chunkstore.storage.base import Store
+from chunkstore.storage.errors import InvalidStoreError
+from chunkstore.storage.fsspec.setup import protocols
+from chunkstore.storage.local.store import LocalStore
+from chunkstore.storage.memory import MemoryStore
+from chunkstore.storage.s3_backend import BACKEND_VARIABLE, BACKENDS, s3_store  # noqa: F401 (re-exported)
+from chunkstore.storage.zarr_stores import from_zarr_store
+from chunkstore.storage.zip.store import ZipStore
 
 #: every mode but "r" appends: "w" (overwrite) replaces the node opened, not the archive;
 #: the hierarchy deletes that node's keys as on a directory (``place_node``)

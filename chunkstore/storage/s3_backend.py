@@ -31,10 +31,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidStoreError, MissingBackendError
-from .fsspec_setup import protocols
-from .fsspec_store import FsspecStore
-from .location import canonical_scheme
+from chunkstore.storage.errors import InvalidStoreError, MissingBackendError
+from chunkstore.storage.fsspec.setup import protocols
+from chunkstore.storage.fsspec.store import FsspecStore
+from chunkstore.storage.location import canonical_scheme
 
 #: the environment variable choosing the backend of s3:// URLs that do not name one
 BACKEND_VARIABLE = "CHUNKSTORE_S3_BACKEND"
@@ -57,8 +57,12 @@ def _checked(backend: Any, url: str) -> str:
 
 def obstore_refusal(url: str, options: Mapping[str, Any]) -> str | None:
     """Why obstore cannot serve the s3:// ``url`` with ``options`` (None: it can)."""
-    from .obstore_options import credentials_refusal, region_refusal, untranslatable
-    from .obstore_setup import available
+    from chunkstore.storage.obstore.options import (
+        credentials_refusal,
+        region_refusal,
+        untranslatable,
+    )
+    from chunkstore.storage.obstore.setup import available
 
     if not available():
         return "obstore is not installed"
@@ -140,7 +144,7 @@ def s3_store(url: str, options: dict[str, Any], read_only: bool, requested: Any 
     S3FsspecStore (plain s3:// URLs) or an FsspecStore (every other URL)."""
     backend, why = choose(url, options, requested)
     if backend == "obstore":
-        from .obstore_store import ObstoreStore
+        from chunkstore.storage.obstore.store import ObstoreStore
         return ObstoreStore(url, options, read_only=read_only)
     if is_plain_s3(url):
         return S3FsspecStore(url, options, read_only, backend_reason=why)

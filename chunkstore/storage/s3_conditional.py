@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConditionalWritesWarning
-from .base import ABSENT, ANY
+from chunkstore.errors import ConditionalWritesWarning
+from chunkstore.storage.base import ABSENT, ANY
 
 #: S3 error codes and HTTP statuses that mean "the condition did not hold"
 _CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}

@@ -21,12 +21,12 @@ import sys
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-from .base import Store
-from .errors import InvalidStoreError
-from .fsspec_store import FsspecStore
-from .local import LocalStore
-from .memory import MemoryStore
-from .zip import ZipStore
+from chunkstore.storage.base import Store
+from chunkstore.storage.errors import InvalidStoreError
+from chunkstore.storage.fsspec.store import FsspecStore
+from chunkstore.storage.local.store import LocalStore
+from chunkstore.storage.memory import MemoryStore
+from chunkstore.storage.zip.store import ZipStore
 
 #: options of zarr's asynchronous filesystems that a synchronous one must not get
 _ASYNC_OPTIONS = ("asynchronous", "loop")

@@ -66,7 +66,7 @@ def test_sigkilled_writers_leave_temp_files_that_clean_removes(tmp_path):
 def test_clean_keeps_a_live_writers_temp_file_and_refuses_a_missing_path(tmp_path):
     root = tmp_path / "y.zarr"
     a = cs.array(np.arange(10), store=str(root), chunks=5)
-    from chunkstore.storage.local_temp import temp_name
+    from chunkstore.storage.local.temp import temp_name
     live = root / "c" / temp_name()  # this (live) process's name: not stale yet
     live.write_bytes(b"partial")
     r = _cli("clean", str(root))

@@ -79,7 +79,7 @@ def test_rechunk_per_worker_peak_under_plan(fresh_client, tmp_path):
     out = cs.open_array(str(tmp_path / "dst.zarr"), mode="r")
     np.testing.assert_array_equal(out[100:140], src[100:140])
     # the map cache of every worker holds nothing afterwards (WorkerSettings)
-    held = client.run(lambda: len(__import__("chunkstore.storage.local_maps", fromlist=["x"])
+    held = client.run(lambda: len(__import__("chunkstore.storage.local.maps", fromlist=["x"])
                                   ._maps._maps))
     assert set(held.values()) == {0}
 
@@ -120,13 +120,13 @@ def test_worker_facts_and_settings(client):
     assert 50 * MB < w.baseline < 400 * MB
     assert w.memory_limit == MAX_MEM + 500 * MB
     csd.configure_workers(client)
-    bounds = client.run(lambda: __import__("chunkstore.storage.local_maps", fromlist=["x"])
+    bounds = client.run(lambda: __import__("chunkstore.storage.local.maps", fromlist=["x"])
                         ._maps.nbytes)
     assert set(bounds.values()) == {0}
 
 
 def test_limit_map_cache_in_process(tmp_path):
-    from chunkstore.storage import local_maps
+    from chunkstore.storage.local import maps as local_maps
     a = cs.array(np.arange(200_000.0), store=str(tmp_path / "m.zarr"), chunks=(100_000,),
                  compressors=None)
     previous = limit_map_cache(0)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chunkstore.dask.planner import (
+from chunkstore.rechunk.planner import (
     BLOCK_BYTES,
     PlanError,
     Stage,

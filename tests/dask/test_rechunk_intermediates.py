@@ -1,7 +1,7 @@
 """Rechunk/transpose intermediates are never members (issue 30, item 8), and dead writers
 are told apart by a host identity that differs between hosts (item 11).
 
-A plan's intermediate arrays live under ``__chunkstore_tmp__`` (``hierarchy.scratch``),
+A plan's intermediate arrays live under ``__chunkstore_tmp__`` (``group.scratch``),
 which is never a node: chunkstore's and zarr-python's listings, ``ls``/``tree`` and
 consolidated metadata never show them, while the plan runs or after it was SIGKILLed;
 ``chunkstore clean`` removes those of a dead process and keeps those of a live one.
@@ -27,11 +27,11 @@ import pytest
 import chunkstore as cs
 import chunkstore.dask as csd
 from chunkstore.cli import main
-from chunkstore.hierarchy import pending
-from chunkstore.hierarchy.paths import SCRATCH_DIR
-from chunkstore.hierarchy.scratch import OWNER, ScratchRun, owner_record, sweep_scratch
+from chunkstore.group.scratch import OWNER, ScratchRun, owner_record, sweep_scratch
+from chunkstore.nodes import pending
+from chunkstore.nodes.paths import SCRATCH_DIR
 from chunkstore.storage import host_identity as hid
-from chunkstore.storage.local_temp import TEMP_PREFIX
+from chunkstore.storage.local.temp import TEMP_PREFIX
 
 zarr = pytest.importorskip("zarr")
 

@@ -12,7 +12,7 @@ import pytest
 
 import chunkstore as cs
 import chunkstore.dask as csd
-from chunkstore.dask.planner import PlanError
+from chunkstore.rechunk.planner import PlanError
 
 # zipfile warns "Duplicate name" each time an entry of a zip archive is rewritten
 pytestmark = pytest.mark.filterwarnings("ignore:Duplicate name:UserWarning")

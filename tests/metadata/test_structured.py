@@ -21,7 +21,6 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.errors import MetadataError, UnsupportedError
-from chunkstore.hierarchy.documents import write_node
 from chunkstore.metadata import ArrayMetadataV2, ArrayMetadataV3
 from chunkstore.metadata.dtypes import (
     default_fill_value,
@@ -34,6 +33,7 @@ from chunkstore.metadata.dtypes import (
     v3_name_of,
 )
 from chunkstore.metadata.dtypes_extra import user_dtype
+from chunkstore.nodes.documents import write_node
 
 zarr = pytest.importorskip("zarr")
 

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from chunkstore.errors import InvalidKeyError
-from chunkstore.storage.local import LocalStore
-from chunkstore.storage.local_reads import _INLINE_READ_BYTES
+from chunkstore.storage.local.reads import _INLINE_READ_BYTES
+from chunkstore.storage.local.store import LocalStore
 
 
 @pytest.fixture
@@ -65,8 +65,8 @@ def test_get_views_of_small_files_read_them_without_asking_their_size(store, mon
     """A small file is read in one call (no fstat): the bytes are exact, a directory, an
     empty file, a FIFO and a missing key still read as they did, and a file over
     ``max_bytes`` is still refused."""
-    from chunkstore.storage import local_reads
     from chunkstore.storage.bounds import ObjectSizeError
+    from chunkstore.storage.local import reads as local_reads
 
     store.set("c/0/empty", b"")
     os.mkfifo(store.root / "c" / "0" / "fifo")
@@ -105,7 +105,7 @@ def test_get_views_exact_around_the_map_threshold(tmp_path, size):
 def test_get_views_stop_reading_first_once_a_file_proves_large(tmp_path, monkeypatch):
     """The chunks of one call are alike: after a file too large to read whole (mapped),
     the rest are asked their size first, not read into a buffer that is thrown away."""
-    from chunkstore.storage import local_reads
+    from chunkstore.storage.local import reads as local_reads
 
     st = LocalStore(tmp_path / "r")
     big = [os.urandom(100_000) for _ in range(3)]

@@ -14,7 +14,7 @@ import pytest
 
 from chunkstore.storage import FsspecStore, InvalidStoreError, LocalStore, ZipStore
 from chunkstore.storage.base import ABSENT
-from chunkstore.storage.local_temp import HOST_TAG, TEMP_PREFIX, temp_name
+from chunkstore.storage.local.temp import HOST_TAG, TEMP_PREFIX, temp_name
 from chunkstore.storage.resolve import resolve_store
 
 

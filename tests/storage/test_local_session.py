@@ -15,9 +15,12 @@ import time
 import numpy as np
 
 import chunkstore as cs
-from chunkstore.storage import LocalStore, local_commit, local_paths, local_session
+from chunkstore.storage import LocalStore
 from chunkstore.storage.base import ABSENT
-from chunkstore.storage.local_session import SharedWalk
+from chunkstore.storage.local import commit as local_commit
+from chunkstore.storage.local import paths as local_paths
+from chunkstore.storage.local import session as local_session
+from chunkstore.storage.local.session import SharedWalk
 
 
 def open_fds() -> set[int]:

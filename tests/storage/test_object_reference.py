@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.io.cache_place import store_id
-from chunkstore.io.chunk_cache import ChunkCache
+from chunkstore.io.cache.chunk_cache import ChunkCache
+from chunkstore.io.cache.place import store_id
 from chunkstore.io.overlap import overlaps, place
 from chunkstore.io.rmw import lock_name
 from chunkstore.storage import LocalStore, MemoryStore
-from chunkstore.storage.fsspec_store import FsspecStore
+from chunkstore.storage.fsspec.store import FsspecStore
 from chunkstore.storage.reference import (
     ARCHIVE,
     ObjectRef,
@@ -32,7 +32,7 @@ from chunkstore.storage.reference import (
     store_ref,
 )
 from chunkstore.storage.resolve import resolve_store
-from chunkstore.storage.zip import ZipStore
+from chunkstore.storage.zip.store import ZipStore
 from tests.cache_settle import settle
 
 KEY = "c/0"

@@ -17,7 +17,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.storage import FsspecStore
-from chunkstore.storage import fsspec_store as fsspec_store_module
+from chunkstore.storage.fsspec import store as fsspec_store_module
 
 N = 6  # arrays per group
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from chunkstore.storage import obstore_setup
-from chunkstore.storage.obstore_options import (
+from chunkstore.storage.obstore import setup as obstore_setup
+from chunkstore.storage.obstore.options import (
     credentials_refusal,
     translate_options,
     untranslatable,

@@ -12,7 +12,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.storage import FsspecStore, LocalStore, MemoryStore, ZipStore
-from chunkstore.storage.obstore_setup import available as obstore_available
+from chunkstore.storage.obstore.setup import available as obstore_available
 from chunkstore.storage.resolve import resolve_store
 
 zarr = pytest.importorskip("zarr")

@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from chunkstore.errors import ConcurrentWriteError
-from chunkstore.storage import ZipStore, zip_identity
-from chunkstore.storage.local_clock import FileVersion, version
-from chunkstore.storage.local_temp import TEMP_PREFIX
+from chunkstore.storage import ZipStore
+from chunkstore.storage.local.clock import FileVersion, version
+from chunkstore.storage.local.temp import TEMP_PREFIX
+from chunkstore.storage.zip import identity as zip_identity
 
 DATE = (2020, 1, 2, 3, 4, 6)
 BEFORE = {"k": b"A" * 64, "j": b"a" * 64}

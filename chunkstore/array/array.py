@@ -1,0 +1,426 @@
+"""Array: a chunked, compressed N-d array in a store. A thin facade over metadata,
+indexing (pure selection math) and the chunk IO engine."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from chunkstore import indexing as ix
+from chunkstore.array.info import (
+    StoredBytes,
+    chunks_initialized,
+    compressors_of,
+    filters_of,
+    info_table,
+    nbytes_stored,
+)
+from chunkstore.array.resize import append, resize
+from chunkstore.array.selection import (
+    SelectionView,
+    UnstorableValueError,
+    as_mask,
+    as_numpy,
+    block_slices,
+    iter_rows,
+    read_chunk,
+    read_selection,
+    write_chunk,
+    write_selection,
+)
+from chunkstore.array.snapshot import Snapshot, open_engine_of
+from chunkstore.codecs.sharding import inner_chunk_shape
+from chunkstore.config import ArrayConfig, array_config
+from chunkstore.errors import ArrayNotFoundError, NodeTypeError, ReadOnlyError
+from chunkstore.indexing import BASIC, COORDINATE, ORTHOGONAL
+from chunkstore.io.cache import chunk_cache
+from chunkstore.io.engine import Engine
+from chunkstore.io.layout import ChunkLayout
+from chunkstore.metadata import ArrayMetadata, is_array
+from chunkstore.nodes.attributes import Attributes
+from chunkstore.nodes.documents import read_node, try_read_node, update_node
+from chunkstore.nodes.info import InfoTable
+from chunkstore.nodes.paths import normalize_path
+from chunkstore.storage.base import Store
+from chunkstore.storage.reference import ObjectRef, store_ref
+from chunkstore.storage.resolve import resolve_store
+
+__all__ = ["Array", "StoredBytes", "UnstorableValueError"]
+
+
+class Array:
+    """A Zarr array (v2 or v3) in a store. Create with ``chunkstore.create_array`` or open
+    with ``chunkstore.open_array``; index like NumPy.
+
+    >>> import chunkstore as cs
+    >>> a = cs.zeros((4, 4), chunks=(2, 2), dtype="i4")
+    >>> a[0, :] = 7
+    >>> int(a[0, 3])
+    7
+
+    ``cache``: the decoded chunks kept between reads (``io.chunk_cache``): None follows
+    ``config["cache.chunk_bytes"]`` (off by default); 0 or False, off; a byte budget
+    (``"256MiB"``), a private LRU; a ``ChunkCache``, shared with the arrays given it.
+    Writes invalidate the chunks they touch. ValueError for anything else.
+
+    ``config``: this handle's settings (``Array.config``, an ``ArrayConfig``: ``order``,
+    ``write_empty_chunks``, ``read_missing_chunks``...), from a dict of some of them, the
+    rest from ``chunkstore.config`` when the handle is made; ``write_empty_chunks=``
+    overrides the one of that name.
+    """
+
+    def __init__(self, store: Store, path: str = "", metadata: ArrayMetadata | None = None, *,
+                 read_only: bool = False, synchronizer: Any = None,
+                 write_empty_chunks: bool | None = None, allow_unsafe_codecs: bool = False,
+                 cache: Any = None, config: Any = None) -> None:
+        self._config = array_config(config, write_empty_chunks)
+        self._cache = chunk_cache.from_argument(cache)
+        self._store, self._path = store, path
+        self._read_only = bool(read_only or store.read_only)
+        self._synchronizer = synchronizer
+        self._allow_unsafe = allow_unsafe_codecs
+        self._meta: ArrayMetadata | None = None
+        self._snap: Snapshot | None = None
+        if metadata is not None:
+            self._set_metadata(metadata)
+
+    # -- (lazy) metadata ----------------------------------------------------------------------
+    def _set_metadata(self, metadata: ArrayMetadata) -> None:
+        self._meta = metadata
+        self._snap = None
+
+    @property
+    def metadata(self) -> ArrayMetadata:
+        """The parsed metadata document (loaded on first use after unpickling)."""
+        if self._meta is None:
+            node = read_node(self._store, self._path)
+            if not is_array(node):
+                raise NodeTypeError(f"path {self._path or '/'!r} in {self._store!r} is a group, "
+                                    "not an array")
+            self._set_metadata(node)
+        return self._meta  # type: ignore[return-value]
+
+    def _snapshot(self) -> Snapshot:
+        """The current metadata with its layout and engine (see ``array_snapshot``)."""
+        meta, snap = self.metadata, self._snap
+        if snap is None or snap.meta is not meta:  # (no reference back to self: when the
+            # last handle goes, a store such as a ZipStore is closed at once)
+            snap = self._snap = Snapshot(meta, functools.partial(
+                open_engine_of, self._store, self._path, self._synchronizer,
+                self._config.write_empty_chunks, self._allow_unsafe, self._cache))
+        return snap
+
+    @property
+    def _engine(self) -> Engine:
+        return self._snapshot().engine
+
+    @property
+    def layout(self) -> ChunkLayout:
+        """Where the array's elements live: chunk (read unit) and shard or chunk (write
+        unit) grids and their store keys."""
+        return self._engine.layout
+
+    def __reduce__(self):
+        return (_reopen, (self._store, self._path, self._read_only, self._synchronizer,
+                          self._config.write_empty_chunks, self._allow_unsafe, self._cache,
+                          self._config))
+
+    @property
+    def config(self) -> ArrayConfig:
+        """This handle's settings (zarr-python's ``Array.config``): order of the arrays
+        reads return, write_empty_chunks, read_missing_chunks..."""
+        return self._config
+
+    def with_config(self, config: Any) -> Array:
+        """A handle on the same array with other settings: a dict changes the fields it
+        names (the others stay this handle's), an ArrayConfig replaces them all."""
+        if isinstance(config, ArrayConfig):
+            new = config
+        elif isinstance(config, dict):
+            new = array_config({**self._config.to_dict(), **config})
+        else:
+            raise TypeError(f"with_config takes a dict of array settings or an ArrayConfig, "
+                            f"got {type(config).__name__}: {config!r}")
+        return type(self)(self._store, self._path, self._meta, read_only=self._read_only,
+                          synchronizer=self._synchronizer, config=new,
+                          allow_unsafe_codecs=self._allow_unsafe, cache=self._cache)
+
+    def _use_cache(self, cache: Any) -> None:
+        """Use ``cache`` (a ``cache=`` argument) from now on."""
+        self._cache = chunk_cache.from_argument(cache)
+        self._snap = None
+
+    def __eq__(self, other: object) -> bool:
+        """The same array: same path in the same store location (an unpickled or reopened
+        array equals the original)."""
+        return isinstance(other, Array) and other._ref() == self._ref()
+
+    def __hash__(self) -> int:
+        return hash(("array", self._ref()))
+
+    def _ref(self) -> ObjectRef:
+        """The node's object reference: equal for every handle on it, whatever root it
+        was opened from (a group handle's member and a handle on the array itself)."""
+        return store_ref(self._store).child(self._path)
+
+    @classmethod
+    def open(cls, store: Any, *, path: str = "", mode: str = "r+",
+             zarr_format: int | None = None, storage_options: dict | None = None,
+             synchronizer: Any = None, cache: Any = None, config: Any = None) -> Array:
+        """Open the existing array at ``path`` of ``store`` (zarr-python's ``Array.open``):
+        mode "r" is read-only; ArrayNotFoundError (a NodeNotFoundError) when nothing is
+        there. ``cache``: the decoded-chunk cache, ``config``: the handle's settings (see
+        the class docstring)."""
+        if mode not in ("r", "r+", "a"):
+            raise ValueError(f"Array.open: mode must be 'r', 'r+' or 'a', got {mode!r}")
+        cache = chunk_cache.from_argument(cache)  # checked before anything is opened
+        config = array_config(config)
+        st = resolve_store(store, mode=mode, storage_options=storage_options)
+        path = normalize_path(path)
+        node = try_read_node(st, path, zarr_format, kind="array")
+        if node is None:
+            raise ArrayNotFoundError(f"no array at path {path or '/'!r} in {st!r}")
+        if not is_array(node):
+            raise NodeTypeError(f"path {path or '/'!r} in {st!r} is a group, not an array")
+        return cls(st, path, node, read_only=mode == "r",  # type: ignore[arg-type]
+                   synchronizer=synchronizer, cache=cache, config=config)
+
+    def update_attributes(self, new_attributes: dict[str, Any]) -> Array:
+        """Merge ``new_attributes`` into the attributes (one atomic update); returns self."""
+        self.attrs.update(new_attributes)
+        return self
+
+    _on_metadata_change: Any = None  # set by a Group holding a consolidated snapshot
+
+    def _adopt_metadata(self, metadata: ArrayMetadata) -> None:
+        """Use ``metadata`` (just committed) from now on; tell a consolidated snapshot."""
+        self._set_metadata(metadata)
+        if self._on_metadata_change is not None:
+            self._on_metadata_change(metadata)
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"array {self.name!r} is read-only")
+
+    # -- properties ------------------------------------------------------------------------------
+    store = property(lambda self: self._store, doc="The Store holding the array.")
+    path = property(lambda self: self._path, doc="Path of the array within the store.")
+    read_only = property(lambda self: self._read_only, doc="True when writes are refused.")
+    synchronizer = property(lambda self: self._synchronizer)
+
+    @property
+    def name(self) -> str:
+        return "/" + self._path
+
+    @property
+    def basename(self) -> str:
+        return self._path.rsplit("/", 1)[-1]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The array's shape; assigning a new one resizes (as ``resize``)."""
+        return tuple(self.metadata.shape)
+
+    @shape.setter
+    def shape(self, value: Any) -> None:
+        self.resize(value)
+    dtype = property(lambda self: np.dtype(self.metadata.dtype))
+    chunks = property(lambda self: inner_chunk_shape(self.metadata)
+                      or tuple(self.metadata.chunk_shape),
+                      doc="Chunk shape (the inner chunks of a sharded array).")
+    fill_value = property(lambda self: self.metadata.fill_value)
+    order = property(lambda self: self.metadata.order)
+    zarr_format = property(lambda self: self.metadata.zarr_format)
+    shards = property(lambda self: tuple(self.metadata.chunk_shape)
+                      if inner_chunk_shape(self.metadata) is not None else None,
+                      doc="Shard shape (None: not sharded).")
+    dimension_names = property(lambda self: self.metadata.dimension_names)
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: math.prod(self.shape))
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+    cdata_shape = property(lambda self: ix.chunk_grid_shape(self.shape, self.chunks))
+    nchunks = property(lambda self: math.prod(self.cdata_shape))
+
+    @property
+    def compressors(self) -> tuple[Any, ...]:
+        """The bytes->bytes codecs (v3; inside the shards if sharded) or the compressor (v2)."""
+        return compressors_of(self._engine)
+
+    @property
+    def compressor(self) -> Any:
+        """The single compressor (zarr-python 2 spelling), or None."""
+        found = self.compressors
+        return found[0] if found else None
+
+    @property
+    def filters(self) -> tuple[Any, ...]:
+        """The array->array codecs (v3; inside the shards if sharded) or the filters (v2)."""
+        return filters_of(self._engine)
+
+    @property
+    def attrs(self) -> Attributes:
+        """User attributes; each change is an atomic read-modify-write of the stored ones."""
+        def mutate(fn: Any) -> dict[str, Any]:
+            self._check_writable()
+            meta = update_node(self._store, self._path,
+                               lambda m: m.replace(attributes=fn(m.attributes)),
+                               synchronizer=self._synchronizer, zarr_format=self.zarr_format,
+                               kind="array")
+            self._adopt_metadata(meta)  # type: ignore[arg-type]
+            return meta.attributes
+        return Attributes(lambda: self.metadata.attributes, mutate, f"array {self.name!r}")
+
+    @property
+    def nchunks_initialized(self) -> int:
+        """Number of chunks present in the store (lists the array's keys). For a sharded
+        array, as zarr-python counts: stored shards x inner chunks per shard."""
+        return chunks_initialized(self)
+
+    @property
+    def nbytes_stored(self) -> StoredBytes:
+        """Bytes stored for this array: metadata documents plus chunks. An int that is
+        also callable, as zarr-python 3's ``nbytes_stored()`` method."""
+        return nbytes_stored(self)
+
+    def info_complete(self) -> InfoTable:
+        """``info`` (zarr-python's spelling for the table with storage figures, which
+        ``info`` always has)."""
+        return self.info
+
+    @property
+    def info(self) -> InfoTable:
+        """Type, shape, chunks, codecs, storage and compression ratio."""
+        return info_table(self)
+
+    def __repr__(self) -> str:
+        return (f"<chunkstore.Array {self.name!r} shape={self.shape} dtype={self.dtype} "
+                f"chunks={self.chunks} zarr_format={self.zarr_format}>")
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    # -- selections --------------------------------------------------------------------------
+    @property
+    def _layout(self) -> tuple[tuple[int, ...], tuple[int, ...], np.dtype]:
+        """(shape, chunks, dtype), worked out once per metadata: every selection needs them."""
+        return self._snapshot().layout
+
+    def _indexer(self, selection: Any, kind: str, snap: Snapshot | None = None):
+        shape, chunks, _ = (snap or self._snapshot()).layout
+        try:
+            if kind == COORDINATE:
+                return ix.CoordinateIndexer(selection, shape, chunks)
+            return ix.OrthogonalIndexer(selection, shape, chunks, kind == ORTHOGONAL)
+        except IndexError as e:  # (BoundsCheckError stays one)
+            raise type(e)(f"array {self.name!r}: {e}") from None
+
+    def _get(self, selection: Any, kind: str, out: np.ndarray | None = None) -> Any:
+        return read_selection(self, selection, kind, out)
+
+    def _set(self, selection: Any, value: Any, kind: str) -> None:
+        write_selection(self, selection, value, kind)
+
+    def __getitem__(self, selection: Any) -> Any:
+        selection, kind = ix.numpy_selection(selection, self._layout[0])
+        return self._get(selection, kind)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        selection, kind = ix.numpy_selection(selection, self._layout[0])
+        self._set(selection, value, kind)
+
+    def get_basic_selection(self, selection: Any = Ellipsis, out: np.ndarray | None = None) -> Any:
+        """Ints, slices and Ellipsis, as NumPy's basic indexing."""
+        return self._get(selection, BASIC, out)
+
+    def set_basic_selection(self, selection: Any, value: Any) -> None:
+        self._set(selection, value, BASIC)
+
+    def get_orthogonal_selection(self, selection: Any, out: np.ndarray | None = None) -> Any:
+        """Per-axis ints, slices, integer arrays or bool masks, applied independently."""
+        return self._get(selection, ORTHOGONAL, out)
+
+    def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+        self._set(selection, value, ORTHOGONAL)
+
+    def get_coordinate_selection(self, selection: Any, out: np.ndarray | None = None) -> Any:
+        """Points given by integer arrays (broadcast together), one per axis."""
+        return self._get(selection, COORDINATE, out)
+
+    def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+        self._set(selection, value, COORDINATE)
+
+    def get_mask_selection(self, mask: Any, out: np.ndarray | None = None) -> Any:
+        """The elements where a bool array of the array's shape is True."""
+        return self._get(as_mask(mask, self), COORDINATE, out)
+
+    def set_mask_selection(self, mask: Any, value: Any) -> None:
+        self._set(as_mask(mask, self), value, COORDINATE)
+
+    def get_block_selection(self, selection: Any, out: np.ndarray | None = None) -> Any:
+        """Select whole chunks: ``a.blocks[1, :2]`` is chunk row 1, chunk columns 0-1."""
+        return self._get(block_slices(self, selection), BASIC, out)
+
+    def set_block_selection(self, selection: Any, value: Any) -> None:
+        self._set(block_slices(self, selection), value, BASIC)
+
+    oindex = property(lambda self: SelectionView(self, "orthogonal"))
+    vindex = property(lambda self: SelectionView(self, "coordinate"))
+    blocks = property(lambda self: SelectionView(self, "block"))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return as_numpy(self, dtype, copy)
+
+    def __iter__(self) -> Iterator[Any]:
+        """Iterate over the first axis, decoding each chunk row once."""
+        return iter_rows(self)
+
+    # -- chunk primitives (the seam the Dask layer uses) ---------------------------------------
+    def chunk_key(self, coords: tuple[int, ...]) -> str:
+        """The store key of the chunk at grid coordinates ``coords`` (of a sharded
+        array: the key of the shard holding that inner chunk)."""
+        return self.layout.chunk_key(tuple(int(c) for c in coords))
+
+    def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
+        """The data of one chunk, clipped to the array's bounds."""
+        return read_chunk(self, coords)
+
+    def write_chunk(self, coords: tuple[int, ...], data: Any) -> None:
+        """Replace one whole chunk; ``data`` has the chunk's (edge-clipped) shape."""
+        write_chunk(self, coords, data)
+
+    def read_region(self, region: tuple[slice, ...]) -> np.ndarray:
+        """``a[region]`` for a tuple of step-1 slices (chunk-aligned or not)."""
+        return self._get(tuple(region), BASIC)
+
+    def write_region(self, region: tuple[slice, ...], data: Any) -> None:
+        """``a[region] = data``; chunk-aligned regions never read existing chunks."""
+        self._set(tuple(region), data, BASIC)
+
+    # -- resize / append -------------------------------------------------------------------------
+    def resize(self, *shape: Any) -> None:
+        """Change the shape. Chunks wholly outside the new shape are deleted; chunks cut by
+        the new edge are cleared beyond it, so growing again shows fill_value, never stale
+        data."""
+        resize(self, shape)
+
+    def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
+        """Grow along ``axis`` and write ``data`` there; returns the new shape.
+
+        The rows are reserved by one read-modify-write of the stored shape, so
+        concurrent appenders (threads or processes) each get their own rows."""
+        return append(self, data, axis)
+
+
+def _reopen(store: Store, path: str, read_only: bool, synchronizer: Any,
+            write_empty_chunks: bool, allow_unsafe: bool, cache: Any = None,
+            config: Any = None) -> Array:
+    """Unpickling: a lazy Array that loads its metadata on first use."""
+    return Array(store, path, None, read_only=read_only, synchronizer=synchronizer,
+                 write_empty_chunks=write_empty_chunks, allow_unsafe_codecs=allow_unsafe,
+                 cache=cache, config=config)

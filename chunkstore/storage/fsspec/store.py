@@ -1,0 +1,413 @@
+"""FsspecStore: any fsspec filesystem (S3, GCS, memory, local files, zip, ...).
+
+Batched calls map onto fsspec's batched calls, which async filesystems (s3fs, gcsfs)
+run concurrently on their own event loop: ``get_many`` is one ``fs.cat(paths,
+on_error="return")``, ``get_ranges`` one ``fs.cat_ranges``, ``set_many`` one
+``fs.pipe({...})`` (concurrent PUTs in a sliding window of at most ``PUT_WINDOW_REQUESTS``
+requests and ``PUT_WINDOW_BYTES`` in flight, so that a large batch streams with bounded
+memory) and ``delete_many`` one ``fs.rm([...])`` (S3 bulk delete). No call makes one
+serial round trip per key, and reads and writes never list.
+
+Atomicity, per backend:
+
+* S3 / GCS / Azure: one PUT per value; an object is replaced atomically (a reader
+  sees the old or the new object, never a mix). ``set_many`` is not atomic as a whole.
+* ``memory://``: a value is replaced by one dict assignment, atomically.
+* ``file://``: the value is written to a temporary file in the same directory and
+  renamed over the key. (``resolve_store`` and ``chunkstore.open`` turn ``file://`` URLs
+  into a LocalStore, which also confines keys and commits conditionally.)
+* archives read through fsspec (``zip::...``, ``tar::...``) are read-only: write a zip
+  archive through its path (a ZipStore).
+* other filesystems: whatever their ``pipe_file`` guarantees (often nothing).
+
+Conditional commits (``supports_conditional_writes``) are real on S3 only (see
+``s3_conditional``: ``If-Match`` / ``If-None-Match`` PUTs and ``If-Match`` DELETEs), and
+only once a probe found the server honouring them; elsewhere ``commit_many`` writes
+unchecked and writers of one object need a synchronizer.
+Bounded reads (``max_bytes``) fetch at most ``max_bytes + 1`` bytes of each object (one
+ranged GET, as a whole read is one GET); ranged reads with an ``object_size`` learn the
+size from the same GET on S3, from ``info`` elsewhere (``fsspec_sized``).
+
+Errors of the backend while reading or writing (an unreachable endpoint, a refused
+request) become a StoreError naming the key, the URL and the endpoint; a URL whose
+backend package is missing is a MissingBackendError naming the package at creation.
+
+The filesystem is created lazily from ``(url, storage_options)``, which is also all
+that pickling sends, so a forked or remote worker builds its own session and event
+loop instead of inheriting the parent's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import re
+import threading
+import zipfile
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import fsspec
+
+from chunkstore.errors import ChunkstoreError, InvalidKeyError, ReadOnlyError
+from chunkstore.storage import s3_conditional
+from chunkstore.storage.base import ByteRange, validate_key
+from chunkstore.storage.errors import BadArchiveError, MissingBackendError, StoreError
+from chunkstore.storage.fsspec.listing import FsspecListing
+from chunkstore.storage.fsspec.setup import (
+    check_backends,
+    explicit_endpoint,
+    protocols,
+    with_endpoint,
+)
+from chunkstore.storage.fsspec.sized import FsspecSizedReads, is_s3, object_size
+from chunkstore.storage.local.temp import temp_name
+from chunkstore.storage.location import remote_location
+
+_GLOB_MAGIC = re.compile(r"[*?\[]")  # fsspec's batched calls expand these as globs
+#: precise errors (s3fs's translation of AccessDenied, NoSuchKey...) that stay as they are
+_PASS_THROUGH = (PermissionError, FileNotFoundError, FileExistsError, IsADirectoryError,
+                 NotADirectoryError)
+#: outer protocols of archives that fsspec can only read
+_ARCHIVES = {"zip", "tar", "libarchive"}
+#: at most this many bytes of values are being sent at once by ``set_many`` ...
+PUT_WINDOW_BYTES = 64 * 2**20
+#: ... in at most this many concurrent requests (each holds a copy of its value)
+PUT_WINDOW_REQUESTS = 16
+
+
+def _is_missing(err: BaseException) -> bool:
+    return isinstance(err, FileNotFoundError | KeyError)
+
+
+def _backend_errors() -> tuple[type[BaseException], ...]:
+    """What a backend raises when a request fails: OSError (s3fs translates most S3
+    errors to it, aiohttp's connection errors are OSErrors) and botocore's own."""
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        return (OSError,)
+    return (OSError, BotoCoreError, ClientError)
+
+
+class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListing):
+    """A Store on an fsspec URL, e.g. ``"s3://bucket/data.zarr"`` or ``"memory://x"``.
+
+    ``storage_options`` are passed to the filesystem (credentials, ``endpoint_url``
+    inside ``client_kwargs`` for S3, ...). Use :meth:`from_filesystem` to wrap an
+    existing filesystem object.
+
+    >>> s = FsspecStore("memory://doc-example")
+    >>> s.set("a/b", b"hello")
+    >>> s.get_many(["a/b", "missing"])
+    [b'hello', None]
+    """
+
+    supports_partial_reads = True
+    #: decoded bytes per write batch of the chunk engine (its encoded chunks wait in
+    #: memory until sent): a few PUT windows, so writes stream with bounded memory
+    write_batch_bytes = 64 * 2**20
+    remote = True
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None,
+                 read_only: bool = False) -> None:
+        if not isinstance(url, str) or "://" not in url and "::" not in url:
+            raise ValueError(f"FsspecStore needs a URL with a protocol (e.g. 's3://...'), "
+                             f"got {url!r}")
+        check_backends(url)
+        chain = protocols(url)
+        self._archive = chain[0] in _ARCHIVES
+        super().__init__(read_only or self._archive)
+        self.url = url.rstrip("/") if not url.endswith("://") else url
+        self.storage_options = with_endpoint(self.url, dict(storage_options or {}))
+        conditional = len(chain) == 1 and chain[0] in ("s3", "s3a") and (
+            s3_conditional.conditional_requests_supported())
+        #: the client can send conditional requests; whether the server honours them is
+        #: probed before the first conditional commit (``s3_conditional.ProbedConditions``)
+        self._conditional_requests = self._conditional_delete = conditional
+        self._fs: Any = None
+        self._fs_pid: int | None = None
+        self._root = ""
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_filesystem(cls, fs: Any, path: str = "", read_only: bool = False) -> FsspecStore:
+        """Wrap an existing fsspec filesystem ``fs`` at ``path`` (pickles as its URL and
+        ``fs.storage_options``)."""
+        root = fs._strip_protocol(path).rstrip("/") if path else ""
+        store = cls(fs.unstrip_protocol(root), dict(fs.storage_options), read_only)
+        store._fs, store._fs_pid, store._root = fs, os.getpid(), root
+        return store
+
+    @classmethod
+    def from_url(cls, url: str, storage_options: dict[str, Any] | None = None,
+                 read_only: bool = False, allowed_exceptions: Any = None) -> FsspecStore:
+        """The store of ``url`` (zarr-python's ``FsspecStore.from_url``; the same as
+        ``FsspecStore(url, storage_options, read_only)``). ``allowed_exceptions`` is
+        accepted for its signature: a missing key always reads as None here, and other
+        failures are StoreErrors naming the key."""
+        return cls(url, storage_options, read_only)
+
+    # -- identity -----------------------------------------------------------------------
+    def _description(self) -> tuple[Any, ...]:
+        return (self.url, self.storage_options, self._read_only)
+
+    def __repr__(self) -> str:
+        return f"FsspecStore({self.url!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, FsspecStore) and other.url == self.url
+                and other.storage_options == self.storage_options)
+
+    def __hash__(self) -> int:
+        return hash(("FsspecStore", self.url))
+
+    def location(self) -> Any:
+        """``(protocol, root, endpoint)``, one spelling per place (``location``: ``s3a``
+        is ``s3``, the endpoint normalised), the same as an ObstoreStore's on the same
+        bucket; ``("file", real path)`` for local files, so that a LocalStore of the
+        same directory has the same location."""
+        chain = protocols(self.url)
+        if chain == ["file"] or chain == ["local"]:
+            return ("file", os.path.realpath(self.root))
+        root = self.root if len(chain) == 1 else self.url
+        return remote_location("::".join(chain), root, explicit_endpoint(self.storage_options))
+
+    @property
+    def endpoint(self) -> str | None:
+        """The S3 endpoint the store talks to, when one is configured."""
+        return explicit_endpoint(self.storage_options)
+
+    def _check_writable(self, key: str) -> None:
+        if self._archive and self._read_only:
+            raise ReadOnlyError(f"cannot write key {key!r}: {self.url} is read-only (archives "
+                                "are read through fsspec; write a zip archive through its "
+                                "path, which opens a ZipStore)")
+        super()._check_writable(key)
+
+    def with_read_only(self, read_only: bool = True) -> FsspecStore:
+        """A view on the same filesystem object (and of the same class) with the flag."""
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone._read_only = bool(read_only)
+        return clone
+
+    def sibling(self, suffix: str) -> FsspecStore | None:
+        if not self.root:
+            return None
+        return FsspecStore(self.url + suffix, self.storage_options)
+
+    def remove_root(self) -> None:
+        try:
+            self.fs.rmdir(self.root)
+        except (OSError, NotImplementedError):
+            pass
+
+    # -- filesystem ---------------------------------------------------------------------
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem (created on first use, and again after a fork)."""
+        if self._fs is None or self._fs_pid != os.getpid():
+            with self._lock:
+                if self._fs is None or self._fs_pid != os.getpid():
+                    fs, root = self._make_fs()
+                    self._root = root.rstrip("/")
+                    self._fs, self._fs_pid = fs, os.getpid()
+        return self._fs
+
+    def _make_fs(self) -> tuple[Any, str]:
+        try:
+            return fsspec.core.url_to_fs(self.url, **self.storage_options)
+        except zipfile.BadZipFile as e:
+            raise BadArchiveError(f"{self.url}: not a zip archive, or a truncated one ({e})") \
+                from None
+        except ImportError as e:
+            raise MissingBackendError(f"{self.url}: a package this URL needs is missing "
+                                      f"({e})") from None
+
+    def _where(self) -> str:
+        endpoint = self.endpoint
+        return f"{self.url} (endpoint {endpoint})" if endpoint else self.url
+
+    def _failure(self, action: str, keys: Sequence[str], error: BaseException) -> StoreError:
+        shown = repr(keys[0]) + (f" and {len(keys) - 1} more" if len(keys) > 1 else "")
+        return StoreError(f"{action} key {shown} of {self._where()} failed: "
+                          f"{type(error).__name__}: {error}")
+
+    @contextlib.contextmanager
+    def _remote(self, action: str, keys: Sequence[str]) -> Iterator[None]:
+        """Backend errors raised inside, as a StoreError naming the keys and endpoint."""
+        try:
+            yield
+        except (ChunkstoreError, *_PASS_THROUGH):
+            raise
+        except _backend_errors() as e:
+            raise self._failure(action, keys, e) from e
+
+    @property
+    def root(self) -> str:
+        """The store's root path on the filesystem (no protocol, no trailing slash)."""
+        _ = self.fs
+        return self._root
+
+    @property
+    def _cat_kwargs(self) -> dict[str, Any]:
+        """Extra arguments of cat/cat_ranges: s3fs would otherwise send a HEAD before
+        each whole-object GET (to decide on a multi-part download), doubling requests."""
+        fs = self.fs
+        cached = self.__dict__.get("_cat_kw")
+        if cached is not None and cached[0] is fs:
+            return cached[1]
+        cat_file = getattr(fs, "_cat_file", None) or fs.cat_file
+        try:
+            params = inspect.signature(cat_file).parameters
+        except (TypeError, ValueError):
+            params = {}  # type: ignore[assignment]
+        kwargs = {"max_concurrency": 1} if "max_concurrency" in params else {}
+        self._cat_kw = (fs, kwargs)
+        return kwargs
+
+    @property
+    def _atomic_rename(self) -> bool:
+        protocol = self.fs.protocol
+        return bool({"file", "local"} & set((protocol,) if isinstance(protocol, str)
+                                             else protocol))
+
+    def _path(self, key: str) -> str:
+        validate_key(key)
+        if "?versionId=" in key and is_s3(self.fs):
+            # s3fs reads it as an object version, whatever follows: the key would be
+            # another object's (obstore keeps it as part of the name)
+            raise InvalidKeyError(f"{self!r}: key {key!r}: s3fs reads '?versionId=' as an "
+                                  "object version, not as part of the name; rename the node "
+                                  "or use the obstore backend")
+        root = self.root
+        return f"{root}/{key}" if root else key
+
+    # -- reads --------------------------------------------------------------------------
+    # public calls use private helpers, never each other, so wrappers count calls exactly
+    def get(self, key: str, byte_range: ByteRange | None = None,
+            max_bytes: int | None = None) -> bytes | None:
+        if max_bytes is not None and byte_range is None:
+            return self._read_bounded([key], max_bytes)[0]
+        return self._read([(key, byte_range)])[0]
+
+    def get_many(self, keys: Sequence[str], max_bytes: int | None = None
+                 ) -> list[bytes | None]:
+        """All values with one concurrent ``fs.cat`` (missing keys -> None); with
+        ``max_bytes``, one ``cat_ranges`` of at most ``max_bytes + 1`` bytes each."""
+        if not keys:
+            return []
+        if max_bytes is not None:
+            return self._read_bounded(keys, max_bytes)
+        paths = [self._path(k) for k in keys]
+        plain = [p for p in paths if not _GLOB_MAGIC.search(p)]
+        found: dict[str, Any] = {}
+        if plain:
+            with self._remote("reading", keys):
+                out = self.fs.cat(plain, on_error="return", **self._cat_kwargs)
+            found = {self.fs._strip_protocol(p): v for p, v in out.items()}
+        results: list[bytes | None] = []
+        for key, path in zip(keys, paths, strict=True):
+            if _GLOB_MAGIC.search(path):  # literal name with glob characters
+                results.append(self._read([(key, None)])[0])
+                continue
+            results.append(self._value(key, found.get(self.fs._strip_protocol(path),
+                                                      FileNotFoundError(path))))
+        return results
+
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]],
+                   object_size: int | None = None) -> list[bytes | None]:
+        """Byte ranges of several keys with one concurrent ``fs.cat_ranges`` (on S3 with
+        ``object_size``: GETs that also return the object's size)."""
+        return self._read(requests, object_size)
+
+    def _read(self, requests: Sequence[tuple[str, ByteRange | None]],
+              object_size: int | None = None) -> list[bytes | None]:
+        if not requests:
+            return []
+        paths, starts, ends, positions = [], [], [], []
+        results: list[bytes | None] = [None] * len(requests)
+        empty: list[int] = []
+        for i, (key, byte_range) in enumerate(requests):
+            start, stop = byte_range if byte_range is not None else (None, None)
+            path = self._path(key)
+            if start is not None and stop is not None and (stop <= start or start < 0):
+                empty.append(i)  # nothing to read; only existence matters
+                continue
+            paths.append(path)
+            starts.append(start)
+            ends.append(stop)
+            positions.append(i)
+        sizes: dict[str, int | None] = {}
+        if paths:
+            keys = [requests[i][0] for i in positions]
+            with self._remote("reading", keys):
+                if object_size is not None and is_s3(self.fs):  # sizes from the GETs
+                    out = self._get_sized(keys, paths, starts, ends, sizes)
+                else:
+                    out = self.fs.cat_ranges(paths, starts, ends, on_error="return",
+                                             **self._cat_kwargs)
+            for i, value, start in zip(positions, out, starts, strict=True):
+                results[i] = self._ranged_value(requests[i][0], value, start)
+        for i in empty:
+            results[i] = b"" if self._size(requests[i][0]) is not None else None
+        if object_size is not None:
+            self._check_sizes(requests, results, sizes, object_size)
+        return results
+
+    def _value(self, key: str, value: Any) -> bytes | None:
+        if isinstance(value, BaseException):
+            if _is_missing(value):
+                return None
+            raise self._failure("reading", [key], value) from value
+        return bytes(value)
+
+    def _ranged_value(self, key: str, value: Any, start: int | None) -> bytes | None:
+        if (isinstance(value, BaseException) and not _is_missing(value)
+                and start is not None and start >= 0):
+            # a range starting past the end (HTTP 416): empty, if the key exists
+            size = self._size(key)
+            if size is not None and start >= size:
+                return b""
+        return self._value(key, value)
+
+    def exists(self, key: str) -> bool:
+        return self._size(key) is not None
+
+    def getsize(self, key: str) -> int | None:
+        return self._size(key)
+
+    def _size(self, key: str) -> int | None:
+        path = self._path(key)
+        with self._remote("reading", [key]):
+            return self._size_of(path)
+
+    def _size_of(self, path: str) -> int | None:
+        return object_size(self.fs, path)
+
+    # -- writes (sets, deletes and conditional commits: FsspecWrites) ----------------------
+    def _put(self, data: dict[str, bytes]) -> None:
+        if self._atomic_rename:
+            self._set_by_rename(data)
+        elif getattr(self.fs, "async_impl", False):  # a sliding window of concurrent PUTs
+            largest = max(len(v) for v in data.values())
+            window = max(1, min(PUT_WINDOW_REQUESTS, PUT_WINDOW_BYTES // max(1, largest)))
+            self.fs.pipe(data, batch_size=window)
+        else:
+            self.fs.pipe(data)
+
+    def _set_by_rename(self, data: dict[str, bytes]) -> None:
+        """Local files: write a temporary sibling and rename it over the key."""
+        for path, value in data.items():
+            parent = path.rsplit("/", 1)[0]
+            tmp = f"{parent}/{temp_name()}"
+            self.fs.makedirs(parent, exist_ok=True)
+            try:
+                self.fs.pipe_file(tmp, value)
+                os.replace(tmp, path)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise

@@ -1,0 +1,366 @@
+"""LocalStore: a directory on the local file system (POSIX).
+
+Every write goes to a temporary file in the destination directory and is then renamed
+over the key, so a reader or a crash sees the old or the new value, never a torn one
+(``local_commit``). Renames and unlinks take a short per-directory lock, which makes
+``commit_many`` a real compare-and-swap (``local_locks``): concurrent read-modify-writes
+of one file, in threads or processes, never lose an update.
+
+Keys are confined to the root on every operation (``local_paths``): each one walks
+from a descriptor of the root, component by component, without following symlinks
+except those that stay inside the root; a key leading outside is an InvalidKeyError
+naming it, even if a directory was swapped for a symlink after an earlier access.
+
+``get_views`` memory-maps files of 64 KB or more (smaller ones are read) and keeps the
+maps in a process-wide cache (``local_maps``), used only while a confined ``stat`` of the
+key shows the mapped file. Caveats: a foreign writer that truncates a file in place
+while it is being read through a map can make the process fail with SIGBUS, as with
+any memory map; on NFS ``stat`` may answer from the client's attribute cache for a few
+seconds where ``open`` would revalidate.
+
+Temporary files left by killed writers (``.chunkstore-tmp-*``, never listed) are
+removed by :meth:`LocalStore.sweep_temp` and, below the prefix, by ``delete_prefix``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from chunkstore.errors import InvalidKeyError
+from chunkstore.storage.base import (
+    ANY,
+    ByteRange,
+    BytesLike,
+    Commit,
+    Reader,
+    Store,
+    normalize_prefix,
+    validate_key,
+    validate_prefix,
+)
+from chunkstore.storage.local.clock import FileVersion, Stamps, probe, version
+from chunkstore.storage.local.commit import commit
+from chunkstore.storage.local.maps import _maps
+from chunkstore.storage.local.paths import DIRS_PER_SLICE, FILE_FLAGS, Root, Walk, dir_slices
+from chunkstore.storage.local.reads import LocalReader, LocalReads
+from chunkstore.storage.local.session import SharedWalk
+from chunkstore.storage.local.temp import discard, is_stale, is_temp
+
+#: ``delete_prefix`` also removes temporary files below the prefix this old (seconds)
+SWEEP_AGE = 3600.0
+
+
+def _bad_name(name: str) -> bool:
+    return not name or name in (".", "..") or "\\" in name or "\x00" in name
+
+
+def _note_escape(w: Walk, key: str, outside: dict[str, str]) -> None:
+    """Add the symlink ``key`` to ``outside`` if it leads outside the root (it is not
+    followed there: the confined walk refuses it)."""
+    try:
+        fd = w.beneath(key.split("/"), key, FILE_FLAGS)
+    except InvalidKeyError as e:
+        outside[key] = str(e)
+        return
+    if fd is not None:
+        os.close(fd)
+
+
+class LocalStore(LocalReads, Store):
+    """Keys as files below ``root`` (a directory, created on first write)."""
+
+    supports_partial_reads = True
+    zero_copy_views = True
+    #: commits block the calling thread on file IO: writers fan out on every pool thread
+    blocking_commits = True
+    request_cost_bytes = 16 * 1024  # a pread more costs about as much as copying 16 KB
+    supports_conditional_writes = True
+    supports_conditional_delete = True
+    snapshot_ranges = True  # get_ranges opens each file once for all its ranges
+    writes_arrays = True  # strided blocks' rows are written straight (local_temp)
+    reads_arrays = True  # files are read straight into arrays' rows (read_session)
+
+    def __init__(self, root: str | os.PathLike[str], read_only: bool = False) -> None:
+        super().__init__(read_only)
+        self.root = Path(root).expanduser().absolute()
+        self._prefix = os.path.join(self.root, "")
+        self._where = Root(str(self.root))
+
+    def _description(self) -> tuple[Any, ...]:
+        return (str(self.root), self._read_only)
+
+    def __repr__(self) -> str:
+        return f"LocalStore({str(self.root)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LocalStore) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(("LocalStore", str(self.root)))
+
+    def location(self) -> Any:
+        """``("file", real path of the root)``."""
+        return ("file", os.path.realpath(self.root))
+
+    def sibling(self, suffix: str) -> LocalStore:
+        return LocalStore(self.root.with_name(self.root.name + suffix))
+
+    def remove_root(self) -> None:
+        try:
+            os.rmdir(self.root)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        _maps.discard_under(self._prefix)
+
+    # -- keys ------------------------------------------------------------------------
+    def _walk(self, create: bool = False) -> Walk:
+        return self._where.walk(self, create)
+
+    @staticmethod
+    def _locate(keys: Sequence[str]) -> list[tuple[str, str]]:
+        """``(directory, name)`` of each key, validated (each directory once)."""
+        good: set[str] = set()
+        located = []
+        for key in keys:
+            if type(key) is not str:
+                validate_key(key)  # raises, naming the type
+            head, _, name = key.rpartition("/")
+            if not head or head not in good or _bad_name(name):
+                validate_key(key)
+                good.add(head)
+            located.append((head, name))
+        return located
+
+    @staticmethod
+    def _open(walk: Walk, dir_fd: int, head: str, name: str, key: str) -> int | None:
+        try:
+            return os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                raise
+        return walk.open_file(dir_fd, head, name, key)  # a symlink: inside the root only
+
+    def _stat(self, key: str) -> os.stat_result | None:
+        """The stat of the regular file at ``key`` (None if missing), confined."""
+        return self._stats([key])[0]
+
+    def _stats(self, keys: Sequence[str]) -> list[os.stat_result | None]:
+        located = self._locate(keys)
+        found: list[os.stat_result | None] = []
+        with self._walk() as w:
+            for key, (head, name) in zip(keys, located, strict=True):
+                if w.open_dirs > DIRS_PER_SLICE:
+                    w.release()
+                found.append(self._stat_in(w, head, name, key))
+        return found
+
+    @staticmethod
+    def _stat_in(w: Walk, head: str, name: str, key: str) -> os.stat_result | None:
+        dir_fd = w.dir(head, key)
+        if dir_fd is None:
+            return None
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            fd = w.open_file(dir_fd, head, name, key)
+            if fd is None:
+                return None
+            try:
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+        return st if stat.S_ISREG(st.st_mode) else None
+
+    #: a file's version as its ``stat`` shows it (``local_clock.version``)
+    _version = staticmethod(version)
+
+    def cache_tokens(self, keys: Sequence[str]) -> list[FileVersion | None]:
+        """What identifies the stored version of each key, for the decoded-chunk cache:
+        the file's :class:`~chunkstore.storage.local.clock.FileVersion` (device, inode,
+        size, mtime, ctime), None when missing; one confined ``stat`` per key. Not
+        unique on its own (a replacement can get the freed inode number back within one
+        timestamp tick): the cache trusts it only once its change time is older than the
+        file system's window (``io.cache_stamps``, :meth:`timestamp_probe`)."""
+        version_of = self._version
+        return [None if st is None else version_of(st) for st in self._stats(keys)]
+
+    def timestamp_probe(self) -> Stamps | None:
+        """How fine the timestamps of the root's file system are and how far its clock
+        trails this machine's (``local_clock.probe``: three temporary files written,
+        stat'ed and removed in the root), for the decoded-chunk cache; None when that
+        cannot be measured: the store is read-only (it never writes, not even a probe),
+        its root is missing or refuses the probe."""
+        if self.read_only:
+            return None
+        try:
+            with self._walk() as w:
+                return None if w.fd is None else probe(w.fd, self._version)
+        except OSError:
+            return None
+
+    # -- reads -----------------------------------------------------------------------
+    def get(self, key: str, byte_range: ByteRange | None = None,
+            max_bytes: int | None = None) -> bytes | None:
+        """The value (or a byte range of it); a file larger than ``max_bytes`` read whole
+        is an ObjectSizeError, refused unread."""
+        if max_bytes is None:
+            return self.get_ranges([(key, byte_range)])[0]
+        return self._read_ranges([(key, byte_range)], max_bytes=max_bytes)[0]
+
+    def exists(self, key: str) -> bool:
+        return self._stat(key) is not None
+
+    def getsize(self, key: str) -> int | None:
+        st = self._stat(key)
+        return None if st is None else st.st_size
+
+    # -- writes ----------------------------------------------------------------------
+    def commit_many(self, items: Sequence[Commit]) -> list[bool]:
+        """Compare-and-swap per item under each directory's commit lock (see
+        ``local_commit``); ``set``/``set_many``/``delete``/``delete_many`` are this with
+        ``ANY``, so no rename slips between another writer's check and its rename."""
+        return self._commit_many(items, None)
+
+    @contextmanager
+    def commit_session(self) -> Iterator[Callable[[Sequence[Commit]], list[bool]]]:
+        """``commit_many`` for the commits of one operation: the root and the key
+        directories are opened once for all of them (``local_session``)."""
+        if type(self).commit_many is not _COMMIT_MANY:  # a subclass's (or a patched) one
+            yield self.commit_many
+            return
+        session = SharedWalk(lambda: self._walk(create=True))
+        try:
+            yield lambda items: self._commit_many(items, session)
+        finally:
+            session.end()
+
+    @contextmanager
+    def read_session(self) -> Iterator[Reader]:
+        """``Store.read_session``: the root and key directories are opened once for the
+        whole operation (``local_session``), and ``read_into`` reads each file with
+        ``preadv`` straight into the array's rows. A subclass with its own ``get`` or
+        ``get_views`` (or a patched one) gets the default reader, which calls them."""
+        if (type(self).get, type(self).get_views) != _OWN_READS:
+            yield Reader(self)
+            return
+        session = SharedWalk(self._walk)
+        try:
+            yield LocalReader(self, session)
+        finally:
+            session.end()
+
+    def _commit_many(self, items: Sequence[Commit], session: SharedWalk | None) -> list[bool]:
+        items = list(items)
+        if not items:
+            return []
+        for key, _, _ in items:
+            self._check_writable(key)
+        located = self._locate([key for key, _, _ in items])
+        create = any(v is not None for _, v, _ in items)
+        slices = dir_slices(located)
+        if session is not None and len(slices) == 1:
+            with session.borrow({head for head, _ in located}, create) as shared:
+                if shared is not None:
+                    return commit(shared, items, located, self._prefix)
+        done: list[bool] = []
+        with self._walk(create) as w:
+            for part in slices:
+                done += commit(w, [items[i] for i in part], [located[i] for i in part],
+                               self._prefix)
+                w.release()
+        return done
+
+    def set(self, key: str, value: BytesLike) -> None:
+        self.commit_many([(key, value, ANY)])
+
+    def set_many(self, items: Mapping[str, BytesLike] | Iterable[tuple[str, BytesLike]]) -> None:
+        pairs = items.items() if isinstance(items, Mapping) else items
+        self.commit_many([(key, value, ANY) for key, value in pairs])
+
+    def delete(self, key: str) -> None:
+        self.commit_many([(key, None, ANY)])
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        self.commit_many([(key, None, ANY) for key in keys])
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Delete every key below ``prefix``, and the temporary files there that killed
+        writers left (see :meth:`sweep_temp`)."""
+        base = normalize_prefix(prefix)
+        self._check_writable(base or "/")
+        keys = self._scan(base, sweep_older_than=SWEEP_AGE)[0]
+        self.delete_many(keys)
+
+    def sweep_temp(self, prefix: str = "", older_than: float = 3600.0) -> int:
+        """Remove the temporary files below the directory ``prefix`` that were left by
+        killed writers: those whose writer is a dead process of this host, and those
+        older than ``older_than`` seconds. Returns how many were removed."""
+        base = normalize_prefix(prefix)
+        self._check_writable(base or "/")
+        return self._scan(base, sweep_older_than=older_than, keys=False)[1]
+
+    def _scan(self, prefix: str, sweep_older_than: float | None = None,
+              keys: bool = True, outside: dict[str, str] | None = None
+              ) -> tuple[list[str], int]:
+        """Keys starting with ``prefix`` (sorted) and, with ``sweep_older_than``, how
+        many stale temporary files were removed on the way. Symlinks that do not lead to
+        a regular file inside the root are not listed (nor followed); with ``outside``,
+        those leading outside the root are added to it (key -> the error reading it)."""
+        found: list[str] = []
+        swept: set[str] = set()
+        removed = 0
+        with self._walk() as w:
+            for rel, name, dir_fd, is_link in w.scan(prefix.rpartition("/")[0]):
+                if is_temp(name):
+                    if sweep_older_than is not None and is_stale(name, dir_fd, sweep_older_than):
+                        discard(dir_fd, name)
+                        swept.add(rel.rstrip("/"))
+                        removed += 1
+                    continue
+                key = rel + name
+                if not keys or _bad_name(name) or not key.startswith(prefix):
+                    continue
+                if is_link and not w.is_file(key.split("/"), key):
+                    if outside is not None:
+                        _note_escape(w, key, outside)
+                    continue
+                found.append(key)
+            for head in sorted(swept, key=lambda h: h.count("/"), reverse=True):
+                if w.open_dirs > DIRS_PER_SLICE:
+                    w.release()
+                w.prune(head)
+        return sorted(found), removed
+
+    # -- listing -----------------------------------------------------------------------
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        return iter(self._scan(validate_prefix(prefix))[0])
+
+    def links_outside(self, prefix: str) -> dict[str, str]:
+        """The entries below ``prefix`` that are symlinks leading outside the root (never
+        listed nor followed; reading them is an InvalidKeyError), key -> that error."""
+        outside: dict[str, str] = {}
+        self._scan(validate_prefix(prefix), outside=outside)
+        return dict(sorted(outside.items()))
+
+    def list_dir(self, prefix: str) -> Iterator[str]:
+        base = normalize_prefix(prefix)
+        with self._walk() as w:
+            dir_fd = w.dir(base.rstrip("/"), base or "/")
+            names = [] if dir_fd is None else os.listdir(dir_fd)
+        return iter(sorted(n for n in names if not is_temp(n) and not _bad_name(n)))
+
+
+_COMMIT_MANY = LocalStore.commit_many
+_OWN_READS = (LocalStore.get, LocalStore.get_views)

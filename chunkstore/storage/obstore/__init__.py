@@ -1,0 +1,1 @@
+"""ObstoreStore: S3 through obstore (Rust object_store bindings)."""
