@@ -86,16 +86,15 @@ def test_four_process_appenders(tmp_path, axis, shards):
 
 @pytest.mark.parametrize("shards", [None, (8,)])
 # KNOWN LIMIT (README "Defaults": order a shrink after writers that started before it):
-# append's data write is not tied to the shape it reserved (array_resize.append)
+# append's data write is not tied to the shape it reserved (Array.append)
 @pytest.mark.xfail(strict=True, reason="documented limit: append racing a shrink leaves its "
                    "rows outside the shape; growing again shows them instead of fill_value")
 def test_append_racing_shrink_in_process(tmp_path, monkeypatch, shards):
-    import chunkstore.array.resize as ar
     path = str(tmp_path / "a.zarr")
     cs.create_array(path, shape=(8,), chunks=(4,), shards=shards, dtype="i4", fill_value=0)
     a, b = cs.open_array(path, mode="r+"), cs.open_array(path, mode="r+")
     a[:] = 1
-    orig = ar.change_metadata
+    orig = cs.Array._change_metadata
 
     def hooked(array, change):
         meta = orig(array, change)
@@ -103,9 +102,9 @@ def test_append_racing_shrink_in_process(tmp_path, monkeypatch, shards):
             b.resize(4)
         return meta
 
-    monkeypatch.setattr(ar, "change_metadata", hooked)
+    monkeypatch.setattr(cs.Array, "_change_metadata", hooked)
     a.append(np.full(8, 7, "i4"))
-    monkeypatch.setattr(ar, "change_metadata", orig)
+    monkeypatch.setattr(cs.Array, "_change_metadata", orig)
     b.resize(16)
     got = cs.open_array(path, mode="r")[:]
     serial = [np.r_[[1] * 4, [0] * 12], np.r_[[1] * 4, [7] * 8, [0] * 4]]
@@ -118,9 +117,8 @@ def _stalled_appender(path, p, reserved, shrunk, start):
     import numpy as np
 
     import chunkstore as cs
-    import chunkstore.array.resize as ar
     a = cs.open_array(path, mode="r+")
-    orig = ar.change_metadata
+    orig = cs.Array._change_metadata
 
     def hooked(array, change):
         meta = orig(array, change)
@@ -129,9 +127,9 @@ def _stalled_appender(path, p, reserved, shrunk, start):
         return meta
 
     start.wait()
-    ar.change_metadata = hooked
+    cs.Array._change_metadata = hooked
     a.append(np.full((5, 4), 1000 * (p + 1), "i4"))
-    ar.change_metadata = orig
+    cs.Array._change_metadata = orig
     for k in range(1, 3):
         a.append(np.full((3, 4), 1000 * (p + 1) + k, "i4"))
 

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 
 from chunkstore import indexing as ix
+from chunkstore.array.copy import copy_value, note_read
+from chunkstore.array.hdf5_files import check_value
 from chunkstore.array.info import (
     StoredBytes,
     chunks_initialized,
@@ -19,23 +21,35 @@ from chunkstore.array.info import (
     info_table,
     nbytes_stored,
 )
-from chunkstore.array.resize import append, resize
+from chunkstore.array.resize import (
+    RESIZE_ATTEMPTS,
+    ShapeMoved,
+    appended,
+    requested_shape,
+    resized_from,
+)
 from chunkstore.array.selection import (
     SelectionView,
     UnstorableValueError,
-    as_mask,
-    as_numpy,
+    as_region,
+    as_values,
     block_slices,
-    iter_rows,
-    read_chunk,
-    read_selection,
-    write_chunk,
-    write_selection,
+    broadcast_value,
+    checked_coords,
+    checked_mask,
+    chunk_extent,
+    is_lazy_array,
+    require_stored,
 )
 from chunkstore.array.snapshot import Snapshot, open_engine_of
 from chunkstore.codecs.sharding import inner_chunk_shape
 from chunkstore.config import ArrayConfig, array_config
-from chunkstore.errors import ArrayNotFoundError, NodeTypeError, ReadOnlyError
+from chunkstore.errors import (
+    ArrayNotFoundError,
+    ConcurrentWriteError,
+    NodeTypeError,
+    ReadOnlyError,
+)
 from chunkstore.indexing import BASIC, COORDINATE, ORTHOGONAL
 from chunkstore.io.cache import chunk_cache
 from chunkstore.io.engine import Engine
@@ -105,7 +119,7 @@ class Array:
         return self._meta  # type: ignore[return-value]
 
     def _snapshot(self) -> Snapshot:
-        """The current metadata with its layout and engine (see ``array_snapshot``)."""
+        """The current metadata with its layout and engine (see ``snapshot.Snapshot``)."""
         meta, snap = self.metadata, self._snap
         if snap is None or snap.meta is not meta:  # (no reference back to self: when the
             # last handle goes, a store such as a ZipStore is closed at once)
@@ -265,13 +279,8 @@ class Array:
     def attrs(self) -> Attributes:
         """User attributes; each change is an atomic read-modify-write of the stored ones."""
         def mutate(fn: Any) -> dict[str, Any]:
-            self._check_writable()
-            meta = update_node(self._store, self._path,
-                               lambda m: m.replace(attributes=fn(m.attributes)),
-                               synchronizer=self._synchronizer, zarr_format=self.zarr_format,
-                               kind="array")
-            self._adopt_metadata(meta)  # type: ignore[arg-type]
-            return meta.attributes
+            return self._change_metadata(lambda m: m.replace(attributes=fn(m.attributes))
+                                         ).attributes
         return Attributes(lambda: self.metadata.attributes, mutate, f"array {self.name!r}")
 
     @property
@@ -321,10 +330,48 @@ class Array:
             raise type(e)(f"array {self.name!r}: {e}") from None
 
     def _get(self, selection: Any, kind: str, out: np.ndarray | None = None) -> Any:
-        return read_selection(self, selection, kind, out)
+        """The elements at ``selection`` (run as ``kind``), into ``out`` if given."""
+        note_read(self)
+        snap = self._snapshot()
+        indexer = self._indexer(selection, kind, snap)
+        if not self.config.read_missing_chunks:
+            require_stored(self._store, snap.engine.layout, indexer, self.name)
+        if out is None:
+            # as zarr-python: the config's order, and an order-"F" v2 array's (not for points)
+            f_order = kind != COORDINATE and (self.config.order == "F" or (
+                snap.meta.zarr_format == 2 and snap.meta.order == "F"))
+            result = np.empty(indexer.shape, dtype=snap.layout[2],
+                              order="F" if f_order else "C")
+        elif out.shape != indexer.shape:
+            raise ValueError(f"array {self.name!r}: out has shape {out.shape}, the selection "
+                             f"has {indexer.shape}")
+        else:
+            result = out
+        snap.engine.read(indexer, result.reshape(-1) if kind == COORDINATE else result)
+        if kind == COORDINATE:
+            return result
+        return result[()] if result.ndim == 0 and out is None else result
 
     def _set(self, selection: Any, value: Any, kind: str) -> None:
-        write_selection(self, selection, value, kind)
+        """Store ``value`` (broadcast to the selection) at ``selection`` (run as ``kind``)."""
+        self._check_writable()
+        check_value(value)  # an h5py dataset whose bytes are in other files is refused
+        snap = self._snapshot()
+        indexer = self._indexer(selection, kind, snap)
+        if kind == BASIC and is_lazy_array(value) and tuple(value.shape) == indexer.shape:
+            region = as_region(selection, snap.shape)
+            if region is not None:  # another Array, an h5py dataset...: block by block
+                copy_value(value, self, region)
+                return
+        scalar = np.ndim(value) == 0
+        arr = as_values(value, self.dtype, self.name)
+        if self._snapshot() is not snap:  # resized (by the value's conversion, or a thread)
+            snap = self._snapshot()
+            indexer = self._indexer(selection, kind, snap)
+        arr = broadcast_value(arr, indexer.shape, self.name)
+        if kind == COORDINATE:
+            arr = arr.reshape(-1)
+        snap.engine.write(indexer, arr, scalar=scalar)
 
     def __getitem__(self, selection: Any) -> Any:
         selection, kind = ix.numpy_selection(selection, self._layout[0])
@@ -357,28 +404,40 @@ class Array:
 
     def get_mask_selection(self, mask: Any, out: np.ndarray | None = None) -> Any:
         """The elements where a bool array of the array's shape is True."""
-        return self._get(as_mask(mask, self), COORDINATE, out)
+        return self._get(checked_mask(mask, self.shape, self.name), COORDINATE, out)
 
     def set_mask_selection(self, mask: Any, value: Any) -> None:
-        self._set(as_mask(mask, self), value, COORDINATE)
+        self._set(checked_mask(mask, self.shape, self.name), value, COORDINATE)
 
     def get_block_selection(self, selection: Any, out: np.ndarray | None = None) -> Any:
         """Select whole chunks: ``a.blocks[1, :2]`` is chunk row 1, chunk columns 0-1."""
-        return self._get(block_slices(self, selection), BASIC, out)
+        return self._get(self._block_slices(selection), BASIC, out)
 
     def set_block_selection(self, selection: Any, value: Any) -> None:
-        self._set(block_slices(self, selection), value, BASIC)
+        self._set(self._block_slices(selection), value, BASIC)
+
+    def _block_slices(self, selection: Any) -> tuple[slice, ...]:
+        return block_slices(selection, self.shape, self.chunks, self.name)
 
     oindex = property(lambda self: SelectionView(self, "orthogonal"))
     vindex = property(lambda self: SelectionView(self, "coordinate"))
     blocks = property(lambda self: SelectionView(self, "block"))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return as_numpy(self, dtype, copy)
+        """``np.asarray(a)``: all of it, always a copy."""
+        if copy is False:  # NumPy 2's protocol, as zarr-python: the data is always a copy
+            raise ValueError(f"array {self.name!r}: cannot give a NumPy view without a copy "
+                             "(the data lives in a store); use np.asarray(a) or a[...]")
+        data = np.asarray(self[...])
+        return data if dtype is None else data.astype(dtype, copy=False)
 
     def __iter__(self) -> Iterator[Any]:
         """Iterate over the first axis, decoding each chunk row once."""
-        return iter_rows(self)
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        step = self.chunks[0]
+        for start in range(0, self.shape[0], step):
+            yield from self[start:start + step]
 
     # -- chunk primitives (the seam the Dask layer uses) ---------------------------------------
     def chunk_key(self, coords: tuple[int, ...]) -> str:
@@ -388,11 +447,30 @@ class Array:
 
     def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
         """The data of one chunk, clipped to the array's bounds."""
-        return read_chunk(self, coords)
+        note_read(self)
+        coords = checked_coords(coords, self.cdata_shape, self.name)
+        snap = self._snapshot()
+        if not self.config.read_missing_chunks:
+            require_stored(self._store, snap.engine.layout,
+                           [ix.ChunkProjection(coords, (), (), True)], self.name)
+        chunk = snap.engine.read_chunk(coords)
+        extent = chunk_extent(coords, snap.shape, snap.layout[1])
+        return chunk[tuple(slice(0, n) for n in extent)]
 
     def write_chunk(self, coords: tuple[int, ...], data: Any) -> None:
         """Replace one whole chunk; ``data`` has the chunk's (edge-clipped) shape."""
-        write_chunk(self, coords, data)
+        self._check_writable()
+        coords = checked_coords(coords, self.cdata_shape, self.name)
+        expected = chunk_extent(coords, self.shape, self.chunks)
+        data = np.asarray(data, dtype=self.dtype)
+        if data.shape != expected:
+            raise ValueError(f"array {self.name!r}: chunk {coords} needs data of shape "
+                             f"{expected}, got {data.shape}")
+        if expected != self.chunks:
+            full = np.full(self.chunks, self._engine.read_fill, dtype=self.dtype)
+            full[tuple(slice(0, n) for n in expected)] = data
+            data = full
+        self._engine.write_chunk(coords, data)
 
     def read_region(self, region: tuple[slice, ...]) -> np.ndarray:
         """``a[region]`` for a tuple of step-1 slices (chunk-aligned or not)."""
@@ -403,18 +481,55 @@ class Array:
         self._set(tuple(region), data, BASIC)
 
     # -- resize / append -------------------------------------------------------------------------
+    def _change_metadata(self, change: Any) -> ArrayMetadata:
+        """Read-modify-write the stored document (``change(current) -> new``, applied to
+        what is stored at that moment, so concurrent changes are never lost)."""
+        self._check_writable()
+        meta = update_node(self._store, self._path, change, synchronizer=self._synchronizer,
+                           zarr_format=self.zarr_format, kind="array")
+        self._adopt_metadata(meta)  # type: ignore[arg-type]
+        return meta  # type: ignore[return-value]
+
     def resize(self, *shape: Any) -> None:
         """Change the shape. Chunks wholly outside the new shape are deleted; chunks cut by
         the new edge are cleared beyond it, so growing again shows fill_value, never stale
         data."""
-        resize(self, shape)
+        self._check_writable()
+        new_shape = requested_shape(shape, self.shape, self.name)
+        for _attempt in range(RESIZE_ATTEMPTS):
+            # clear beyond the new edge from the shape as stored now (another handle may
+            # have appended), and commit only over that very shape: a growth in between
+            # means clearing again, so no stale rows survive for a later growth to show
+            stored = read_node(self._store, self._path, self.zarr_format, kind="array")
+            self._adopt_metadata(stored)  # type: ignore[arg-type]
+            old = tuple(stored.shape)  # type: ignore[union-attr]
+            if any(n < o for n, o in zip(new_shape, old, strict=True)):
+                self._engine.clear_outside(old, new_shape)
+            try:
+                self._change_metadata(resized_from(old, new_shape))
+                return
+            except ShapeMoved:
+                continue
+        raise ConcurrentWriteError(f"array {self.name!r}: the shape kept changing under "
+                                   f"{RESIZE_ATTEMPTS} attempts to resize to {new_shape}")
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Grow along ``axis`` and write ``data`` there; returns the new shape.
 
         The rows are reserved by one read-modify-write of the stored shape, so
         concurrent appenders (threads or processes) each get their own rows."""
-        return append(self, data, axis)
+        self._check_writable()
+        data = np.asarray(data, dtype=self.dtype)
+        axis = axis + self.ndim if axis < 0 else axis
+        if data.ndim != self.ndim or not 0 <= axis < self.ndim:
+            raise ValueError(f"array {self.name!r}: cannot append data of shape {data.shape} "
+                             f"to shape {self.shape} along axis {axis}")
+        start: list[int] = []
+        new_shape = tuple(self._change_metadata(appended(data.shape, axis, self.name, start))
+                          .shape)
+        self[tuple(slice(start[0], start[0] + data.shape[axis]) if i == axis
+                   else slice(None) for i in range(self.ndim))] = data
+        return new_shape
 
 
 def _reopen(store: Store, path: str, read_only: bool, synchronizer: Any,

@@ -8,7 +8,7 @@ the value as it was before the write, whatever its size. So:
 
 * a region of one block (``io.copy.COPY_BLOCK_BYTES``) is read whole, then written:
   nothing to decide;
-* over more blocks, the value is looked into first (``array_sources.value_reads``: the
+* over more blocks, the value is looked into first (``sources.value_reads``: the
   objects it holds, its dask graph with the closures, partials, bound methods, defaults
   and globals of its tasks). When it holds a reader of the target's place (any handle on
   it, a zarr-python array or an h5py/memmap file there, a path to it) -- or when it
@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import tempfile
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,10 +40,13 @@ from chunkstore.io.copy import block_parts
 from chunkstore.io.overlap import overlaps
 from chunkstore.storage.local.store import LocalStore
 
+if TYPE_CHECKING:
+    from chunkstore.array.array import Array
+
 _watch = threading.local()  # .target: the Array a copy on this thread writes; .hit
 
 
-def note_read(array: Any) -> None:
+def note_read(array: Array) -> None:
     """Every read of an Array calls this: it marks a copy running on this thread whose
     value reads the copy's own target."""
     target = getattr(_watch, "target", None)
@@ -57,14 +60,14 @@ def same_place(a: Any, b: Any) -> bool:
                       and overlaps(a.store, a.path, b.store, b.path))
 
 
-def reads_target(value: Any, target: Any) -> bool:
+def reads_target(value: Any, target: Array) -> bool:
     """Whether writing ``value`` into ``target`` block by block must be staged: the value
     holds a reader of the target's place, or could not be looked into completely
-    (``array_sources.value_reads``)."""
+    (``sources.value_reads``)."""
     return value_reads(value, target.store, target.path).must_stage
 
 
-def copy_value(value: Any, array: Any, region: tuple[slice, ...]) -> None:
+def copy_value(value: Any, array: Array, region: tuple[slice, ...]) -> None:
     """``array[region] = value``, block by block; ``value`` has the region's shape."""
     if same_place(array, value) and all(r == slice(0, n) for r, n in zip(region, array.shape,
                                                                         strict=True)):
@@ -99,7 +102,7 @@ def copy_value(value: Any, array: Any, region: tuple[slice, ...]) -> None:
         array.write_region(block, data)
 
 
-def _staged(value: Any, array: Any, region: tuple[slice, ...]) -> None:
+def _staged(value: Any, array: Array, region: tuple[slice, ...]) -> None:
     """The value copied into a temporary array of the target's dtype, chunks and codecs
     (its metadata with the value's shape, never stored), then from there."""
     with tempfile.TemporaryDirectory(prefix="chunkstore-stage-") as tmp:
