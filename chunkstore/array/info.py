@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chunkstore.codecs.pipeline import CodecPipeline
 from chunkstore.metadata import ArrayMetadata, join_path
 from chunkstore.nodes.info import InfoTable, array_codec_chain, dtype_name, human_bytes
+
+if TYPE_CHECKING:
+    from chunkstore.array.array import Array
 
 
 class StoredBytes(int):
@@ -47,7 +50,7 @@ def chunk_key_pattern(meta: ArrayMetadata, ndim: int) -> re.Pattern[str]:
     return re.compile(sep.join([r"\d+"] * ndim) if ndim else "0")
 
 
-def stored_chunk_keys(array: Any) -> list[str]:
+def stored_chunk_keys(array: Array) -> list[str]:
     """The keys of the array's chunks (or shards) present in its store."""
     path, store = array.path, array.store
     prefix = f"{path}/" if path else ""
@@ -55,7 +58,7 @@ def stored_chunk_keys(array: Any) -> list[str]:
     return [k for k in store.list_prefix(prefix) if pattern.fullmatch(k[len(prefix):])]
 
 
-def chunks_initialized(array: Any) -> int:
+def chunks_initialized(array: Array) -> int:
     """Number of chunks present in the store; for a sharded array, as zarr-python counts:
     stored shards x inner chunks per shard."""
     n = len(stored_chunk_keys(array))
@@ -64,7 +67,7 @@ def chunks_initialized(array: Any) -> int:
     return n
 
 
-def nbytes_stored(array: Any) -> StoredBytes:
+def nbytes_stored(array: Array) -> StoredBytes:
     """Bytes stored for the array: metadata documents plus chunks."""
     store = array.store
     docs = [join_path(array.path, k) for k in ("zarr.json", ".zarray", ".zattrs")]
@@ -72,7 +75,7 @@ def nbytes_stored(array: Any) -> StoredBytes:
     return StoredBytes(sum(store.getsize(k) or 0 for k in keys))
 
 
-def info_table(array: Any) -> InfoTable:
+def info_table(array: Array) -> InfoTable:
     """Type, shape, chunks, codecs, storage and compression ratio of ``array``."""
     stored = array.nbytes_stored
     meta = array.metadata
