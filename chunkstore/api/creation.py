@@ -14,7 +14,7 @@ from chunkstore.array.sources import refuse_reader_of
 from chunkstore.errors import ReadOnlyError
 from chunkstore.group.like_args import like_arguments, regular_chunks
 from chunkstore.group.members import UNSET, new_array, shape_and_dtype
-from chunkstore.group.open import MODES
+from chunkstore.group.opening import MODES
 from chunkstore.io.cache import chunk_cache
 from chunkstore.io.copy import copy_into
 from chunkstore.metadata.json_io import check_json_value

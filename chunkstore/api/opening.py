@@ -14,7 +14,7 @@ from chunkstore.errors import ArrayNotFoundError, NodeNotFoundError, NodeTypeErr
 from chunkstore.group.group import Group
 from chunkstore.group.like_args import like_arguments
 from chunkstore.group.members import array_options, new_array
-from chunkstore.group.open import check_mode
+from chunkstore.group.opening import check_mode
 from chunkstore.io.cache import chunk_cache
 from chunkstore.metadata import consolidated as cons
 from chunkstore.metadata.nodes import NodeMetadata, is_array, parse_node, where_prefix

@@ -1,34 +1,54 @@
-"""Groups: the hierarchy of arrays and groups, member access and listing, attributes,
-tree and info. Creating members is ``group_create``'s job, opening ``group_open``'s."""
+"""Groups: the hierarchy of arrays and groups. Opening and creating a group by mode,
+member access and listing, creating and deleting members, attributes, tree and info.
+Helpers beside it: ``opening`` (modes, the group's document, its consolidated snapshot),
+``members`` (new nodes' metadata), ``like_args`` (``*_like``), ``tree`` (drawing)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
+
+import numpy as np
 
 from chunkstore.array.array import Array
+from chunkstore.array.hdf5_files import check_value
+from chunkstore.array.sources import refuse_reader_of
+from chunkstore.config import array_config
 from chunkstore.errors import (
     ArrayNotFoundError,
     ContainsArrayError,
     ContainsGroupError,
     GroupNotFoundError,
+    NodeTypeError,
     ReadOnlyError,
 )
-from chunkstore.group.create import GroupCreation
-from chunkstore.group.open import GroupOpening, load_group
+from chunkstore.group.like_args import like_arguments
+from chunkstore.group.members import group_metadata, new_array, shape_and_dtype
+from chunkstore.group.opening import check_mode, consolidated_of, load_group
 from chunkstore.group.tree import TreeView
+from chunkstore.io.copy import copy_into
 from chunkstore.metadata import consolidated as cons
-from chunkstore.metadata.nodes import GroupMetadata, NodeMetadata, is_array, join_path
+from chunkstore.metadata.nodes import (
+    GroupMetadata,
+    NodeMetadata,
+    is_array,
+    join_path,
+    parse_node,
+    where_prefix,
+)
 from chunkstore.nodes.attributes import Attributes
 from chunkstore.nodes.consolidated import Consolidated
 from chunkstore.nodes.consolidated_view import consolidated_field
-from chunkstore.nodes.documents import try_read_node, update_node
+from chunkstore.nodes.documents import delete_node, try_read_node, update_node
 from chunkstore.nodes.info import InfoTable
-from chunkstore.nodes.paths import normalize_path
+from chunkstore.nodes.paths import between, normalize_path
+from chunkstore.nodes.placement import empty_group, place_node
 from chunkstore.nodes.reading import META_NAMES as _META_NAMES
-from chunkstore.nodes.reading import read_nodes, walk_descendants
+from chunkstore.nodes.reading import read_documents, read_nodes, walk_descendants
 from chunkstore.storage.base import Store
 from chunkstore.storage.reference import ObjectRef, store_ref
+from chunkstore.storage.resolve import resolve_store
 
 
 class MemberCount(int):
@@ -48,7 +68,7 @@ class MemberCount(int):
         return len(self._group._descendants(_checked_depth(max_depth)))
 
 
-class Group(GroupCreation, GroupOpening):
+class Group:
     """A Zarr group (v2 or v3). Create with ``chunkstore.group`` / ``open_group``.
 
     >>> import chunkstore as cs
@@ -66,6 +86,76 @@ class Group(GroupCreation, GroupOpening):
         self._meta = metadata if metadata is not None else load_group(store, path)
         self._cons = consolidated
         self._synchronizer = synchronizer
+
+    # -- opening and creating (by mode) -------------------------------------------------------
+    @classmethod
+    def open(cls, store: Any, zarr_format: int | None = None, *, path: str | None = None,
+             mode: str = "r+", use_consolidated: bool | None = None,
+             storage_options: dict | None = None, synchronizer: Any = None) -> Self:
+        """Open the existing group at ``path`` of ``store`` (zarr-python's
+        ``Group.open``; ``zarr_format`` None reads either format)."""
+        check_mode(mode)
+        st = resolve_store(store, mode=mode, storage_options=storage_options)
+        return cls._open_at(st, mode, normalize_path(path), zarr_format=zarr_format,
+                            use_consolidated=use_consolidated, synchronizer=synchronizer)
+
+    @classmethod
+    def from_store(cls, store: Any, *, attributes: dict | None = None, zarr_format: int = 3,
+                   overwrite: bool = False, path: str | None = None,
+                   storage_options: dict | None = None) -> Self:
+        """Create a new group at ``path`` of ``store`` (zarr-python's ``Group.from_store``);
+        an existing node there raises ContainsGroupError/ContainsArrayError unless
+        ``overwrite``."""
+        st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
+        return cls._create(st, normalize_path(path), zarr_format, attributes, overwrite, None)
+
+    @classmethod
+    def _create(cls, store: Store, path: str, zarr_format: int, attributes: dict | None,
+                overwrite: bool, synchronizer: Any, checked: bool = False) -> Self:
+        if zarr_format not in (2, 3):
+            raise ValueError(f"{where_prefix(store, path)}: zarr_format must be 2 or 3, got "
+                             f"{zarr_format!r}")
+        meta = group_metadata(zarr_format, attributes, where_prefix(store, path))
+        place_node(store, path, meta, overwrite=overwrite, checked=checked,
+                   synchronizer=synchronizer)
+        return cls(store, path, meta, synchronizer=synchronizer)
+
+    @classmethod
+    def _open_at(cls, st: Store, mode: str, path: str, *, zarr_format: int | None = None,
+                 attributes: dict | None = None, use_consolidated: bool | None = None,
+                 synchronizer: Any = None) -> Self:
+        """``open_group`` on a resolved store and a normalized path: one read of the
+        group's documents (``.zmetadata`` with the v2 ones), then by ``mode``."""
+        docs: dict[str, bytes | None] = {}
+        if mode not in ("w", "w-"):
+            extra = () if use_consolidated is False else (cons.V2_KEY,)
+            docs = read_documents(st, [path], zarr_format, "group", extra)[path]
+        return cls._from_documents(st, mode, path, docs, zarr_format=zarr_format,
+                                   attributes=attributes, use_consolidated=use_consolidated,
+                                   synchronizer=synchronizer)
+
+    @classmethod
+    def _from_documents(cls, st: Store, mode: str, path: str, docs: dict[str, bytes | None], *,
+                        zarr_format: int | None = None, attributes: dict | None = None,
+                        use_consolidated: bool | None = None, synchronizer: Any = None
+                        ) -> Self:
+        """Open (or by ``mode`` create) the group at ``path`` once its documents are read
+        (in ``zarr_format``, with ``.zmetadata`` for a v2 group; ignored in "w"/"w-")."""
+        if mode in ("w", "w-"):
+            return cls._create(st, path, zarr_format or 3, attributes, mode == "w",
+                               synchronizer)
+        node = parse_node(docs, where_prefix(st, path), zarr_format)
+        if node is None:
+            if mode in ("r", "r+"):
+                raise GroupNotFoundError(f"no group at path {path or '/'!r} in {st!r}")
+            return cls._create(st, path, zarr_format or 3, attributes, False, synchronizer,
+                               checked=zarr_format is None)
+        if is_array(node):
+            raise NodeTypeError(f"path {path or '/'!r} in {st!r} is an array, not a group")
+        snapshot = consolidated_of(st, path, node, docs.get(cons.V2_KEY),  # type: ignore[arg-type]
+                                   use_consolidated)
+        return cls(st, path, node, read_only=mode == "r",  # type: ignore[arg-type]
+                   consolidated=snapshot, synchronizer=synchronizer)
 
     # -- properties ---------------------------------------------------------------------------
     store = property(lambda self: self._store, doc="The Store holding the group.")
@@ -276,6 +366,184 @@ class Group(GroupCreation, GroupOpening):
         ``nmembers(max_depth=0)`` method."""
         return MemberCount(len(self), self)
 
+    # -- creating members -----------------------------------------------------------------------
+    def _note_created(self, path: str, node: NodeMetadata, overwrite: bool) -> None:
+        """Keep an in-memory consolidated snapshot in step with a new member (the stored
+        copies were refreshed by the hierarchy layer)."""
+        snap = self._cons
+        if snap is None:
+            return
+        if overwrite:
+            snap.put(path, None)
+        for parent in between(self._path, path)[:-1]:
+            if snap.lookup(parent) is None:
+                snap.put(parent, empty_group(self.zarr_format))
+        snap.put(path, node)
+
+    def create_group(self, name: str, *, overwrite: bool = False,
+                     attributes: dict | None = None) -> Self:
+        """A new group ``name`` (nested paths create the groups between; this group is
+        known to exist, so only the new path and the groups between are read). An
+        existing node there raises ContainsGroupError/ContainsArrayError unless
+        ``overwrite``."""
+        self._check_writable()
+        path = self._full(name)
+        meta = group_metadata(self.zarr_format, attributes, f"group {path!r}")
+        place_node(self._store, path, meta, overwrite=overwrite, within=self._path,
+                   synchronizer=self._synchronizer)
+        self._note_created(path, meta, overwrite)
+        return type(self)(self._store, path, meta, read_only=self._read_only,
+                          consolidated=self._cons, synchronizer=self._synchronizer)
+
+    def require_group(self, name: str, *, overwrite: bool = False) -> Self:
+        """The group ``name``, created if missing; an array there raises ContainsArrayError."""
+        node = self._node(self._full(name))
+        if node is None or overwrite:
+            return self.create_group(name, overwrite=overwrite)
+        if is_array(node):
+            raise NodeTypeError(f"Incompatible object: {self._full(name)!r} in {self._store!r} "
+                                "is an array, not a group")
+        return self._wrap(self._full(name), node)  # type: ignore[return-value]
+
+    def require_groups(self, *names: str) -> tuple[Self, ...]:
+        """``require_group`` for each name."""
+        return tuple(self.require_group(name) for name in names)
+
+    def create_array(self, name: str, *, shape: Any = None, dtype: Any = None, data: Any = None,
+                     write_data: bool = True, **kwargs: Any) -> Array:
+        """A new array ``name`` in this group (arguments as ``chunkstore.create_array``,
+        ``data=`` included; ``write_data=False`` takes only its shape and dtype).
+
+        A direct child costs one batched existence check of its path and one write."""
+        self._check_writable()
+        data, shape, dtype = shape_and_dtype(data, shape, dtype, f"create_array({name!r})")
+        if kwargs.get("zarr_format") not in (None, self.zarr_format):
+            raise ValueError(f"cannot create a zarr_format={kwargs['zarr_format']} array in a "
+                             f"zarr_format={self.zarr_format} group: it would not be a member")
+        kwargs["zarr_format"] = self.zarr_format
+        kwargs.setdefault("synchronizer", self._synchronizer)
+        kwargs.pop("storage_options", None)
+        path = self._full(name)
+        if data is not None:  # never onto (or over) its own source: before any delete
+            check_value(data)  # an h5py dataset reading other files: refused
+            refuse_reader_of(data, self._store, path, f"create_array({name!r}, data=...)")
+        arr = new_array(self._store, path, shape=shape, dtype=dtype, within=self._path,
+                        **kwargs)
+        self._note_created(path, arr.metadata, bool(kwargs.get("overwrite")))
+        if self._cons is not None:
+            snap = self._cons
+            arr._on_metadata_change = lambda meta: snap.put(path, meta)
+        if data is not None and write_data:
+            copy_into(data, arr)
+        return arr
+
+    def create(self, name: str, **kwargs: Any) -> Array:
+        """zarr-python's ``Group.create``: ``create_array``."""
+        return self.create_array(name, **kwargs)
+
+    def array(self, name: str, data: Any = None, **kwargs: Any) -> Array:
+        """Deprecated (zarr-python 3): ``create_array(name, data=...)``."""
+        _deprecated("Group.array", "Group.create_array")
+        return self.create_array(name, data=data, **kwargs)
+
+    def create_dataset(self, name: str, **kwargs: Any) -> Array:
+        """Deprecated (zarr-python 3; the seeds' and h5py's spelling): ``create_array``
+        from ``data=`` or ``shape=``/``dtype=``."""
+        _deprecated("Group.create_dataset", "Group.create_array")
+        return self.create_array(name, **kwargs)
+
+    def require_array(self, name: str, *, shape: Any, dtype: Any = None, exact: bool = False,
+                      **kwargs: Any) -> Array:
+        """The array ``name`` if it exists with this shape (and a dtype its data casts to
+        safely, or exactly this dtype with ``exact``: as zarr-python and h5py), else a new
+        one; a mismatch raises TypeError ("Incompatible ...") naming the array.
+        ``config=`` (the handle's settings) applies to an existing array too."""
+        options = array_config(kwargs.get("config"), kwargs.get("write_empty_chunks"))
+        node = self._node(self._full(name))
+        if node is None:
+            if dtype is not None:
+                kwargs["dtype"] = dtype
+            return self.create_array(name, shape=shape, **kwargs)
+        if not is_array(node):
+            raise NodeTypeError(f"Incompatible object: {self._full(name)!r} in {self._store!r} "
+                                "is a group, not an array")
+        arr: Array = self._wrap(self._full(name), node, options)  # type: ignore[assignment]
+        want_shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+        if arr.shape != want_shape:
+            raise TypeError(f"Incompatible shape: array {arr.name!r} has shape {arr.shape}, "
+                            f"not {want_shape}")
+        if dtype is not None:
+            want = np.dtype(dtype)
+            ok = arr.dtype == want if exact else np.can_cast(arr.dtype, want)
+            if not ok:
+                raise TypeError(f"Incompatible dtype: array {arr.name!r} has dtype "
+                                f"{arr.dtype}, not {want}")
+        return arr
+
+    def require_dataset(self, name: str, *, shape: Any, **kwargs: Any) -> Array:
+        """Deprecated (zarr-python 3; h5py's spelling): ``require_array``."""
+        _deprecated("Group.require_dataset", "Group.require_array")
+        return self.require_array(name, shape=shape, **kwargs)
+
+    def __setitem__(self, name: str, data: Any) -> None:
+        """``g[name] = ndarray`` stores ``data`` as the array ``name`` (replacing it)."""
+        self.create_array(name, data=data, overwrite=True)
+
+    def zeros(self, name: str, *, shape: Any, **kwargs: Any) -> Array:
+        """A new array of zeros (nothing is written)."""
+        return self.create_array(name, shape=shape, fill_value=0, **kwargs)
+
+    def ones(self, name: str, *, shape: Any, **kwargs: Any) -> Array:
+        """A new array of ones (fill_value=1, nothing is written)."""
+        return self.create_array(name, shape=shape, fill_value=1, **kwargs)
+
+    def full(self, name: str, *, shape: Any, fill_value: Any, **kwargs: Any) -> Array:
+        """A new array of ``fill_value`` (nothing is written)."""
+        return self.create_array(name, shape=shape, fill_value=fill_value, **kwargs)
+
+    def empty(self, name: str, *, shape: Any, **kwargs: Any) -> Array:
+        """A new array whose unwritten chunks read as the fill value."""
+        return self.create_array(name, shape=shape, **kwargs)
+
+    def _like(self, data: Any, kwargs: dict[str, Any], keep_fill: bool = False
+              ) -> dict[str, Any]:
+        """Arguments for a member like ``data`` (``like_args``: its shape, dtype and
+        chunks, and of an Array of this group's format, its order and codecs)."""
+        kwargs.setdefault("zarr_format", self.zarr_format)
+        return like_arguments(data, kwargs, keep_fill=keep_fill)
+
+    def zeros_like(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """Zeros with the shape, dtype and chunks of ``data`` (and, of an Array, what
+        ``chunkstore.zeros_like`` keeps)."""
+        return self.zeros(name, **self._like(data, kwargs))
+
+    def ones_like(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """Ones shaped like ``data`` (as ``zeros_like``)."""
+        return self.ones(name, **self._like(data, kwargs))
+
+    def empty_like(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """An empty array shaped like ``data`` (as ``zeros_like``), with its fill value."""
+        return self.empty(name, **self._like(data, kwargs, keep_fill=True))
+
+    def full_like(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """``fill_value`` (default: ``data``'s, if an Array) everywhere, shaped like ``data``."""
+        kwargs.setdefault("fill_value", getattr(data, "fill_value", None))
+        return self.full(name, **self._like(data, kwargs))
+
+    # -- deleting -------------------------------------------------------------------------------
+    def __delitem__(self, name: str) -> None:
+        """Remove the member and everything below it from the store (and from the
+        consolidated copies above it)."""
+        self._check_writable()
+        path = self._full(name)
+        node = self._node(path)
+        if node is None:
+            raise KeyError(f"no member {name!r} in group {self.name!r} of {self._store!r}")
+        delete_node(self._store, path, zarr_format=node.zarr_format,
+                    synchronizer=self._synchronizer)
+        if self._cons is not None:
+            self._cons.put(path, None)
+
     # -- display --------------------------------------------------------------------------------
     def tree(self, expand: bool | None = None, level: int | None = None, *,
              max_nodes: int = 500, plain: bool = False) -> TreeView:
@@ -323,3 +591,8 @@ def _checked_depth(max_depth: int | None) -> int | None:
 
 def _reopen(store: Store, path: str, read_only: bool) -> Group:
     return Group(store, path, read_only=read_only)
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"{old} is deprecated (as in zarr-python 3): use {new} instead.",
+                  DeprecationWarning, stacklevel=3)

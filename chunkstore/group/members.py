@@ -1,4 +1,5 @@
-"""Creating an array node: user arguments -> metadata -> placed in the hierarchy -> Array.
+"""Creating nodes: user arguments -> metadata -> placed in the hierarchy -> Array; the
+metadata of a new group.
 
 Shared by ``Group.create_array`` and the top-level ``chunkstore.create_array`` (which sits
 above groups), so it lives below both."""
@@ -13,11 +14,21 @@ from chunkstore.array.array import Array
 from chunkstore.config import ArrayConfig, array_config
 from chunkstore.config import config as settings
 from chunkstore.metadata.dtypes_extra import infer_object_dtype
+from chunkstore.metadata.json_io import check_json_value
+from chunkstore.metadata.nodes import GroupMetadata, GroupMetadataV2, GroupMetadataV3
 from chunkstore.nodes.creation import build_array_metadata
 from chunkstore.nodes.placement import place_node
 from chunkstore.storage.base import Store
 
 UNSET: Any = "unset"
+
+
+def group_metadata(zarr_format: int, attributes: dict | None, where: str) -> GroupMetadata:
+    """The metadata of a new group of ``zarr_format`` with ``attributes`` (checked as
+    JSON; errors begin with ``where``)."""
+    attrs = check_json_value(dict(attributes or {}), f"{where}: attributes")
+    return GroupMetadataV3(attributes=attrs) if zarr_format == 3 else GroupMetadataV2(
+        attributes=attrs)
 
 
 def shape_and_dtype(data: Any, shape: Any, dtype: Any, what: str) -> tuple[Any, Any, Any]:
