@@ -1,33 +1,32 @@
 """chunkstore: chunked, compressed N-d arrays in the Zarr format (v2 and v3), with
 Dask-scale rechunk and transpose on a laptop or a distributed cluster."""
 
-from chunkstore.api import (
+from chunkstore.api.consolidation import consolidate_metadata
+from chunkstore.api.copying import copy
+from chunkstore.api.creation import (
     array,
-    consolidate_metadata,
-    copy,
     create,
     create_array,
-    create_group,
     empty,
     empty_like,
     from_array,
     full,
     full_like,
-    group,
-    load,
     ones,
     ones_like,
+    zeros,
+    zeros_like,
+)
+from chunkstore.api.opening import (
+    create_group,
+    group,
     open,
     open_array,
     open_consolidated,
     open_group,
     open_like,
-    save,
-    save_array,
-    save_group,
-    zeros,
-    zeros_like,
 )
+from chunkstore.api.persistence import load, save, save_array, save_group
 from chunkstore.array.array import Array
 from chunkstore.config import config
 from chunkstore.errors import (

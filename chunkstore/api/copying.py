@@ -6,10 +6,11 @@ import warnings
 from typing import Any
 
 from chunkstore.api import hdf5
-from chunkstore.api.creation import create_array, jsonable_attrs, like_array_kwargs, regular_chunks
+from chunkstore.api.creation import create_array, jsonable_attrs, like_array_kwargs
 from chunkstore.api.opening import open_group
 from chunkstore.array.array import Array
 from chunkstore.group.group import Group
+from chunkstore.group.like_args import regular_chunks
 from chunkstore.io.copy import COPY_BLOCK_BYTES, copy_into
 from chunkstore.io.overlap import refuse_onto_itself
 from chunkstore.nodes.paths import normalize_path

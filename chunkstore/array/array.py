@@ -30,7 +30,6 @@ from chunkstore.array.resize import (
 )
 from chunkstore.array.selection import (
     SelectionView,
-    UnstorableValueError,
     as_region,
     as_values,
     block_slices,
@@ -63,7 +62,7 @@ from chunkstore.storage.base import Store
 from chunkstore.storage.reference import ObjectRef, store_ref
 from chunkstore.storage.resolve import resolve_store
 
-__all__ = ["Array", "StoredBytes", "UnstorableValueError"]
+__all__ = ["Array"]
 
 
 class Array:

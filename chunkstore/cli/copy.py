@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.api import consolidate_metadata, create_array, hdf5
+from chunkstore.api import hdf5
+from chunkstore.api.consolidation import consolidate_metadata
+from chunkstore.api.creation import create_array
 from chunkstore.array.array import Array
 from chunkstore.cli.args import add_store_options, shape_arg, storage_options
 from chunkstore.cli.copy_group import copy_group

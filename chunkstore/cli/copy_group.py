@@ -16,12 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.api import consolidate_metadata, open_group
-from chunkstore.api.creation import jsonable_attrs, like_array_kwargs, regular_chunks
+from chunkstore.api.consolidation import consolidate_metadata
+from chunkstore.api.creation import jsonable_attrs, like_array_kwargs
+from chunkstore.api.opening import open_group
 from chunkstore.cli.args import storage_options
 from chunkstore.cli.errors import CLIError
 from chunkstore.cli.nodes import is_array, is_consolidated
 from chunkstore.cli.stores import reading, volatile_warning, where
+from chunkstore.group.like_args import regular_chunks
 from chunkstore.io.copy import block_parts
 from chunkstore.io.overlap import refuse_onto_itself
 from chunkstore.nodes.paths import normalize_path

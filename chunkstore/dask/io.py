@@ -19,7 +19,8 @@ from dask.base import tokenize
 from dask.delayed import Delayed, delayed
 from dask.highlevelgraph import HighLevelGraph
 
-from chunkstore.api import create_array, open_array
+from chunkstore.api.creation import create_array
+from chunkstore.api.opening import open_array
 from chunkstore.array.array import Array
 from chunkstore.array.sources import refuse_reader_of
 from chunkstore.codecs import scratch

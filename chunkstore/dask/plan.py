@@ -13,7 +13,7 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 from dask.local import get_sync
 
-from chunkstore.api import create_array
+from chunkstore.api.creation import create_array
 from chunkstore.array.array import Array
 from chunkstore.dask.graph import PlanGraph
 from chunkstore.dask.memory import (

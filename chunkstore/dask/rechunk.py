@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.api import create_array, open_array
+from chunkstore.api.creation import create_array
+from chunkstore.api.opening import open_array
 from chunkstore.array.array import Array
 from chunkstore.dask.graph import PlanGraph
 from chunkstore.dask.io import in_group
