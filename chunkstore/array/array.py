@@ -385,6 +385,7 @@ class Array:
         return self._get(selection, BASIC, out)
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
+        """``a[selection] = value`` for ints, slices and Ellipsis."""
         self._set(selection, value, BASIC)
 
     def get_orthogonal_selection(self, selection: Any, out: np.ndarray | None = None) -> Any:
@@ -392,6 +393,7 @@ class Array:
         return self._get(selection, ORTHOGONAL, out)
 
     def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+        """Store ``value`` at a per-axis (orthogonal) selection."""
         self._set(selection, value, ORTHOGONAL)
 
     def get_coordinate_selection(self, selection: Any, out: np.ndarray | None = None) -> Any:
@@ -399,6 +401,7 @@ class Array:
         return self._get(selection, COORDINATE, out)
 
     def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+        """Store ``value`` (one per point) at the points of a coordinate selection."""
         self._set(selection, value, COORDINATE)
 
     def get_mask_selection(self, mask: Any, out: np.ndarray | None = None) -> Any:
@@ -406,6 +409,7 @@ class Array:
         return self._get(checked_mask(mask, self.shape, self.name), COORDINATE, out)
 
     def set_mask_selection(self, mask: Any, value: Any) -> None:
+        """Store ``value`` where a bool array of the array's shape is True."""
         self._set(checked_mask(mask, self.shape, self.name), value, COORDINATE)
 
     def get_block_selection(self, selection: Any, out: np.ndarray | None = None) -> Any:
@@ -413,6 +417,7 @@ class Array:
         return self._get(self._block_slices(selection), BASIC, out)
 
     def set_block_selection(self, selection: Any, value: Any) -> None:
+        """Store ``value`` in whole chunks (a selection in units of chunks)."""
         self._set(self._block_slices(selection), value, BASIC)
 
     def _block_slices(self, selection: Any) -> tuple[slice, ...]:
