@@ -200,3 +200,14 @@ def test_metadata_does_no_io():
             assert not any(t.startswith(("chunkstore.nodes", "chunkstore.io",
                                          "chunkstore.storage", "chunkstore.array",
                                          "chunkstore.api")) for t in targets), (name, targets)
+
+
+def test_rechunk_is_pure_planning():
+    """``rechunk/`` plans without Dask (issue 31): no module of it imports dask or
+    distributed, even inside a function; the Dask layer passes in what it needs."""
+    for path in (ROOT / "rechunk").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in _imports(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) \
+                else [node.module or ""]
+            assert not any(n.split(".")[0] in ("dask", "distributed") for n in names), path

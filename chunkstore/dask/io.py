@@ -33,9 +33,9 @@ from chunkstore.rechunk.planner import (
     PlanError,
     Stage,
     _piece,
-    parse_bytes,
     pieces_of,
 )
+from chunkstore.sizes import parse_bytes
 from chunkstore.storage.resolve import resolve_store
 
 
@@ -196,12 +196,12 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     if not is_aligned(x.chunks, offsets, unit):
         x = x.rechunk(aligned_chunks(x.shape, offsets, unit))
     if max_mem is not None:
-        need = store_task_memory(x, target)
-        if need > parse_bytes(max_mem):
+        budget, need = parse_bytes(max_mem), store_task_memory(x, target)
+        if need > budget:
             raise PlanError(f"array {target.name!r}: writing a block of {_largest_block(x)} "
                             f"holds about {need} bytes (the block, its encoded pieces and "
-                            f"codec buffers) but max_mem is {parse_bytes(max_mem)}: use "
-                            "smaller dask chunks")
+                            f"codec buffers) but max_mem is {budget}: use smaller dask "
+                            "chunks")
     piece = write_piece(x, target)
     token = tokenize(x.name, target.store, target.path, region)
     handle = delayed(target, name=f"to-store-array-{token}", pure=False)

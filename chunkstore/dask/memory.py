@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chunkstore.rechunk.planner import PlanError
+from chunkstore.rechunk.report import NANNY_THRESHOLDS
 
 #: RSS of an idle worker process with numpy, dask, distributed and chunkstore imported,
 #: measured here (113-125 MiB); used when the workers cannot be asked
@@ -124,6 +125,19 @@ def _worker_facts() -> dict[str, int]:
     from chunkstore.runtime.pool import default_workers
     return {"cores": os.cpu_count() or 1, "pool": default_workers(), "rss": _rss(),
             "pid": os.getpid()}
+
+
+def nanny_thresholds() -> dict[str, float]:
+    """The fractions of ``memory_limit`` at which dask's workers spill, pause and are
+    restarted (``distributed.worker.memory.*`` of ``dask.config``, else dask's
+    defaults): what the plan reports compare the modelled peak with."""
+    import dask
+    out = dict(NANNY_THRESHOLDS)
+    for name in out:
+        value = dask.config.get(f"distributed.worker.memory.{name}", out[name])
+        if value:
+            out[name] = float(value)
+    return out
 
 
 def active_client() -> Any:

@@ -14,9 +14,9 @@ The graph is a lazy mapping: its tasks are made when the scheduler asks for them
 planning a 100 TB copy costs no more than planning a small one.
 
 This module holds the entry points (``rechunk``, ``transpose``) and the choice of stages
-for a target; the rest lives beside it: ``plan`` (``RechunkPlan``), ``graph`` (the
-lazy task mapping), ``source`` (``TransposedSource`` and the copy a task does),
-``report`` (``describe()``/``simulate()`` figures) and ``planner`` (the arithmetic).
+for a target; beside it: ``plan`` (``RechunkPlan``), ``graph`` (the lazy task mapping),
+``source`` (``TransposedSource`` and the copy a task does); the pure planning (stages,
+memory model, ``describe()``/``simulate()`` figures) is ``chunkstore.rechunk``.
 """
 
 from __future__ import annotations
@@ -27,40 +27,23 @@ import numpy as np
 
 from chunkstore.api import create_array, open_array
 from chunkstore.array.array import Array
-from chunkstore.dask.graph import PlanGraph
 from chunkstore.dask.io import in_group
 from chunkstore.dask.memory import Workers, active_client, refuse_copied
 from chunkstore.dask.plan import RechunkPlan, intermediate_home, shared_units_refusal
-from chunkstore.dask.source import TransposedSource, copy_block, read_into
+from chunkstore.dask.source import TransposedSource
 from chunkstore.io.overlap import refuse_onto_itself
 from chunkstore.io.sync import ProcessSynchronizer, ThreadSynchronizer
 from chunkstore.nodes.creation import normalize_chunks
 from chunkstore.nodes.paths import normalize_path
 from chunkstore.rechunk.planner import (
-    MAX_TASKS_PER_STAGE,
     PlanError,
     Stage,
-    blocks_per_task,
-    parse_bytes,
     plan_rechunk,
 )
-from chunkstore.rechunk.report import (
-    PlanDescription,
-    limit_notes,
-    nanny_thresholds,
-    simulate,
-    stage_worker_memory,
-)
+from chunkstore.sizes import parse_bytes
 from chunkstore.storage.local.store import LocalStore
 from chunkstore.storage.memory import MemoryStore
 from chunkstore.storage.resolve import looks_like_byte_size, resolve_store
-
-#: the names this module had before it was split (``plan``, ``graph``, ``source``,
-#: ``report``): still importable from here
-__all__ = ["MAX_TASKS_PER_STAGE", "PlanDescription", "PlanGraph", "RechunkPlan",
-           "TransposedSource", "blocks_per_task", "copy_block", "limit_notes",
-           "nanny_thresholds", "read_into", "rechunk", "simulate", "stage_worker_memory",
-           "transpose"]
 
 
 def _create_target(source: Array | TransposedSource, store: Any, path: str | None,

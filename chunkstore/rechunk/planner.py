@@ -46,12 +46,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from chunkstore.config import config
+from chunkstore.sizes import parse_bytes
 
 #: a task reads and writes its block in about this many pieces (at least a chunk each)
 PIECES = 4
@@ -63,21 +63,6 @@ CODEC_THREADS = 8
 #: 320 MiB, one worker idle for the last one, vs 64 of 64 MiB); a task copies a run of
 #: blocks when a stage would have too many (``rechunk.MAX_TASKS_PER_STAGE``)
 BLOCK_BYTES = 64 * 2**20
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-          "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-
-
-def parse_bytes(value: int | float | str) -> int:
-    """``"1GiB"`` -> 1073741824, ``"512MB"`` -> 512000000, ints pass through."""
-    if isinstance(value, int | float):
-        return int(value)
-    m = re.fullmatch(r"\s*([\d.]+)\s*([a-zA-Z]*)\s*", value)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"cannot parse a byte size from {value!r}")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
-
 class PlanError(ValueError):
     """No plan can honour max_mem (a single chunk is already too large)."""
 
@@ -319,7 +304,7 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
     if not len(shape) == len(cx) == len(cy):
         raise ValueError(f"shape {shape}, source chunks {cx} and target chunks {cy} differ in "
                          "dimensionality")
-    budget = parse_bytes(max_mem)
+    budget = parse_bytes(max_mem)  # (an int passes through: ``rechunk`` parsed it)
     inner = tuple(write_chunks) if write_chunks is not None else None
 
     def stage(a: tuple[int, ...], b: tuple[int, ...], block: Sequence[int], first: bool,

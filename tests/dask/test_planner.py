@@ -11,12 +11,17 @@ from chunkstore.rechunk.planner import (
     PlanError,
     Stage,
     contiguous_in,
-    parse_bytes,
     plan_rechunk,
 )
+from chunkstore.sizes import parse_bytes
 
 
 def test_parse_bytes():
+    import chunkstore.dask
+    # one parser of byte sizes (issue 31): the Dask layer's public name is sizes' function
+    assert chunkstore.dask.parse_bytes is parse_bytes
+    with pytest.raises(ValueError, match="byte size"):
+        parse_bytes("1.2.3MiB")  # the fix the planner's copy lacked
     assert parse_bytes("1GiB") == 2**30
     assert parse_bytes("512MB") == 512 * 10**6
     assert parse_bytes("64 kib") == 64 * 1024
@@ -188,3 +193,13 @@ def test_raw_intermediate_needs_no_codec_buffers():
     (one,) = plan_rechunk((1024,) * 3, (16, 1024, 1024), (16, 1024, 1024), 4, 512_000_000,
                           transposed=True, raw_intermediate=True)
     assert not one.raw_source and not one.raw_target
+
+
+def test_limit_notes_use_the_thresholds_given():
+    """The report is pure: the nanny's thresholds come from the caller (the Dask layer
+    reads them from dask.config), dask's defaults otherwise."""
+    from chunkstore.rechunk.report import NANNY_THRESHOLDS, limit_notes
+    assert NANNY_THRESHOLDS["spill"] == 0.7
+    assert limit_notes(60, 1, 100) == []
+    notes = limit_notes(60, 1, 100, {"spill": 0.5})
+    assert len(notes) == 1 and "spills" in notes[0]
