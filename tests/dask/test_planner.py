@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chunkstore.io.buffers import contiguous_in
 from chunkstore.rechunk.planner import (
     BLOCK_BYTES,
     PlanError,
     Stage,
-    contiguous_in,
     plan_rechunk,
 )
 from chunkstore.sizes import parse_bytes
@@ -203,3 +203,17 @@ def test_limit_notes_use_the_thresholds_given():
     assert limit_notes(60, 1, 100) == []
     notes = limit_notes(60, 1, 100, {"spill": 0.5})
     assert len(notes) == 1 and "spills" in notes[0]
+
+
+def test_the_model_adds_up_the_engines_own_buffers(monkeypatch):
+    """One source (issue 31): the planner's codec terms are ``io.buffers``' figures, the
+    ones the engine's write batching (``rmw``) uses, so an engine change moves the
+    bound with it instead of silently breaking it."""
+    from chunkstore.io import buffers, rmw
+    assert rmw.encoding_threads is buffers.encoding_threads
+    args = ((64, 64), (64, 8), (8, 64), (64, 64), 8)
+    chunk = 8 * 64 * 8
+    before = Stage(*args, codec_threads=4, pieces=1).memory["encode_copy"]
+    assert before == 4 * chunk * 2  # four encoders, output buffer + trimmed copy each
+    monkeypatch.setattr(buffers, "encoding_threads", lambda *a, **k: 1)
+    assert Stage(*args, codec_threads=4, pieces=1).memory["encode_copy"] == chunk * 2
