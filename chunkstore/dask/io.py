@@ -29,10 +29,8 @@ from chunkstore.metadata import join_path
 from chunkstore.nodes.paths import normalize_path
 from chunkstore.rechunk.planner import (
     CODEC_THREADS,
-    PIECES,
     PlanError,
     Stage,
-    _piece,
     pieces_of,
 )
 from chunkstore.sizes import parse_bytes
@@ -91,7 +89,7 @@ def _read_block_getter(array: Array, region: Any) -> np.ndarray:
     want = tuple(s.stop - s.start for s in region)  # dask gives start and stop
     if block.shape == want:
         return block
-    out = np.full(want, array._engine.read_fill, dtype=array.dtype)
+    out = np.full(want, array.read_fill, dtype=array.dtype)
     out[tuple(slice(0, n) for n in block.shape)] = block
     return out
 
@@ -236,14 +234,22 @@ def _largest_block(x: da.Array) -> tuple[int, ...]:
     return tuple(max(c) if c else 0 for c in x.chunks)
 
 
+def _store_stage(x: da.Array, target: Array, codec_threads: int = CODEC_THREADS) -> Stage:
+    """A ``to_store`` task as a one-block stage of the planner: its largest block,
+    written in pieces of whole write units (the memory model and the pieces are the
+    planner's)."""
+    block = _largest_block(x)
+    return Stage(block, block, tuple(target.layout.write_shape), block, x.dtype.itemsize,
+                 write_chunks=tuple(target.chunks), codec_threads=codec_threads)
+
+
 def write_piece(x: da.Array, target: Array) -> tuple[int, ...]:
     """Sub-blocks a store task writes at once: whole write units, about a ``PIECES``-th
     of the largest block (so only that much encoded data is in flight)."""
     block = _largest_block(x)
     if not all(block):
         return tuple(max(1, b) for b in block)
-    unit = tuple(min(u, b) for u, b in zip(target.layout.write_shape, block, strict=True))
-    return _piece(block, unit, x.dtype.itemsize, math.prod(block) * x.dtype.itemsize // PIECES)
+    return _store_stage(x, target).write_piece
 
 
 def store_task_memory(x: da.Array, target: Array, codec_threads: int = CODEC_THREADS) -> int:
@@ -251,12 +257,9 @@ def store_task_memory(x: da.Array, target: Array, codec_threads: int = CODEC_THR
     (the block, one piece's encoded bytes, codec buffers: ``planner.Stage.memory``). A
     block made by a task that dask cannot fuse with the write (not a blockwise layer, e.g.
     ``da.random``) waits in memory for it: one block more."""
-    block = _largest_block(x)
-    if not all(block):
+    if not all(_largest_block(x)):
         return 0
-    unit = tuple(target.layout.write_shape)
-    stage = Stage(block, block, unit, block, x.dtype.itemsize,
-                  write_chunks=tuple(target.chunks), codec_threads=codec_threads)
+    stage = _store_stage(x, target, codec_threads)
     waiting = 0 if _fusable(x) else stage.block_bytes
     return stage.task_memory + waiting
 

@@ -176,29 +176,13 @@ def refuse_copied(store: Any, what: str, collection: Any = None) -> None:
 
 
 # -- settings applied in each worker ---------------------------------------------------------
-def limit_map_cache(nbytes: int = WORKER_MAP_BYTES) -> int | None:
-    """Bound this process's LocalStore map cache to ``nbytes`` and drop the maps beyond
-    it; returns the previous bound (None when this chunkstore has no such cache).
-
-    Maps handed to a reader stay valid: a map lives as long as a view of it."""
-    try:
-        from chunkstore.config import config
-        if "cache.map_bytes" in config._defaults:  # the storage layer's own knob, if any
-            previous = config.get("cache.map_bytes")
-            config.set({"cache.map_bytes": nbytes})
-            return previous
-    except (ImportError, AttributeError):
-        pass
-    try:
-        from chunkstore.storage.local import maps as local_maps
-    except ImportError:
-        return None
-    cache = getattr(local_maps, "_maps", None)
-    if cache is None or not hasattr(cache, "nbytes"):
-        return None
-    previous, cache.nbytes = cache.nbytes, int(nbytes)
-    if hasattr(cache, "discard_under"):
-        cache.discard_under("")  # every cached map beyond the bound goes now
+def limit_map_cache(nbytes: int = WORKER_MAP_BYTES) -> int:
+    """Bound this process's LocalStore map cache to ``nbytes`` (``config``
+    "cache.map_bytes"); returns the previous bound. Maps handed to a reader stay valid:
+    a map lives as long as a view of it."""
+    from chunkstore.config import config
+    previous = config.get("cache.map_bytes")
+    config.set({"cache.map_bytes": nbytes})
     return previous
 
 

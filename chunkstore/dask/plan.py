@@ -31,7 +31,6 @@ from chunkstore.nodes.placement import check_parents
 from chunkstore.rechunk import report
 from chunkstore.rechunk.planner import MAX_TASKS_PER_STAGE, PlanError, Stage
 from chunkstore.rechunk.report import PlanDescription
-from chunkstore.storage.memory import MemoryStore
 from chunkstore.storage.resolve import resolve_store
 
 
@@ -117,7 +116,7 @@ class RechunkPlan:
         # a local intermediate is stored raw (``Stage.raw_target``): no encode, no
         # decode, chunks read straight from the mapped file (the 4 GiB rechunk: 15% less
         # CPU); elsewhere compressed as by default (fewer bytes over the network)
-        probe = create_array(MemoryStore(), "", shape=stage.shape, dtype=self.target.dtype,
+        probe = create_array(None, "", shape=stage.shape, dtype=self.target.dtype,
                              chunks=stage.target_chunks, zarr_format=3,
                              compressors=None if stage.raw_target else "auto")
         return self._scratch.add_array(probe.metadata)

@@ -33,7 +33,6 @@ from chunkstore.dask.plan import RechunkPlan, intermediate_home, shared_units_re
 from chunkstore.dask.source import TransposedSource
 from chunkstore.io.overlap import refuse_onto_itself
 from chunkstore.io.sync import ProcessSynchronizer, ThreadSynchronizer
-from chunkstore.nodes.creation import normalize_chunks
 from chunkstore.nodes.paths import normalize_path
 from chunkstore.rechunk.planner import (
     PlanError,
@@ -42,12 +41,11 @@ from chunkstore.rechunk.planner import (
 )
 from chunkstore.sizes import parse_bytes
 from chunkstore.storage.local.store import LocalStore
-from chunkstore.storage.memory import MemoryStore
 from chunkstore.storage.resolve import looks_like_byte_size, resolve_store
 
 
 def _create_target(source: Array | TransposedSource, store: Any, path: str | None,
-                   chunks: tuple[int, ...], create_kwargs: dict[str, Any]) -> Array:
+                   chunks: Any, create_kwargs: dict[str, Any]) -> Array:
     base = source.array if isinstance(source, TransposedSource) else source
     kwargs = {"zarr_format": base.zarr_format, "fill_value": base.fill_value,
               "overwrite": False, **create_kwargs}
@@ -96,22 +94,23 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     source = src
     if isinstance(target_chunks, dict):  # dask's spelling: {axis: chunk}, others kept
         target_chunks = _chunks_from_dict(target_chunks, tuple(source.chunks))
-    chunks = normalize_chunks(target_chunks, tuple(source.shape), source.dtype.itemsize)
+    storage_options = create_kwargs.pop("storage_options", None)
+    # every refusal before anything is created or deleted (``overwrite=True`` deletes the
+    # old array when the target is created): the stages are planned on a probe array
+    # with the target's metadata in memory (its chunks normalised as the target's)
+    probe = _create_target(source, None, "", target_chunks, _probe_kwargs(create_kwargs))
+    chunks = tuple(probe.chunks)
     budget = parse_bytes(max_mem)
     if isinstance(path, str) and looks_like_byte_size(path):  # max_mem given 4th
         raise ValueError(f"rechunk: path {path!r} looks like a memory size, not a path in the "
                          f"store; pass max_mem={path!r} by keyword")
     store, path = in_group(store, path)
-    store = resolve_store(store, storage_options=create_kwargs.pop("storage_options", None))
+    store = resolve_store(store, storage_options=storage_options)
     path = normalize_path(path)
     base = source.array if isinstance(source, TransposedSource) else source
     refuse_onto_itself(base, store, path, "rechunk")
     workers = workers or _workers_here()
     raw = _local_intermediate(store, temp_store)
-    # every refusal before anything is created or deleted (``overwrite=True`` deletes the
-    # old array when the target is created): the stages are planned on a probe array
-    # with the target's metadata in a scratch memory store
-    probe = _create_target(source, MemoryStore(), "", chunks, _probe_kwargs(create_kwargs))
     stages, notes = _plan_for(source, probe, budget, workers, raw)
     refuse_copied(store, f"rechunk into {path or '/'!r}")
     if len(stages) > 1:  # an intermediate array needs a place (PlanError if none)
