@@ -20,13 +20,11 @@ from dask.delayed import Delayed, delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from chunkstore.api import create_array, open_array
+from chunkstore.api.locations import in_group, resolve_location
 from chunkstore.array.array import Array
 from chunkstore.array.sources import refuse_reader_of
 from chunkstore.codecs import scratch
 from chunkstore.dask.memory import active_client, configure_workers, refuse_copied
-from chunkstore.group.group import Group
-from chunkstore.metadata import join_path
-from chunkstore.nodes.paths import normalize_path
 from chunkstore.rechunk.planner import (
     CODEC_THREADS,
     PlanError,
@@ -34,16 +32,6 @@ from chunkstore.rechunk.planner import (
     pieces_of,
 )
 from chunkstore.sizes import parse_bytes
-from chunkstore.storage.resolve import resolve_store
-
-
-def in_group(store: Any, path: str | None) -> tuple[Any, str | None]:
-    """``(store, path)`` with a Group given as the store resolved to its own store and
-    the member path below it."""
-    if isinstance(store, Group):
-        rel = normalize_path(path)
-        return store.store, join_path(store.path, rel) if rel else store.path
-    return store, path
 
 
 def _open_source(store_or_array: Any, path: str | None, storage_options: dict | None) -> Array:
@@ -163,8 +151,8 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     if isinstance(store, Array):
         target_store, target_path = store.store, store.path
     else:
-        store = resolve_store(store, storage_options=storage_options)
-        target_store, target_path = store, normalize_path(path)
+        store, path = resolve_location(store, path, storage_options=storage_options)
+        target_store, target_path = store, path
     refuse_reader_of(x, target_store, target_path, "to_store")
     refuse_copied(target_store, f"to_store into {target_path or '/'!r}", x)
     if isinstance(store, Array):
@@ -172,7 +160,7 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     elif region is not None:
         target = open_array(store, mode="r+", path=path)  # (resolved above, options used)
     else:
-        target = create_array(store, normalize_path(path), shape=x.shape, dtype=x.dtype,
+        target = create_array(store, path, shape=x.shape, dtype=x.dtype,
                               chunks=chunks if chunks is not None else _regular_chunks(x),
                               overwrite=overwrite, **create_kwargs)
     if region is None:

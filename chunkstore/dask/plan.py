@@ -13,6 +13,7 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.local import get_sync
 
 from chunkstore.api import create_array
+from chunkstore.api.locations import resolve_location
 from chunkstore.array.array import Array
 from chunkstore.dask.graph import PlanGraph
 from chunkstore.dask.memory import (
@@ -25,13 +26,11 @@ from chunkstore.dask.memory import (
 )
 from chunkstore.dask.source import TransposedSource
 from chunkstore.errors import ContainsArrayError
-from chunkstore.group.scratch import HEARTBEAT, ScratchRun, run_path
+from chunkstore.group.scratch import HEARTBEAT, ScratchRun, run_path, temp_run_path
 from chunkstore.io.sync import ProcessSynchronizer
-from chunkstore.nodes.placement import check_parents
 from chunkstore.rechunk import report
 from chunkstore.rechunk.planner import MAX_TASKS_PER_STAGE, PlanError, Stage
 from chunkstore.rechunk.report import PlanDescription
-from chunkstore.storage.resolve import resolve_store
 
 
 class RechunkPlan:
@@ -202,10 +201,9 @@ def intermediate_home(store: Any, path: str, temp_store: Any) -> tuple[Any, str]
     target (in its own directory for a root array). PlanError when ``temp_store`` cannot
     hold it (its root is an array); nothing is created."""
     if temp_store is not None:
-        home = resolve_store(temp_store)
-        where = run_path("", in_temp_store=True)
+        home, _ = resolve_location(temp_store)
         try:
-            check_parents(home, f"{where}/0")
+            where = temp_run_path(home)
         except ContainsArrayError as e:
             raise PlanError(f"temp_store {home!r} cannot hold this rechunk's intermediate "
                             f"array: {e}") from None

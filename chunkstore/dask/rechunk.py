@@ -26,22 +26,19 @@ from typing import Any
 import numpy as np
 
 from chunkstore.api import create_array, open_array
+from chunkstore.api.locations import in_group, resolve_location
 from chunkstore.array.array import Array
-from chunkstore.dask.io import in_group
 from chunkstore.dask.memory import Workers, active_client, refuse_copied
 from chunkstore.dask.plan import RechunkPlan, intermediate_home, shared_units_refusal
 from chunkstore.dask.source import TransposedSource
 from chunkstore.io.overlap import refuse_onto_itself
 from chunkstore.io.sync import ProcessSynchronizer, ThreadSynchronizer
-from chunkstore.nodes.paths import normalize_path
 from chunkstore.rechunk.planner import (
     PlanError,
     Stage,
     plan_rechunk,
 )
-from chunkstore.sizes import parse_bytes
-from chunkstore.storage.local.store import LocalStore
-from chunkstore.storage.resolve import looks_like_byte_size, resolve_store
+from chunkstore.sizes import looks_like_byte_size, parse_bytes
 
 
 def _create_target(source: Array | TransposedSource, store: Any, path: str | None,
@@ -51,7 +48,7 @@ def _create_target(source: Array | TransposedSource, store: Any, path: str | Non
               "overwrite": False, **create_kwargs}
     if isinstance(source, Array) and source.dimension_names is not None:
         kwargs.setdefault("dimension_names", source.dimension_names)
-    return create_array(store, normalize_path(path), shape=source.shape, dtype=source.dtype,
+    return create_array(store, path or "", shape=source.shape, dtype=source.dtype,
                         chunks=chunks, **kwargs)
 
 
@@ -104,9 +101,7 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     if isinstance(path, str) and looks_like_byte_size(path):  # max_mem given 4th
         raise ValueError(f"rechunk: path {path!r} looks like a memory size, not a path in the "
                          f"store; pass max_mem={path!r} by keyword")
-    store, path = in_group(store, path)
-    store = resolve_store(store, storage_options=storage_options)
-    path = normalize_path(path)
+    store, path = resolve_location(store, path, storage_options=storage_options)
     base = source.array if isinstance(source, TransposedSource) else source
     refuse_onto_itself(base, store, path, "rechunk")
     workers = workers or _workers_here()
@@ -115,7 +110,7 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     refuse_copied(store, f"rechunk into {path or '/'!r}")
     if len(stages) > 1:  # an intermediate array needs a place (PlanError if none)
         if temp_store is not None:
-            temp_store = resolve_store(temp_store)  # a bad one is refused now, too
+            temp_store, _ = resolve_location(temp_store)  # a bad one is refused now, too
         home, _ = intermediate_home(store, path, temp_store)
         refuse_copied(home, "rechunk's intermediate array")
     shared = _shares_write_units(store, path, stages[-1] if stages else None, probe,
@@ -171,10 +166,12 @@ def _local_intermediate(target_store: Any, temp_store: Any) -> bool:
     """Whether an intermediate array would live in a local directory (the temp store, or
     beside the target): then it is stored uncompressed (``Stage.raw_target``)."""
     try:
-        store = resolve_store(temp_store) if temp_store is not None else target_store
+        store = resolve_location(temp_store)[0] if temp_store is not None else target_store
     except Exception:  # noqa: BLE001  (the plan reports a bad temp store when it is used)
         return False
-    return isinstance(store, LocalStore)  # not memory: raw chunks there cost RAM
+    # files: raw chunks are written from the block's rows and read from their maps (in
+    # memory they would only cost RAM)
+    return bool(store.writes_arrays and store.reads_arrays and not store.process_local)
 
 
 def _plan_for(source: Array | TransposedSource, target: Array, budget: int,
