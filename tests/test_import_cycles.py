@@ -160,7 +160,7 @@ DASK_USES = {"api", "array", "group", "rechunk", "runtime", "errors", "sizes", "
 # Upward edges owned by work under way, each removed by its owner when fixed.
 KNOWN_UPWARD: set[tuple[str, str]] = {("storage", "codecs"), ("config", "codecs")}
 # Left: codecs (the scratch buffers a task releases: runtime/ once they move there),
-# config (the map-cache bound set in workers), io (synchronizers, the same-place refusal).
+# config (the map-cache bound set in workers), io (io.sync: the synchronizer classes).
 KNOWN_DASK: set[str] = {"codecs", "config", "io"}
 
 

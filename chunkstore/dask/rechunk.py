@@ -28,10 +28,10 @@ import numpy as np
 from chunkstore.api import create_array, open_array
 from chunkstore.api.locations import in_group, resolve_location
 from chunkstore.array.array import Array
+from chunkstore.array.sources import refuse_reader_of
 from chunkstore.dask.memory import Workers, active_client, refuse_copied
 from chunkstore.dask.plan import RechunkPlan, intermediate_home, shared_units_refusal
 from chunkstore.dask.source import TransposedSource
-from chunkstore.io.overlap import refuse_onto_itself
 from chunkstore.io.sync import ProcessSynchronizer, ThreadSynchronizer
 from chunkstore.rechunk.planner import (
     PlanError,
@@ -103,7 +103,7 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
                          f"store; pass max_mem={path!r} by keyword")
     store, path = resolve_location(store, path, storage_options=storage_options)
     base = source.array if isinstance(source, TransposedSource) else source
-    refuse_onto_itself(base, store, path, "rechunk")
+    refuse_reader_of(base, store, path, "rechunk")  # (the source array: onto itself)
     workers = workers or _workers_here()
     raw = _local_intermediate(store, temp_store)
     stages, notes = _plan_for(source, probe, budget, workers, raw)
