@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chunkstore.rechunk.planner import PlanError
+from chunkstore.rechunk.planner import CODEC_THREADS, PlanError
 from chunkstore.rechunk.report import NANNY_THRESHOLDS
 
 #: RSS of an idle worker process with numpy, dask, distributed and chunkstore imported,
@@ -62,7 +62,7 @@ class Workers:
     """
 
     threads: int = 1
-    codec_threads: int = 8
+    codec_threads: int = CODEC_THREADS
     baseline: int = DEFAULT_BASELINE
     memory_limit: int | None = None
     count: int = 1

@@ -65,7 +65,7 @@ class RechunkPlan:
     @property
     def nblocks(self) -> int:
         """Blocks copied, over the stages."""
-        return sum(s.ntasks for s in self.stages)
+        return report.nblocks(self.stages)
 
     @property
     def peak_task_memory(self) -> int:

@@ -60,6 +60,11 @@ def ntasks(stages: Sequence[Stage]) -> int:
     return sum(math.ceil(s.ntasks / blocks_per_task(s)) for s in stages)
 
 
+def nblocks(stages: Sequence[Stage]) -> int:
+    """Blocks a plan copies, over its stages."""
+    return sum(s.ntasks for s in stages)
+
+
 def peak_task_memory(stages: Sequence[Stage]) -> int:
     """The largest modelled memory of one task, over the stages (bytes)."""
     return max((s.task_memory for s in stages), default=0)
@@ -84,7 +89,7 @@ def describe(stages: Sequence[Stage], *, shape: tuple[int, ...], dtype: str, max
         "dtype": str(dtype),
         "max_mem": max_mem,
         "ntasks": ntasks(stages),
-        "nblocks": sum(s.ntasks for s in stages),
+        "nblocks": nblocks(stages),
         "peak_task_memory": peak_task_memory(stages),
         "peak_worker_memory": peak_worker,
         "workers": {"threads_per_worker": w.threads, "codec_threads": w.codec_threads,
