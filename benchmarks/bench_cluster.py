@@ -38,7 +38,7 @@ def seed_plan(shape, chunks, workers, threads, worker_memory):
     import chunkstore as cs
     import chunkstore.dask as csd
     from chunkstore.dask.memory import DEFAULT_BASELINE, Workers, codec_threads_for
-    from chunkstore.rechunk.planner import parse_bytes
+    from chunkstore.sizes import parse_bytes
     src = cs.create_array(cs.MemoryStore(), shape=shape, chunks=chunks, dtype="f8")
     view = csd.TransposedSource(src, tuple(reversed(range(len(shape)))))
     facts = Workers(threads=threads, codec_threads=codec_threads_for(threads, 4 * threads),

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     OUT.mkdir(exist_ok=True)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-rechunk-"))
     work.mkdir(parents=True, exist_ok=True)
-    from chunkstore.rechunk.planner import parse_bytes
+    from chunkstore.sizes import parse_bytes
     cases = cases_for(args.tiny, args.gib, args.transpose_side, parse_bytes(args.max_mem))
     results = []
     for case in args.cases.split(","):

@@ -23,6 +23,8 @@ UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
          "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _SIZE = re.compile(r"\s*([\d.]+)\s*([a-zA-Z]*)\s*")
+#: "64MB", "1 GiB", "200kb", "1.5G": what a memory size (with its unit) looks like
+_BYTE_SIZE = re.compile(r"\s*\d+(\.\d*)?\s*([kmgtpe]i?b?|b)\s*", re.IGNORECASE)
 
 
 def parse_bytes(value: int | float | str) -> int:
@@ -38,6 +40,13 @@ def parse_bytes(value: int | float | str) -> int:
     except ValueError:  # "1.2.3"
         raise ValueError(f"cannot parse a byte size from {value!r}") from None
     return int(number * UNITS[m.group(2).lower()])
+
+
+def looks_like_byte_size(text: str) -> bool:
+    """Whether ``text`` reads as a memory size with its unit (``"64MB"``, ``"1GiB"``,
+    ``"200KB"``): a store path or a path in a store that does was likely meant as a
+    ``max_mem=`` given in the wrong place."""
+    return _BYTE_SIZE.fullmatch(text) is not None
 
 
 #: the units :func:`format_bytes` writes, largest first within each family

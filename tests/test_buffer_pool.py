@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.dask.rechunk import rechunk, transpose
+from chunkstore.dask import rechunk, transpose
 from chunkstore.runtime import buffers as bp
 
 SHAPE = (256, 1024)  # 1 MiB of float32: pooled (MIN_BYTES)

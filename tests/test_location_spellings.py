@@ -363,3 +363,18 @@ def test_aws_endpoints_are_one_place(endpoint):
     "http://127.0.0.1:9000"])
 def test_other_partitions_and_lookalikes_stay_apart(endpoint):
     assert remote_location("s3", "b/x", endpoint)[2] is not None
+
+
+def test_resolve_location_takes_what_the_entry_points_take(tmp_path):
+    """``api.locations.resolve_location``: the Store and normalised path a
+    ``store=``/``path=`` pair names (a Group with the member path below it, a directory,
+    a Store), as the Dask layer's entry points resolve them without the storage layer."""
+    from chunkstore.api.locations import resolve_location
+    g = cs.open_group(str(tmp_path / "g.zarr"), mode="w").create_group("sub")
+    store, path = resolve_location(g, "/x/y/")
+    assert store is g.store and path == "sub/x/y"
+    assert resolve_location(g)[1] == "sub"
+    store, path = resolve_location(str(tmp_path / "d.zarr"), "a/")
+    assert isinstance(store, cs.LocalStore) and path == "a"
+    memory = cs.MemoryStore()
+    assert resolve_location(memory) == (memory, "")

@@ -15,7 +15,7 @@ from chunkstore.api.verify import verify
 @pytest.mark.parametrize("how", ["rechunk", "transpose", "to_store", "copy"])
 def test_zero_d_array_through_every_copy_path(tmp_path, how, dtype, fill, value):
     """Observed (rechunk, transpose): the copy holds uninitialised memory (5e-324, 0, 1)
-    instead of the value: ``dask/rechunk.py`` ``copy_block`` reads into
+    instead of the value: ``copy_block`` (then in ``dask/rechunk.py``) reads into
     ``block[local(piece)]``, which for a 0-d block is a scalar copy, not a view, and then
     writes the untouched ``np.empty`` block."""
     z = cs.create_array(str(tmp_path / "z.zarr"), shape=(), dtype=dtype, fill_value=fill)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.dask.rechunk import rechunk, transpose
+from chunkstore.dask import rechunk, transpose
 from chunkstore.runtime import buffers as bp
 
 MiB = 1 << 20

@@ -535,6 +535,13 @@ class Array:
                    else slice(None) for i in range(self.ndim))] = data
         return new_shape
 
+    # -- for executors over the chunk primitives (the Dask layer) ---------------------------
+    @property
+    def read_fill(self) -> Any:
+        """The value of elements never written, as reads return it: ``fill_value``, or
+        the dtype's zero when that is None (a v2 ``null`` fill value)."""
+        return self._engine.read_fill
+
 
 def _reopen(store: Store, path: str, read_only: bool, synchronizer: Any,
             write_empty_chunks: bool, allow_unsafe: bool, cache: Any = None,

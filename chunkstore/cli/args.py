@@ -10,6 +10,7 @@ import textwrap
 from typing import Any, NoReturn
 
 from chunkstore.cli.errors import EXIT_ERROR, CLIError
+from chunkstore.sizes import parse_bytes
 
 #: values that start with a dash but are numbers or lists of them ("-1,16", "-5:, :3"),
 #: so that ``--chunks -1,16`` works as the help says
@@ -86,7 +87,6 @@ def bytes_arg(text: str) -> int:
     >>> bytes_arg("2GiB")
     2147483648
     """
-    from chunkstore.dask import parse_bytes
     try:
         return parse_bytes(text)
     except (ValueError, TypeError):

@@ -20,33 +20,19 @@ from dask.delayed import Delayed, delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from chunkstore.api.creation import create_array
+from chunkstore.api.locations import in_group, resolve_location
 from chunkstore.api.opening import open_array
 from chunkstore.array.array import Array
 from chunkstore.array.sources import refuse_reader_of
 from chunkstore.codecs import scratch
 from chunkstore.dask.memory import active_client, configure_workers, refuse_copied
-from chunkstore.group.group import Group
-from chunkstore.metadata import join_path
-from chunkstore.nodes.paths import normalize_path
 from chunkstore.rechunk.planner import (
     CODEC_THREADS,
-    PIECES,
     PlanError,
     Stage,
-    _piece,
-    parse_bytes,
     pieces_of,
 )
-from chunkstore.storage.resolve import resolve_store
-
-
-def in_group(store: Any, path: str | None) -> tuple[Any, str | None]:
-    """``(store, path)`` with a Group given as the store resolved to its own store and
-    the member path below it."""
-    if isinstance(store, Group):
-        rel = normalize_path(path)
-        return store.store, join_path(store.path, rel) if rel else store.path
-    return store, path
+from chunkstore.sizes import parse_bytes
 
 
 def _open_source(store_or_array: Any, path: str | None, storage_options: dict | None) -> Array:
@@ -92,7 +78,7 @@ def _read_block_getter(array: Array, region: Any) -> np.ndarray:
     want = tuple(s.stop - s.start for s in region)  # dask gives start and stop
     if block.shape == want:
         return block
-    out = np.full(want, array._engine.read_fill, dtype=array.dtype)
+    out = np.full(want, array.read_fill, dtype=array.dtype)
     out[tuple(slice(0, n) for n in block.shape)] = block
     return out
 
@@ -166,8 +152,8 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     if isinstance(store, Array):
         target_store, target_path = store.store, store.path
     else:
-        store = resolve_store(store, storage_options=storage_options)
-        target_store, target_path = store, normalize_path(path)
+        store, path = resolve_location(store, path, storage_options=storage_options)
+        target_store, target_path = store, path
     refuse_reader_of(x, target_store, target_path, "to_store")
     refuse_copied(target_store, f"to_store into {target_path or '/'!r}", x)
     if isinstance(store, Array):
@@ -175,7 +161,7 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     elif region is not None:
         target = open_array(store, mode="r+", path=path)  # (resolved above, options used)
     else:
-        target = create_array(store, normalize_path(path), shape=x.shape, dtype=x.dtype,
+        target = create_array(store, path, shape=x.shape, dtype=x.dtype,
                               chunks=chunks if chunks is not None else _regular_chunks(x),
                               overwrite=overwrite, **create_kwargs)
     if region is None:
@@ -197,12 +183,12 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     if not is_aligned(x.chunks, offsets, unit):
         x = x.rechunk(aligned_chunks(x.shape, offsets, unit))
     if max_mem is not None:
-        need = store_task_memory(x, target)
-        if need > parse_bytes(max_mem):
+        budget, need = parse_bytes(max_mem), store_task_memory(x, target)
+        if need > budget:
             raise PlanError(f"array {target.name!r}: writing a block of {_largest_block(x)} "
                             f"holds about {need} bytes (the block, its encoded pieces and "
-                            f"codec buffers) but max_mem is {parse_bytes(max_mem)}: use "
-                            "smaller dask chunks")
+                            f"codec buffers) but max_mem is {budget}: use smaller dask "
+                            "chunks")
     piece = write_piece(x, target)
     token = tokenize(x.name, target.store, target.path, region)
     handle = delayed(target, name=f"to-store-array-{token}", pure=False)
@@ -237,14 +223,22 @@ def _largest_block(x: da.Array) -> tuple[int, ...]:
     return tuple(max(c) if c else 0 for c in x.chunks)
 
 
+def _store_stage(x: da.Array, target: Array, codec_threads: int = CODEC_THREADS) -> Stage:
+    """A ``to_store`` task as a one-block stage of the planner: its largest block,
+    written in pieces of whole write units (the memory model and the pieces are the
+    planner's)."""
+    block = _largest_block(x)
+    return Stage(block, block, tuple(target.layout.write_shape), block, x.dtype.itemsize,
+                 write_chunks=tuple(target.chunks), codec_threads=codec_threads)
+
+
 def write_piece(x: da.Array, target: Array) -> tuple[int, ...]:
     """Sub-blocks a store task writes at once: whole write units, about a ``PIECES``-th
     of the largest block (so only that much encoded data is in flight)."""
     block = _largest_block(x)
     if not all(block):
         return tuple(max(1, b) for b in block)
-    unit = tuple(min(u, b) for u, b in zip(target.layout.write_shape, block, strict=True))
-    return _piece(block, unit, x.dtype.itemsize, math.prod(block) * x.dtype.itemsize // PIECES)
+    return _store_stage(x, target).write_piece
 
 
 def store_task_memory(x: da.Array, target: Array, codec_threads: int = CODEC_THREADS) -> int:
@@ -252,12 +246,9 @@ def store_task_memory(x: da.Array, target: Array, codec_threads: int = CODEC_THR
     (the block, one piece's encoded bytes, codec buffers: ``planner.Stage.memory``). A
     block made by a task that dask cannot fuse with the write (not a blockwise layer, e.g.
     ``da.random``) waits in memory for it: one block more."""
-    block = _largest_block(x)
-    if not all(block):
+    if not all(_largest_block(x)):
         return 0
-    unit = tuple(target.layout.write_shape)
-    stage = Stage(block, block, unit, block, x.dtype.itemsize,
-                  write_chunks=tuple(target.chunks), codec_threads=codec_threads)
+    stage = _store_stage(x, target, codec_threads)
     waiting = 0 if _fusable(x) else stage.block_bytes
     return stage.task_memory + waiting
 

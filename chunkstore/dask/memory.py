@@ -28,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chunkstore.rechunk.planner import PlanError
+from chunkstore.rechunk.planner import CODEC_THREADS, PlanError
+from chunkstore.rechunk.report import NANNY_THRESHOLDS
 
 #: RSS of an idle worker process with numpy, dask, distributed and chunkstore imported,
 #: measured here (113-125 MiB); used when the workers cannot be asked
@@ -61,7 +62,7 @@ class Workers:
     """
 
     threads: int = 1
-    codec_threads: int = 8
+    codec_threads: int = CODEC_THREADS
     baseline: int = DEFAULT_BASELINE
     memory_limit: int | None = None
     count: int = 1
@@ -126,6 +127,19 @@ def _worker_facts() -> dict[str, int]:
             "pid": os.getpid()}
 
 
+def nanny_thresholds() -> dict[str, float]:
+    """The fractions of ``memory_limit`` at which dask's workers spill, pause and are
+    restarted (``distributed.worker.memory.*`` of ``dask.config``, else dask's
+    defaults): what the plan reports compare the modelled peak with."""
+    import dask
+    out = dict(NANNY_THRESHOLDS)
+    for name in out:
+        value = dask.config.get(f"distributed.worker.memory.{name}", out[name])
+        if value:
+            out[name] = float(value)
+    return out
+
+
 def active_client() -> Any:
     """The current ``distributed`` client, or None (none active, or no distributed)."""
     try:
@@ -162,29 +176,13 @@ def refuse_copied(store: Any, what: str, collection: Any = None) -> None:
 
 
 # -- settings applied in each worker ---------------------------------------------------------
-def limit_map_cache(nbytes: int = WORKER_MAP_BYTES) -> int | None:
-    """Bound this process's LocalStore map cache to ``nbytes`` and drop the maps beyond
-    it; returns the previous bound (None when this chunkstore has no such cache).
-
-    Maps handed to a reader stay valid: a map lives as long as a view of it."""
-    try:
-        from chunkstore.config import config
-        if "cache.map_bytes" in config._defaults:  # the storage layer's own knob, if any
-            previous = config.get("cache.map_bytes")
-            config.set({"cache.map_bytes": nbytes})
-            return previous
-    except (ImportError, AttributeError):
-        pass
-    try:
-        from chunkstore.storage.local import maps as local_maps
-    except ImportError:
-        return None
-    cache = getattr(local_maps, "_maps", None)
-    if cache is None or not hasattr(cache, "nbytes"):
-        return None
-    previous, cache.nbytes = cache.nbytes, int(nbytes)
-    if hasattr(cache, "discard_under"):
-        cache.discard_under("")  # every cached map beyond the bound goes now
+def limit_map_cache(nbytes: int = WORKER_MAP_BYTES) -> int:
+    """Bound this process's LocalStore map cache to ``nbytes`` (``config``
+    "cache.map_bytes"); returns the previous bound. Maps handed to a reader stay valid:
+    a map lives as long as a view of it."""
+    from chunkstore.config import config
+    previous = config.get("cache.map_bytes")
+    config.set({"cache.map_bytes": nbytes})
     return previous
 
 

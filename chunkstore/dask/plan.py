@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import uuid
 from typing import Any
 
@@ -14,6 +13,7 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.local import get_sync
 
 from chunkstore.api.creation import create_array
+from chunkstore.api.locations import resolve_location
 from chunkstore.array.array import Array
 from chunkstore.dask.graph import PlanGraph
 from chunkstore.dask.memory import (
@@ -21,23 +21,16 @@ from chunkstore.dask.memory import (
     active_client,
     configure_workers,
     limit_map_cache,
+    nanny_thresholds,
     refuse_copied,
 )
 from chunkstore.dask.source import TransposedSource
 from chunkstore.errors import ContainsArrayError
-from chunkstore.group.scratch import HEARTBEAT, ScratchRun, run_path
+from chunkstore.group.scratch import HEARTBEAT, ScratchRun, run_path, temp_run_path
 from chunkstore.io.sync import ProcessSynchronizer
-from chunkstore.nodes.placement import check_parents
-from chunkstore.rechunk.planner import MAX_TASKS_PER_STAGE, PlanError, Stage, blocks_per_task
-from chunkstore.rechunk.report import (
-    PlanDescription,
-    _mb,
-    limit_notes,
-    simulate,
-    stage_worker_memory,
-)
-from chunkstore.storage.memory import MemoryStore
-from chunkstore.storage.resolve import resolve_store
+from chunkstore.rechunk import report
+from chunkstore.rechunk.planner import MAX_TASKS_PER_STAGE, PlanError, Stage
+from chunkstore.rechunk.report import PlanDescription
 
 
 class RechunkPlan:
@@ -63,83 +56,37 @@ class RechunkPlan:
         self._scratch: ScratchRun | None = None
         self.notes: list[str] = []
 
-    # -- inspection ---------------------------------------------------------------------------
+    # -- inspection (the figures are ``rechunk.report``'s) ---------------------------------
     @property
     def ntasks(self) -> int:
         """Copy tasks of the graph (a task may copy a run of blocks)."""
-        return sum(math.ceil(s.ntasks / blocks_per_task(s)) for s in self.stages)
+        return report.ntasks(self.stages)
 
     @property
     def nblocks(self) -> int:
-        return sum(s.ntasks for s in self.stages)
+        """Blocks copied, over the stages."""
+        return report.nblocks(self.stages)
 
     @property
     def peak_task_memory(self) -> int:
         """The largest modelled memory of one task, over the stages (bytes)."""
-        return max((s.task_memory for s in self.stages), default=0)
+        return report.peak_task_memory(self.stages)
 
     @property
     def peak_worker_memory(self) -> int:
         """Modelled peak RSS of one worker: its baseline plus ``threads`` tasks at once
         (their codec buffers counted once: the tasks of a worker share one IO pool)."""
-        return max((stage_worker_memory(s, self.workers.threads, self.workers.baseline)
-                    for s in self.stages), default=self.workers.baseline)
+        return report.peak_worker_memory(self.stages, self.workers.threads,
+                                         self.workers.baseline)
 
     def describe(self) -> PlanDescription:
         """Stages, tasks, bytes read and written, and the expected peak memory per task
         and per worker: a dict that prints as the plan's summary."""
-        w = self.workers
-        figures = {
-            "shape": tuple(self.target.shape),
-            "dtype": str(self.target.dtype),
-            "max_mem": self.max_mem,
-            "ntasks": self.ntasks,
-            "nblocks": self.nblocks,
-            "peak_task_memory": self.peak_task_memory,
-            "peak_worker_memory": self.peak_worker_memory,
-            "workers": {"threads_per_worker": w.threads, "codec_threads": w.codec_threads,
-                        "baseline": w.baseline, "memory_limit": w.memory_limit,
-                        "count": w.count, "measured": w.measured},
-            "bytes_read": sum(s.nbytes for s in self.stages),
-            "bytes_written": sum(s.nbytes for s in self.stages),
-            "stages": [
-                {"source_chunks": s.source_chunks, "target_chunks": s.target_chunks,
-                 "block": s.block, "ntasks": math.ceil(s.ntasks / blocks_per_task(s)),
-                 "nblocks": s.ntasks, "blocks_per_task": blocks_per_task(s),
-                 "block_bytes": s.block_bytes, "read_piece": s.read_piece,
-                 "write_piece": s.write_piece, "task_memory": s.task_memory,
-                 "task_memory_terms": dict(s.memory),
-                 "worker_memory": stage_worker_memory(s, w.threads, w.baseline),
-                 "bytes_read": s.nbytes, "bytes_written": s.nbytes,
-                 "intermediate": i < len(self.stages) - 1}
-                for i, s in enumerate(self.stages)
-            ],
-            "write_unit": tuple(self.target.layout.write_shape),
-            "notes": list(self.notes) + self._limit_notes(),
-        }
-        return PlanDescription(figures, self._text(figures))
-
-    def _limit_notes(self) -> list[str]:
-        return limit_notes(self.peak_worker_memory, self.workers.threads,
-                           self.workers.memory_limit)
-
-    def _text(self, d: dict[str, Any]) -> str:
-        w = self.workers
-        lines = [f"RechunkPlan {d['shape']} {d['dtype']}: {len(self.stages)} stage(s), "
-                 f"{d['ntasks']} tasks, peak ~{_mb(d['peak_task_memory'])} per task "
-                 f"(max_mem {_mb(self.max_mem)}), ~{_mb(d['peak_worker_memory'])} per worker "
-                 f"({w.threads} task(s) at once + {_mb(w.baseline)} baseline)"]
-        for i, s in enumerate(d["stages"], 1):
-            t = s["task_memory_terms"]
-            runs = f" ({s['blocks_per_task']} blocks each)" if s["blocks_per_task"] > 1 else ""
-            lines.append(
-                f"  stage {i}: {s['source_chunks']} -> {s['target_chunks']} in blocks "
-                f"{s['block']}: {s['ntasks']} tasks{runs}, {_mb(s['bytes_read'])} read and "
-                f"written; per task {_mb(t['total'])} = block {_mb(t['block'])} + stored "
-                f"bytes in flight {_mb(t['compressed'])} + codec buffers "
-                f"{_mb(t['decode_scratch'] + t['encode_copy'])}")
-        lines += [f"  note: {n}" for n in d["notes"]]
-        return "\n".join(lines)
+        return report.describe(self.stages, shape=tuple(self.target.shape),
+                               dtype=str(self.target.dtype), max_mem=self.max_mem,
+                               workers=self.workers,
+                               write_unit=tuple(self.target.layout.write_shape),
+                               notes=self.notes, thresholds=nanny_thresholds())
 
     def __repr__(self) -> str:
         return str(self.describe())
@@ -154,9 +101,11 @@ class RechunkPlan:
         encode, write; measure it with ``benchmarks/bench_rechunk.py``);
         ``store_bandwidth``: optional aggregate bytes/s the store sustains (read + write).
         """
-        return simulate(self.stages, self.max_mem, workers, threads_per_worker, worker_memory,
-                        throughput, baseline=baseline if baseline is not None
-                        else self.workers.baseline, store_bandwidth=store_bandwidth)
+        return report.simulate(self.stages, self.max_mem, workers, threads_per_worker,
+                               worker_memory, throughput,
+                               baseline=baseline if baseline is not None
+                               else self.workers.baseline, store_bandwidth=store_bandwidth,
+                               thresholds=nanny_thresholds())
 
     # -- execution ----------------------------------------------------------------------------
     def _intermediate(self, stage: Stage) -> Array:
@@ -166,7 +115,7 @@ class RechunkPlan:
         # a local intermediate is stored raw (``Stage.raw_target``): no encode, no
         # decode, chunks read straight from the mapped file (the 4 GiB rechunk: 15% less
         # CPU); elsewhere compressed as by default (fewer bytes over the network)
-        probe = create_array(MemoryStore(), "", shape=stage.shape, dtype=self.target.dtype,
+        probe = create_array(None, "", shape=stage.shape, dtype=self.target.dtype,
                              chunks=stage.target_chunks, zarr_format=3,
                              compressors=None if stage.raw_target else "auto")
         return self._scratch.add_array(probe.metadata)
@@ -252,10 +201,9 @@ def intermediate_home(store: Any, path: str, temp_store: Any) -> tuple[Any, str]
     target (in its own directory for a root array). PlanError when ``temp_store`` cannot
     hold it (its root is an array); nothing is created."""
     if temp_store is not None:
-        home = resolve_store(temp_store)
-        where = run_path("", in_temp_store=True)
+        home, _ = resolve_location(temp_store)
         try:
-            check_parents(home, f"{where}/0")
+            where = temp_run_path(home)
         except ContainsArrayError as e:
             raise PlanError(f"temp_store {home!r} cannot hold this rechunk's intermediate "
                             f"array: {e}") from None

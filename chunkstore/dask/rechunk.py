@@ -14,9 +14,9 @@ The graph is a lazy mapping: its tasks are made when the scheduler asks for them
 planning a 100 TB copy costs no more than planning a small one.
 
 This module holds the entry points (``rechunk``, ``transpose``) and the choice of stages
-for a target; the rest lives beside it: ``plan`` (``RechunkPlan``), ``graph`` (the
-lazy task mapping), ``source`` (``TransposedSource`` and the copy a task does),
-``report`` (``describe()``/``simulate()`` figures) and ``planner`` (the arithmetic).
+for a target; beside it: ``plan`` (``RechunkPlan``), ``graph`` (the lazy task mapping),
+``source`` (``TransposedSource`` and the copy a task does); the pure planning (stages,
+memory model, ``describe()``/``simulate()`` figures) is ``chunkstore.rechunk``.
 """
 
 from __future__ import annotations
@@ -26,52 +26,30 @@ from typing import Any
 import numpy as np
 
 from chunkstore.api.creation import create_array
+from chunkstore.api.locations import in_group, resolve_location
 from chunkstore.api.opening import open_array
 from chunkstore.array.array import Array
-from chunkstore.dask.graph import PlanGraph
-from chunkstore.dask.io import in_group
+from chunkstore.array.sources import refuse_reader_of
 from chunkstore.dask.memory import Workers, active_client, refuse_copied
 from chunkstore.dask.plan import RechunkPlan, intermediate_home, shared_units_refusal
-from chunkstore.dask.source import TransposedSource, copy_block, read_into
-from chunkstore.io.overlap import refuse_onto_itself
+from chunkstore.dask.source import TransposedSource
 from chunkstore.io.sync import ProcessSynchronizer, ThreadSynchronizer
-from chunkstore.nodes.creation import normalize_chunks
-from chunkstore.nodes.paths import normalize_path
 from chunkstore.rechunk.planner import (
-    MAX_TASKS_PER_STAGE,
     PlanError,
     Stage,
-    blocks_per_task,
-    parse_bytes,
     plan_rechunk,
 )
-from chunkstore.rechunk.report import (
-    PlanDescription,
-    limit_notes,
-    nanny_thresholds,
-    simulate,
-    stage_worker_memory,
-)
-from chunkstore.storage.local.store import LocalStore
-from chunkstore.storage.memory import MemoryStore
-from chunkstore.storage.resolve import looks_like_byte_size, resolve_store
-
-#: the names this module had before it was split (``plan``, ``graph``, ``source``,
-#: ``report``): still importable from here
-__all__ = ["MAX_TASKS_PER_STAGE", "PlanDescription", "PlanGraph", "RechunkPlan",
-           "TransposedSource", "blocks_per_task", "copy_block", "limit_notes",
-           "nanny_thresholds", "read_into", "rechunk", "simulate", "stage_worker_memory",
-           "transpose"]
+from chunkstore.sizes import looks_like_byte_size, parse_bytes
 
 
 def _create_target(source: Array | TransposedSource, store: Any, path: str | None,
-                   chunks: tuple[int, ...], create_kwargs: dict[str, Any]) -> Array:
+                   chunks: Any, create_kwargs: dict[str, Any]) -> Array:
     base = source.array if isinstance(source, TransposedSource) else source
     kwargs = {"zarr_format": base.zarr_format, "fill_value": base.fill_value,
               "overwrite": False, **create_kwargs}
     if isinstance(source, Array) and source.dimension_names is not None:
         kwargs.setdefault("dimension_names", source.dimension_names)
-    return create_array(store, normalize_path(path), shape=source.shape, dtype=source.dtype,
+    return create_array(store, path or "", shape=source.shape, dtype=source.dtype,
                         chunks=chunks, **kwargs)
 
 
@@ -114,27 +92,26 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     source = src
     if isinstance(target_chunks, dict):  # dask's spelling: {axis: chunk}, others kept
         target_chunks = _chunks_from_dict(target_chunks, tuple(source.chunks))
-    chunks = normalize_chunks(target_chunks, tuple(source.shape), source.dtype.itemsize)
+    storage_options = create_kwargs.pop("storage_options", None)
+    # every refusal before anything is created or deleted (``overwrite=True`` deletes the
+    # old array when the target is created): the stages are planned on a probe array
+    # with the target's metadata in memory (its chunks normalised as the target's)
+    probe = _create_target(source, None, "", target_chunks, _probe_kwargs(create_kwargs))
+    chunks = tuple(probe.chunks)
     budget = parse_bytes(max_mem)
     if isinstance(path, str) and looks_like_byte_size(path):  # max_mem given 4th
         raise ValueError(f"rechunk: path {path!r} looks like a memory size, not a path in the "
                          f"store; pass max_mem={path!r} by keyword")
-    store, path = in_group(store, path)
-    store = resolve_store(store, storage_options=create_kwargs.pop("storage_options", None))
-    path = normalize_path(path)
+    store, path = resolve_location(store, path, storage_options=storage_options)
     base = source.array if isinstance(source, TransposedSource) else source
-    refuse_onto_itself(base, store, path, "rechunk")
+    refuse_reader_of(base, store, path, "rechunk")  # (the source array: onto itself)
     workers = workers or _workers_here()
     raw = _local_intermediate(store, temp_store)
-    # every refusal before anything is created or deleted (``overwrite=True`` deletes the
-    # old array when the target is created): the stages are planned on a probe array
-    # with the target's metadata in a scratch memory store
-    probe = _create_target(source, MemoryStore(), "", chunks, _probe_kwargs(create_kwargs))
     stages, notes = _plan_for(source, probe, budget, workers, raw)
     refuse_copied(store, f"rechunk into {path or '/'!r}")
     if len(stages) > 1:  # an intermediate array needs a place (PlanError if none)
         if temp_store is not None:
-            temp_store = resolve_store(temp_store)  # a bad one is refused now, too
+            temp_store, _ = resolve_location(temp_store)  # a bad one is refused now, too
         home, _ = intermediate_home(store, path, temp_store)
         refuse_copied(home, "rechunk's intermediate array")
     shared = _shares_write_units(store, path, stages[-1] if stages else None, probe,
@@ -190,10 +167,12 @@ def _local_intermediate(target_store: Any, temp_store: Any) -> bool:
     """Whether an intermediate array would live in a local directory (the temp store, or
     beside the target): then it is stored uncompressed (``Stage.raw_target``)."""
     try:
-        store = resolve_store(temp_store) if temp_store is not None else target_store
+        store = resolve_location(temp_store)[0] if temp_store is not None else target_store
     except Exception:  # noqa: BLE001  (the plan reports a bad temp store when it is used)
         return False
-    return isinstance(store, LocalStore)  # not memory: raw chunks there cost RAM
+    # files: raw chunks are written from the block's rows and read from their maps (in
+    # memory they would only cost RAM)
+    return bool(store.writes_arrays and store.reads_arrays and not store.process_local)
 
 
 def _plan_for(source: Array | TransposedSource, target: Array, budget: int,

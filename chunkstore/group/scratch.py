@@ -33,6 +33,7 @@ from chunkstore.array.array import Array
 from chunkstore.metadata.nodes import NodeMetadata, is_array, join_path
 from chunkstore.nodes.documents import write_detached
 from chunkstore.nodes.paths import SCRATCH_DIR
+from chunkstore.nodes.placement import check_parents
 from chunkstore.nodes.reading import META_NAMES, probe_nodes
 from chunkstore.storage.base import Store
 from chunkstore.storage.bounds import ObjectSizeError
@@ -59,6 +60,15 @@ def run_path(target_path: str, in_temp_store: bool) -> str:
         return f"{SCRATCH_DIR}/rechunk-{token}"
     parent, _, name = target_path.rpartition("/")
     return join_path(parent, f"{SCRATCH_DIR}/{name}.rechunk-{token}")
+
+
+def temp_run_path(store: Store) -> str:
+    """A new run directory at the root of a temp store (``run_path("", True)``), nothing
+    created; ContainsArrayError when nothing can be created there (its root, or a node
+    above the run, is an array)."""
+    where = run_path("", in_temp_store=True)
+    check_parents(store, f"{where}/0")
+    return where
 
 
 def owner_record(now: float | None = None) -> dict[str, Any]:

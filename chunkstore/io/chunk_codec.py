@@ -76,7 +76,8 @@ class ChunkCodec:
             view = out[(*proj.out_selection, Ellipsis)]  # a view even when 0-d
             if view.shape == self.chunk_shape and view.dtype == self.dtype and native:
                 if not (view.flags.c_contiguous or self.pipeline.strided_out):
-                    # decode into scratch, copy into the view
+                    # decode into scratch, copy into the view (the planner counts this
+                    # buffer through ``io.buffers.decode_scratch``: keep them in step)
                     view[...] = self.decode(label, blob,
                                             out=scratch_buffer(self.chunk_shape, self.dtype))
                     return

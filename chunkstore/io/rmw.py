@@ -31,6 +31,7 @@ from typing import Any
 
 from chunkstore.config import config
 from chunkstore.errors import ChunkDecodeError, ConcurrentWriteError, SynchronizerRequiredError
+from chunkstore.io.buffers import encoding_threads
 from chunkstore.runtime.pool import pool_threads, run_batched
 from chunkstore.storage.base import ABSENT, ANY, BytesLike, Store
 from chunkstore.storage.bounds import ObjectSizeError, bounded_get_versioned
@@ -180,7 +181,7 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     if held:  # a run's built values are held until its commit: bound them all
         # (at least one thread per core, whatever the budget: chunks that large need it)
         budget = int(config.get("threading.write_bytes"))
-        n_threads = max(min(n_threads, pool_threads(True)), min(n_threads, budget // held))
+        n_threads = encoding_threads(len(pending), held, n_threads, pool_threads(True), budget)
         size = max(1, min(size, budget // (n_threads * held)))
         if wide:  # written while still in the core's cache, not after a round trip to RAM,
             # and few enough that what a run makes per unit dies young (see chunk_units)

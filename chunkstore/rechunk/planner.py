@@ -25,6 +25,9 @@ and writes it piece by piece (``write_piece``: whole target write units), so it 
   ``codec_threads`` is the pool size.
 
 ``task_memory = block + decode_scratch + max(read piece, written piece + encode_copy)``.
+The engine's terms (decode scratch, codec buffers, encodes in flight, stored bytes) are
+the engine's own description of its buffers, ``chunkstore.io.buffers``, which its write
+batching uses too: the model follows the engine when it changes.
 A worker holds its baseline (the idle process) plus ``threads`` tasks at once: that is
 the per-worker figure ``RechunkPlan.describe()`` shows beside the per-task one.
 ``max_mem`` bounds ``task_memory``: blocks are grown only while it fits, and beyond
@@ -46,12 +49,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from chunkstore.config import config
+from chunkstore.io import buffers
+from chunkstore.io.buffers import contiguous_in
+from chunkstore.sizes import parse_bytes
 
 #: a task reads and writes its block in about this many pieces (at least a chunk each)
 PIECES = 4
@@ -63,41 +67,12 @@ CODEC_THREADS = 8
 #: 320 MiB, one worker idle for the last one, vs 64 of 64 MiB); a task copies a run of
 #: blocks when a stage would have too many (``rechunk.MAX_TASKS_PER_STAGE``)
 BLOCK_BYTES = 64 * 2**20
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-          "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-
-
-def parse_bytes(value: int | float | str) -> int:
-    """``"1GiB"`` -> 1073741824, ``"512MB"`` -> 512000000, ints pass through."""
-    if isinstance(value, int | float):
-        return int(value)
-    m = re.fullmatch(r"\s*([\d.]+)\s*([a-zA-Z]*)\s*", value)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"cannot parse a byte size from {value!r}")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
-
 class PlanError(ValueError):
     """No plan can honour max_mem (a single chunk is already too large)."""
 
 
 def _clip(chunks: Sequence[int], shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(max(1, min(c, n)) for c, n in zip(chunks, shape, strict=True))
-
-
-def contiguous_in(part: Sequence[int], whole: Sequence[int]) -> bool:
-    """Is a box of shape ``part`` (aligned inside a C-ordered box ``whole``) one
-    contiguous run of memory? True when, after leading axes of length 1, one axis is cut
-    and every later axis is whole.
-
-    >>> contiguous_in((4, 10), (8, 10)), contiguous_in((8, 5), (8, 10)), contiguous_in((1, 5), (8, 10))
-    (True, False, True)
-    """
-    axes = [d for d in range(len(whole)) if part[d] != 1]
-    if not axes:
-        return True
-    return all(part[d] >= whole[d] for d in axes[1:])
 
 
 def _piece(block: Sequence[int], unit: Sequence[int], itemsize: int, nbytes: int
@@ -189,35 +164,23 @@ class Stage:
         read_piece, write_piece = self.read_piece, self.write_piece
         per_read = math.prod(-(-p // c) for p, c in zip(read_piece, src, strict=True))
         per_write = math.prod(-(-p // c) for p, c in zip(write_piece, inner, strict=True))
-        decode = 0
+        threads = self.codec_threads
+        # the engine's buffers (``io.buffers``: one description, the engine's own)
         if self.transposed:  # the piece is decoded in the source's order, then permuted
-            decode = math.prod(read_piece) * size
-            if per_read > 1:
-                decode += min(self.codec_threads, per_read) * math.prod(src) * size
-        elif not contiguous_in(src, block) and not self.raw_source:
-            decode = min(self.codec_threads, per_read) * math.prod(src) * size
-        # each encoding thread holds the codec's output buffer and its trimmed copy (two
-        # chunks), and a contiguous copy of the chunk when its place in the block is strided
-        # (a piece of one chunk is encoded by the task's own thread, its output being the
-        # piece counted in ``compressed``: measured, no more than that)
-        copies = 2 + (0 if contiguous_in(inner, block) else 1) if per_write > 1 else \
-            (0 if contiguous_in(inner, block) else 1)
-        chunk = math.prod(inner) * size
-        encoders = min(self.codec_threads, per_write)
-        if not self.sharded:  # commit_units keeps ``threading.write_bytes`` of encoded
-            # chunks in flight, with one thread per core at least (pool = 4 per core)
-            budget = int(config.get("threading.write_bytes"))
-            encoders = min(encoders, max(max(2, self.codec_threads // 4),
-                                         budget // max(1, chunk)))
-        encode = encoders * chunk * copies
+            decode = math.prod(read_piece) * size + buffers.decode_scratch(
+                math.prod(src) * size, per_read, per_read > 1, threads)
+        else:
+            decode = buffers.decode_scratch(
+                math.prod(src) * size, per_read,
+                not contiguous_in(src, block) and not self.raw_source, threads)
+        raw = self.raw_target and not self.sharded
+        encode = buffers.encode_buffers(math.prod(inner) * size, per_write,
+                                        not contiguous_in(inner, block), threads,
+                                        cores=buffers.cpu_threads(threads),
+                                        sharded=self.sharded, raw=raw)
         read_c = math.prod(read_piece) * size  # for raw chunks: the mapped pages
-        write_c = math.prod(write_piece) * size * (2 if self.sharded else 1)
-        if self.raw_target and not self.sharded:
-            # a contiguous chunk of the block is written as it is (its own buffer):
-            # nothing held; a strided one is first copied (one chunk per thread)
-            write_c = 0
-            encode = 0 if contiguous_in(inner, block) else \
-                min(self.codec_threads, per_write) * math.prod(inner) * size
+        write_c = buffers.stored_in_flight(math.prod(write_piece) * size,
+                                           sharded=self.sharded, raw=raw)
         terms = {"block": self.block_bytes, "compressed": max(read_c, write_c),
                  "decode_scratch": decode, "encode_copy": encode}
         # the sum: a transposed source's piece buffer is kept through the write (the
@@ -319,7 +282,7 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
     if not len(shape) == len(cx) == len(cy):
         raise ValueError(f"shape {shape}, source chunks {cx} and target chunks {cy} differ in "
                          "dimensionality")
-    budget = parse_bytes(max_mem)
+    budget = parse_bytes(max_mem)  # (an int passes through: ``rechunk`` parsed it)
     inner = tuple(write_chunks) if write_chunks is not None else None
 
     def stage(a: tuple[int, ...], b: tuple[int, ...], block: Sequence[int], first: bool,

@@ -1,15 +1,33 @@
-"""What a plan reports: ``describe()``'s dict, the per-worker memory model, what the
-nanny would do at that peak, and ``simulate()`` of a run on a cluster."""
+"""What a plan reports: ``describe()``'s figures and text, the per-worker memory model,
+what a worker's nanny would do at that peak, and ``simulate()`` of a run on a cluster.
+
+Pure: the facts about the workers and the nanny's thresholds are given by the caller
+(the Dask layer asks the cluster and ``dask.config`` for them).
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
-import dask
+from chunkstore.rechunk.planner import Stage, blocks_per_task
+from chunkstore.sizes import format_bytes, parse_bytes
 
-from chunkstore.rechunk.planner import Stage, blocks_per_task, parse_bytes
-from chunkstore.sizes import format_bytes
+#: the fractions of ``memory_limit`` at which dask's workers spill, pause and are
+#: restarted, as dask sets them by default (``distributed.worker.memory.*``)
+NANNY_THRESHOLDS = {"spill": 0.7, "pause": 0.8, "terminate": 0.95}
+
+
+class WorkerFacts(Protocol):
+    """What the memory model needs about the workers (``chunkstore.dask.Workers``)."""
+
+    threads: int
+    codec_threads: int
+    baseline: int
+    memory_limit: int | None
+    count: int
+    measured: bool
 
 
 class PlanDescription(dict):
@@ -37,22 +55,92 @@ def stage_worker_memory(stage: Stage, threads: int, baseline: int) -> int:
     return baseline + threads * (m["total"] - codec) + codec
 
 
-def nanny_thresholds() -> dict[str, float]:
-    """The fractions of ``memory_limit`` at which dask's workers spill, pause and are
-    restarted (``distributed.worker.memory.*``)."""
-    out = {"spill": 0.7, "pause": 0.8, "terminate": 0.95}
-    for name in out:
-        value = dask.config.get(f"distributed.worker.memory.{name}", out[name])
-        if value:
-            out[name] = float(value)
-    return out
+def ntasks(stages: Sequence[Stage]) -> int:
+    """Copy tasks of a plan's graph (a task may copy a run of blocks)."""
+    return sum(math.ceil(s.ntasks / blocks_per_task(s)) for s in stages)
 
 
-def limit_notes(peak_worker: int, threads: int, memory_limit: int | None) -> list[str]:
-    """What a worker's nanny would do at the modelled peak (spill, pause, restart)."""
+def nblocks(stages: Sequence[Stage]) -> int:
+    """Blocks a plan copies, over its stages."""
+    return sum(s.ntasks for s in stages)
+
+
+def peak_task_memory(stages: Sequence[Stage]) -> int:
+    """The largest modelled memory of one task, over the stages (bytes)."""
+    return max((s.task_memory for s in stages), default=0)
+
+
+def peak_worker_memory(stages: Sequence[Stage], threads: int, baseline: int) -> int:
+    """Modelled peak RSS of one worker: its baseline plus ``threads`` tasks at once."""
+    return max((stage_worker_memory(s, threads, baseline) for s in stages), default=baseline)
+
+
+def describe(stages: Sequence[Stage], *, shape: tuple[int, ...], dtype: str, max_mem: int,
+             workers: WorkerFacts, write_unit: tuple[int, ...], notes: Sequence[str] = (),
+             thresholds: Mapping[str, float] = NANNY_THRESHOLDS) -> PlanDescription:
+    """Stages, tasks, bytes read and written, and the expected peak memory per task and
+    per worker of a plan copying into an array of ``shape``/``dtype`` whose write unit
+    is ``write_unit`` (``RechunkPlan.describe``); ``notes`` come first in its notes,
+    then what the nanny would do at ``thresholds``."""
+    w = workers
+    peak_worker = peak_worker_memory(stages, w.threads, w.baseline)
+    figures = {
+        "shape": tuple(shape),
+        "dtype": str(dtype),
+        "max_mem": max_mem,
+        "ntasks": ntasks(stages),
+        "nblocks": nblocks(stages),
+        "peak_task_memory": peak_task_memory(stages),
+        "peak_worker_memory": peak_worker,
+        "workers": {"threads_per_worker": w.threads, "codec_threads": w.codec_threads,
+                    "baseline": w.baseline, "memory_limit": w.memory_limit,
+                    "count": w.count, "measured": w.measured},
+        "bytes_read": sum(s.nbytes for s in stages),
+        "bytes_written": sum(s.nbytes for s in stages),
+        "stages": [
+            {"source_chunks": s.source_chunks, "target_chunks": s.target_chunks,
+             "block": s.block, "ntasks": math.ceil(s.ntasks / blocks_per_task(s)),
+             "nblocks": s.ntasks, "blocks_per_task": blocks_per_task(s),
+             "block_bytes": s.block_bytes, "read_piece": s.read_piece,
+             "write_piece": s.write_piece, "task_memory": s.task_memory,
+             "task_memory_terms": dict(s.memory),
+             "worker_memory": stage_worker_memory(s, w.threads, w.baseline),
+             "bytes_read": s.nbytes, "bytes_written": s.nbytes,
+             "intermediate": i < len(stages) - 1}
+            for i, s in enumerate(stages)
+        ],
+        "write_unit": tuple(write_unit),
+        "notes": list(notes) + limit_notes(peak_worker, w.threads, w.memory_limit,
+                                           thresholds),
+    }
+    return PlanDescription(figures, _text(figures, len(stages), w))
+
+
+def _text(d: dict[str, Any], nstages: int, w: WorkerFacts) -> str:
+    lines = [f"RechunkPlan {d['shape']} {d['dtype']}: {nstages} stage(s), "
+             f"{d['ntasks']} tasks, peak ~{_mb(d['peak_task_memory'])} per task "
+             f"(max_mem {_mb(d['max_mem'])}), ~{_mb(d['peak_worker_memory'])} per worker "
+             f"({w.threads} task(s) at once + {_mb(w.baseline)} baseline)"]
+    for i, s in enumerate(d["stages"], 1):
+        t = s["task_memory_terms"]
+        runs = f" ({s['blocks_per_task']} blocks each)" if s["blocks_per_task"] > 1 else ""
+        lines.append(
+            f"  stage {i}: {s['source_chunks']} -> {s['target_chunks']} in blocks "
+            f"{s['block']}: {s['ntasks']} tasks{runs}, {_mb(s['bytes_read'])} read and "
+            f"written; per task {_mb(t['total'])} = block {_mb(t['block'])} + stored "
+            f"bytes in flight {_mb(t['compressed'])} + codec buffers "
+            f"{_mb(t['decode_scratch'] + t['encode_copy'])}")
+    lines += [f"  note: {n}" for n in d["notes"]]
+    return "\n".join(lines)
+
+
+def limit_notes(peak_worker: int, threads: int, memory_limit: int | None,
+                thresholds: Mapping[str, float] = NANNY_THRESHOLDS) -> list[str]:
+    """What a worker's nanny would do at the modelled peak (spill, pause, restart), at
+    ``thresholds`` (fractions of ``memory_limit``, as ``NANNY_THRESHOLDS``)."""
     if not memory_limit:
         return []
-    th = nanny_thresholds()
+    th = {**NANNY_THRESHOLDS, **thresholds}
     for name, verb in (("terminate", "restarts"), ("pause", "pauses"), ("spill", "spills")):
         if peak_worker > th[name] * memory_limit:
             return [f"a worker may hold {_mb(peak_worker)} ({threads} task(s) at once): above "
@@ -61,10 +149,13 @@ def limit_notes(peak_worker: int, threads: int, memory_limit: int | None) -> lis
     return []
 
 
-def simulate(stages: list[Stage], max_mem: int, workers: int, threads_per_worker: int,
+def simulate(stages: Sequence[Stage], max_mem: int, workers: int, threads_per_worker: int,
              worker_memory: int | str, throughput: float | str, *, baseline: int,
-             store_bandwidth: float | str | None = None) -> PlanDescription:
-    """See :meth:`RechunkPlan.simulate`."""
+             store_bandwidth: float | str | None = None,
+             thresholds: Mapping[str, float] = NANNY_THRESHOLDS) -> PlanDescription:
+    """Estimate a run of ``stages`` on ``workers`` x ``threads_per_worker`` with
+    ``worker_memory`` each (see ``RechunkPlan.simulate``); ``thresholds``: the nanny's
+    (``NANNY_THRESHOLDS``)."""
     limit = parse_bytes(worker_memory)
     rate = float(parse_bytes(throughput) if isinstance(throughput, str) else throughput)
     bandwidth = None if store_bandwidth is None else float(
@@ -87,14 +178,14 @@ def simulate(stages: list[Stage], max_mem: int, workers: int, threads_per_worker
                      "worker_memory": stage_worker_memory(s, threads_per_worker, baseline),
                      "seconds": seconds, "bound_by": "store" if io_s > compute_s else "workers"})
     peak_worker = max((r["worker_memory"] for r in rows), default=baseline)
-    spill = nanny_thresholds()["spill"]
+    spill = {**NANNY_THRESHOLDS, **thresholds}["spill"]
     figures = {"workers": workers, "threads_per_worker": threads_per_worker,
                "worker_memory": limit, "throughput_per_thread": rate,
                "store_bandwidth": bandwidth, "baseline": baseline, "max_mem": max_mem,
                "ntasks": sum(r["ntasks"] for r in rows), "stages": rows,
                "peak_task_memory": max((r["task_memory"] for r in rows), default=0),
                "peak_worker_memory": peak_worker, "fits": peak_worker <= spill * limit,
-               "notes": limit_notes(peak_worker, threads_per_worker, limit),
+               "notes": limit_notes(peak_worker, threads_per_worker, limit, thresholds),
                "wall_seconds": total}
     lines = [f"simulated on {workers} workers x {threads_per_worker} threads x "
              f"{_mb(limit)}, {_mb(rate)}/s per thread"

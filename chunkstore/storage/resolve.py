@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
+from chunkstore.sizes import looks_like_byte_size
 from chunkstore.storage.base import Store
 from chunkstore.storage.errors import InvalidStoreError
 from chunkstore.storage.fsspec.setup import protocols
@@ -19,19 +19,12 @@ from chunkstore.storage.zip.store import ZipStore
 #: every mode but "r" appends: "w" (overwrite) replaces the node opened, not the archive;
 #: the hierarchy deletes that node's keys as on a directory (``place_node``)
 _ZIP_MODES = {"r": "r"}
-#: "64MB", "1 GiB", "200kb", "1.5G": what a memory size looks like
-_BYTE_SIZE = re.compile(r"\s*\d+(\.\d*)?\s*([kmgtpe]i?b?|b)\s*", re.IGNORECASE)
 #: fsspec wrappers that only cache what they wrap: over local files they are dropped
 _CACHES = {"simplecache", "filecache", "blockcache", "cached"}
 
 
 def _is_url(path: str) -> bool:
     return "://" in path or "::" in path
-
-
-def looks_like_byte_size(text: str) -> bool:
-    """Whether ``text`` reads as a memory size (``"64MB"``, ``"1GiB"``, ``"200KB"``)."""
-    return _BYTE_SIZE.fullmatch(text) is not None
 
 
 def _local_path(url: str, storage_options: dict | None) -> str | None:

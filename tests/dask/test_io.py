@@ -140,3 +140,18 @@ def test_progress_bar_threaded(tmp_path, data, capsys):
     a = cs.array(data, chunks=(5, 7, 3))
     csd.rechunk(a, (37, 53, 1), str(tmp_path / "p.zarr"), progress=True).execute()
     assert "100%" in capsys.readouterr().out
+
+
+def test_from_store_after_shrink_reads_the_arrays_fill(tmp_path):
+    """Beyond a new edge a block reads ``Array.read_fill`` (public: the Dask layer uses
+    no private part of Array): the fill value, or the dtype's zero for a v2 null one."""
+    p = str(tmp_path / "a.zarr")
+    a = cs.create_array(p, shape=(6,), chunks=(3,), dtype="i4", fill_value=7)
+    a[:] = np.arange(1, 7)
+    assert a.read_fill == 7
+    x = csd.from_store(p)
+    cs.open_array(p).resize(2)
+    np.testing.assert_array_equal(x.compute(scheduler="sync"), [1, 2, 7, 7, 7, 7])
+    null = cs.create_array(None, shape=(2,), chunks=(2,), dtype="f8", zarr_format=2,
+                           fill_value=None)
+    assert null.read_fill == 0 and null[:].tolist() == [0.0, 0.0]

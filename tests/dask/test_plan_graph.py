@@ -9,8 +9,9 @@ import pytest
 
 import chunkstore as cs
 import chunkstore.dask as csd
+from chunkstore.dask.graph import PlanGraph
 from chunkstore.dask.memory import Workers
-from chunkstore.dask.rechunk import PlanGraph, blocks_per_task
+from chunkstore.rechunk.planner import blocks_per_task
 
 GiB = 2**30
 

@@ -6,17 +6,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chunkstore.io.buffers import contiguous_in
 from chunkstore.rechunk.planner import (
     BLOCK_BYTES,
     PlanError,
     Stage,
-    contiguous_in,
-    parse_bytes,
     plan_rechunk,
 )
+from chunkstore.sizes import parse_bytes
 
 
 def test_parse_bytes():
+    import chunkstore.dask
+    # one parser of byte sizes (issue 31): the Dask layer's public name is sizes' function
+    assert chunkstore.dask.parse_bytes is parse_bytes
+    with pytest.raises(ValueError, match="byte size"):
+        parse_bytes("1.2.3MiB")  # the fix the planner's copy lacked
     assert parse_bytes("1GiB") == 2**30
     assert parse_bytes("512MB") == 512 * 10**6
     assert parse_bytes("64 kib") == 64 * 1024
@@ -188,3 +193,27 @@ def test_raw_intermediate_needs_no_codec_buffers():
     (one,) = plan_rechunk((1024,) * 3, (16, 1024, 1024), (16, 1024, 1024), 4, 512_000_000,
                           transposed=True, raw_intermediate=True)
     assert not one.raw_source and not one.raw_target
+
+
+def test_limit_notes_use_the_thresholds_given():
+    """The report is pure: the nanny's thresholds come from the caller (the Dask layer
+    reads them from dask.config), dask's defaults otherwise."""
+    from chunkstore.rechunk.report import NANNY_THRESHOLDS, limit_notes
+    assert NANNY_THRESHOLDS["spill"] == 0.7
+    assert limit_notes(60, 1, 100) == []
+    notes = limit_notes(60, 1, 100, {"spill": 0.5})
+    assert len(notes) == 1 and "spills" in notes[0]
+
+
+def test_the_model_adds_up_the_engines_own_buffers(monkeypatch):
+    """One source (issue 31): the planner's codec terms are ``io.buffers``' figures, the
+    ones the engine's write batching (``rmw``) uses, so an engine change moves the
+    bound with it instead of silently breaking it."""
+    from chunkstore.io import buffers, rmw
+    assert rmw.encoding_threads is buffers.encoding_threads
+    args = ((64, 64), (64, 8), (8, 64), (64, 64), 8)
+    chunk = 8 * 64 * 8
+    before = Stage(*args, codec_threads=4, pieces=1).memory["encode_copy"]
+    assert before == 4 * chunk * 2  # four encoders, output buffer + trimmed copy each
+    monkeypatch.setattr(buffers, "encoding_threads", lambda *a, **k: 1)
+    assert Stage(*args, codec_threads=4, pieces=1).memory["encode_copy"] == chunk * 2

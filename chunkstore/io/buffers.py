@@ -1,0 +1,83 @@
+"""What the engine holds in memory while it reads chunks into a block or writes a block's
+chunks: the one description of its buffers. The write batching (``rmw.commit_units``)
+sizes its runs with :func:`encoding_threads`, and the rechunk planner's memory model
+(``chunkstore.rechunk.planner.Stage.memory``) adds these figures up, so a change of the
+engine changes the planner's bound with it.
+
+All figures are bytes, of pure arithmetic (no IO). A *block* is the region a caller reads
+or writes, a *piece* the part of it read or written at once (whole chunks), a *chunk*
+the read unit (or the inner chunk of a shard being written).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from chunkstore.config import config
+
+
+def contiguous_in(part: Sequence[int], whole: Sequence[int]) -> bool:
+    """Is a box of shape ``part`` (aligned inside a C-ordered box ``whole``) one
+    contiguous run of memory? True when, after leading axes of length 1, one axis is cut
+    and every later axis is whole: a chunk there is decoded straight into its place, and
+    encoded without a staging copy.
+
+    >>> contiguous_in((4, 10), (8, 10)), contiguous_in((8, 5), (8, 10)), contiguous_in((1, 5), (8, 10))
+    (True, False, True)
+    """
+    axes = [d for d in range(len(whole)) if part[d] != 1]
+    if not axes:
+        return True
+    return all(part[d] >= whole[d] for d in axes[1:])
+
+
+def cpu_threads(pool_threads: int) -> int:
+    """The threads of a pool of ``pool_threads`` that encode at once at least: one per
+    core (``runtime.pool.pool_threads(True)``, at least 2), the pool having 4 per core."""
+    return max(2, pool_threads // 4)
+
+
+def encoding_threads(units: int, unit_bytes: int, threads: int, cores: int,
+                     budget: int | None = None) -> int:
+    """How many of ``units`` write units of ``unit_bytes`` each ``commit_units`` builds
+    and holds at once on ``threads`` threads: one per core (``cores``) at least, more
+    while their values fit in ``budget`` (``config["threading.write_bytes"]``)."""
+    budget = int(config.get("threading.write_bytes")) if budget is None else budget
+    return max(min(units, threads, cores), min(units, threads, budget // max(1, unit_bytes)))
+
+
+def decode_scratch(chunk_bytes: int, chunks: int, strided: bool, threads: int) -> int:
+    """Scratch held reading ``chunks`` chunks of ``chunk_bytes`` on ``threads`` threads:
+    when their place in the output is strided, each decoding thread decodes into its own
+    scratch chunk and copies it into place (``ChunkCodec.read_into``; pool threads keep
+    it between calls); else chunks are decoded straight into place (nothing)."""
+    return min(threads, chunks) * chunk_bytes if strided else 0
+
+
+def encode_buffers(chunk_bytes: int, units: int, strided: bool, threads: int, *,
+                   cores: int, sharded: bool = False, raw: bool = False,
+                   budget: int | None = None) -> int:
+    """Codec buffers held writing ``units`` chunks of ``chunk_bytes`` (a piece of a
+    block) on ``threads`` threads. Each encoding thread holds the codec's output buffer
+    and its trimmed copy (two chunks) and, when the chunk's place in the block is
+    strided, a contiguous copy of it; a single chunk is encoded by the caller's thread,
+    its output being the stored bytes in flight (:func:`stored_in_flight`). A plain
+    array encodes as many at once as ``encoding_threads`` lets ``commit_units``; a shard
+    encodes its inner chunks on every thread. ``raw``: uncompressed chunks of a local
+    directory are written from the block itself (a strided one copied first)."""
+    if raw and not sharded:
+        return min(threads, units) * chunk_bytes if strided else 0
+    copies = (2 if units > 1 else 0) + (1 if strided else 0)
+    encoders = min(threads, units) if sharded else \
+        encoding_threads(units, chunk_bytes, threads, cores, budget)
+    return encoders * chunk_bytes * copies
+
+
+def stored_in_flight(piece_bytes: int, *, sharded: bool = False, raw: bool = False) -> int:
+    """Stored bytes of one written piece of ``piece_bytes`` decoded bytes, counted
+    incompressible (the worst case): a shard's encoding holds its encoded inner chunks
+    and the assembled shard (twice); raw chunks of a plain array are written from the
+    block (nothing more)."""
+    if raw and not sharded:
+        return 0
+    return piece_bytes * (2 if sharded else 1)
