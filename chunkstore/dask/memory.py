@@ -45,8 +45,8 @@ def codec_threads_for(cores: int, pool: int | None = None) -> int:
     """Threads of chunkstore's pool that may decode or encode for one call: the whole
     pool (local writes fan out on every pool thread; measured: a rechunk's second stage
     held 95 MiB more than a model of one codec thread per core predicted)."""
-    from chunkstore.runtime.pool import default_workers
-    pool = default_workers() if pool is None else pool
+    from chunkstore.runtime import current
+    pool = current().budgets.max_workers if pool is None else pool
     return max(2, pool)
 
 
@@ -121,8 +121,8 @@ def _worker_facts() -> dict[str, int]:
     """Run in a worker: its cores, chunkstore pool size and current RSS."""
     import dask.array  # noqa: F401  (the baseline includes dask.array and chunkstore)
 
-    from chunkstore.runtime.pool import default_workers
-    return {"cores": os.cpu_count() or 1, "pool": default_workers(), "rss": _rss(),
+    from chunkstore.runtime import current
+    return {"cores": os.cpu_count() or 1, "pool": current().budgets.max_workers, "rss": _rss(),
             "pid": os.getpid()}
 
 

@@ -51,7 +51,8 @@ from chunkstore.io.layout import ChunkLayout
 from chunkstore.io.plain import BATCH_BYTES
 from chunkstore.io.resize import clear_outside
 from chunkstore.io.rmw import WriteUnit, commit_units
-from chunkstore.runtime.pool import batches, run_batched
+from chunkstore.runtime import current
+from chunkstore.runtime.pool import batches
 from chunkstore.storage.base import Store
 
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
@@ -296,7 +297,7 @@ class ShardEngine:
                 lookup.keep(key, local, chunk_cache.FILL)
             lookup.decode(work, out)
             return
-        run_batched(lambda item: self.inner.read_into(
+        current().pool.run_batched(lambda item: self.inner.read_into(
             out, item[0], self._label(item[1], item[2]), item[3]), work)
 
     def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
@@ -391,7 +392,7 @@ class ShardEngine:
                     found = codec.inner_bytes(old, index, local)
                     prior = None if found is None else bytes(found)
                 tasks.append((p, local, prior))
-            for (_, local, _), encoded in zip(tasks, run_batched(encode, tasks), strict=True):
+            for (_, local, _), encoded in zip(tasks, current().pool.run_batched(encode, tasks), strict=True):
                 if encoded is None:
                     parts.pop(local, None)
                 else:

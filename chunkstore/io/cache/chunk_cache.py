@@ -67,7 +67,7 @@ from chunkstore.io.cache.chunk_sizes import contents_nbytes
 from chunkstore.io.cache.lru import LRUCache
 from chunkstore.io.cache.place import Place, _immutable, _same, fingerprint, store_id
 from chunkstore.io.cache.stamps import DEFAULT_WINDOW_NS, StampWindows
-from chunkstore.runtime.pool import run_batched
+from chunkstore.runtime import current
 from chunkstore.sizes import whole_number
 from chunkstore.storage import write_events
 
@@ -411,4 +411,4 @@ def scatter(hits: Sequence[tuple[Any, Any]], out: np.ndarray, fill: Any, item_by
         else:
             out[p.out_selection] = chunk[p.chunk_selection]
 
-    run_batched(one, hits, item_bytes=item_bytes)
+    current().pool.run_batched(one, hits, item_bytes=item_bytes)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.runtime.pool import run_batched
+from chunkstore.runtime import current
 from chunkstore.storage.base import ABSENT, ByteRange, BytesLike, Reader
 from chunkstore.storage.bounds import too_large, wrong_size
 from chunkstore.storage.local.locks import LocalGeneration
@@ -53,7 +53,7 @@ class LocalReads:
                     data = one(i)
                     results.append(data)
                     if data is not None and len(data) > _INLINE_READ_BYTES and len(part) - n > 8:
-                        results += run_batched(one, part[n + 1:])
+                        results += current().pool.run_batched(one, part[n + 1:])
                         break
                 w.release()
         return results
@@ -203,7 +203,7 @@ class LocalReads:
                     os.close(fd)
 
             for part in dir_slices(located):
-                run_batched(read_key, part, min_parallel=4)
+                current().pool.run_batched(read_key, part, min_parallel=4)
                 w.release()
         return results
 
@@ -231,7 +231,7 @@ class LocalReads:
 
             found: list[tuple[bytes | None, Any]] = []
             for part in dir_slices(located):
-                found += run_batched(one, part, min_parallel=8)
+                found += current().pool.run_batched(one, part, min_parallel=8)
                 w.release()
             return found
 
