@@ -28,7 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chunkstore.config import config
 from chunkstore.rechunk.planner import PlanError
+from chunkstore.runtime import current
 
 #: RSS of an idle worker process with numpy, dask, distributed and chunkstore imported,
 #: measured here (113-125 MiB); used when the workers cannot be asked
@@ -45,7 +47,6 @@ def codec_threads_for(cores: int, pool: int | None = None) -> int:
     """Threads of chunkstore's pool that may decode or encode for one call: the whole
     pool (local writes fan out on every pool thread; measured: a rechunk's second stage
     held 95 MiB more than a model of one codec thread per core predicted)."""
-    from chunkstore.runtime import current
     pool = current().budgets.max_workers if pool is None else pool
     return max(2, pool)
 
@@ -121,7 +122,6 @@ def _worker_facts() -> dict[str, int]:
     """Run in a worker: its cores, chunkstore pool size and current RSS."""
     import dask.array  # noqa: F401  (the baseline includes dask.array and chunkstore)
 
-    from chunkstore.runtime import current
     return {"cores": os.cpu_count() or 1, "pool": current().budgets.max_workers, "rss": _rss(),
             "pid": os.getpid()}
 
@@ -162,29 +162,13 @@ def refuse_copied(store: Any, what: str, collection: Any = None) -> None:
 
 
 # -- settings applied in each worker ---------------------------------------------------------
-def limit_map_cache(nbytes: int = WORKER_MAP_BYTES) -> int | None:
-    """Bound this process's LocalStore map cache to ``nbytes`` and drop the maps beyond
-    it; returns the previous bound (None when this chunkstore has no such cache).
+def limit_map_cache(nbytes: int = WORKER_MAP_BYTES) -> int:
+    """Bound this process's LocalStore map cache to ``nbytes`` (``config["cache.map_bytes"]``:
+    the next reads drop the maps beyond it); returns the previous bound.
 
     Maps handed to a reader stay valid: a map lives as long as a view of it."""
-    try:
-        from chunkstore.config import config
-        if "cache.map_bytes" in config._defaults:  # the storage layer's own knob, if any
-            previous = config.get("cache.map_bytes")
-            config.set({"cache.map_bytes": nbytes})
-            return previous
-    except (ImportError, AttributeError):
-        pass
-    try:
-        from chunkstore.storage.local import maps as local_maps
-    except ImportError:
-        return None
-    cache = getattr(local_maps, "_maps", None)
-    if cache is None or not hasattr(cache, "nbytes"):
-        return None
-    previous, cache.nbytes = cache.nbytes, int(nbytes)
-    if hasattr(cache, "discard_under"):
-        cache.discard_under("")  # every cached map beyond the bound goes now
+    previous = config.get("cache.map_bytes")
+    config.set({"cache.map_bytes": nbytes})
     return previous
 
 
@@ -238,7 +222,11 @@ class WorkerPeak:
     series: list[tuple[float, int]] = field(default_factory=list)
 
 
-_sampling: dict[str, Any] = {}
+class _Sampling:
+    """The RSS sampler running in this worker, if any (a part of its Runtime)."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, Any] | None = None
 
 
 def _start_sampler(interval: float) -> int:
@@ -256,13 +244,14 @@ def _start_sampler(interval: float) -> int:
             state["series"].append((time.perf_counter() - t0, rss))
             stop.wait(interval)
 
-    _sampling["state"] = state
+    current().part(_Sampling).state = state
     threading.Thread(target=run, daemon=True, name="chunkstore-rss").start()
     return os.getpid()
 
 
 def _stop_sampler() -> dict[str, Any]:
-    state = _sampling.pop("state", None)
+    sampling = current().part(_Sampling)
+    state, sampling.state = sampling.state, None
     if state is None:
         return {"peak": 0, "samples": 0, "series": []}
     state["stop"].set()

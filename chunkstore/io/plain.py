@@ -33,7 +33,6 @@ from chunkstore.codecs import Pipeline
 from chunkstore.codecs.bounded import stored_bound
 from chunkstore.codecs.bytes_codec import has_long_rows, long_rows
 from chunkstore.codecs.scratch import scratch_buffer
-from chunkstore.config import config
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.indexing import ChunkProjection
 from chunkstore.io.cache import chunk_cache
@@ -216,7 +215,7 @@ class PlainEngine:
             for batch in self._batches(stream, READ_BATCH_BYTES):
                 self._read_views(batch, out)
             return
-        kept_maps = bool(config.get("cache.map_bytes"))  # maps kept between reads: use them
+        kept_maps = bool(current().budgets.map_bytes)  # maps kept between reads: use them
         # chunks placed at once lie far apart in ``out``: threads faulting in the same
         # huge page at once each zero one, and all but one are thrown away
         with self.store.read_session() as reader:

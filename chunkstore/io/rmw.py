@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chunkstore.config import config
 from chunkstore.errors import ChunkDecodeError, ConcurrentWriteError, SynchronizerRequiredError
 from chunkstore.runtime import current
 from chunkstore.storage.base import ABSENT, ANY, BytesLike, Store
@@ -179,7 +178,7 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     held = item_bytes if built_bytes is None else built_bytes
     if held:  # a run's built values are held until its commit: bound them all
         # (at least one thread per core, whatever the budget: chunks that large need it)
-        budget = int(config.get("threading.write_bytes"))
+        budget = current().budgets.write_bytes
         n_threads = max(min(n_threads, current().pool.threads(True)), min(n_threads, budget // held))
         size = max(1, min(size, budget // (n_threads * held)))
         if wide:  # written while still in the core's cache, not after a round trip to RAM,

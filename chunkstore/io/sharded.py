@@ -39,7 +39,6 @@ from chunkstore.codecs.bounded import shard_read_bound, stored_bound
 from chunkstore.codecs.limits import memory_limit
 from chunkstore.codecs.pipeline import CodecPipeline, Pipeline
 from chunkstore.codecs.sharding import EMPTY, ShardingCodec
-from chunkstore.config import config
 from chunkstore.errors import ChunkDecodeError, ChunkstoreError, OutOfMemoryError, UnsupportedError
 from chunkstore.indexing import ChunkProjection
 from chunkstore.io.cache import chunk_cache
@@ -106,7 +105,7 @@ class ShardEngine:
         # key -> (raw index bytes, parsed index)
         # parsed indexes kept per open array (an index of 64 inner chunks is 1 KiB)
         self._indexes = LRUCache(max_entries=65536,
-                                 max_bytes=int(config.get("cache.shard_index_bytes")),
+                                 max_bytes=current().budgets.shard_index_bytes,
                                  size_of=lambda e: 2 * len(e[0]) + 64)
 
     @functools.cached_property

@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from chunkstore.config import config
+from chunkstore.runtime import current
 
 #: a task reads and writes its block in about this many pieces (at least a chunk each)
 PIECES = 4
@@ -206,7 +206,7 @@ class Stage:
         encoders = min(self.codec_threads, per_write)
         if not self.sharded:  # commit_units keeps ``threading.write_bytes`` of encoded
             # chunks in flight, with one thread per core at least (pool = 4 per core)
-            budget = int(config.get("threading.write_bytes"))
+            budget = current().budgets.write_bytes
             encoders = min(encoders, max(max(2, self.codec_threads // 4),
                                          budget // max(1, chunk)))
         encode = encoders * chunk * copies

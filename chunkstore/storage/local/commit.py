@@ -25,7 +25,7 @@ from chunkstore.runtime import current
 from chunkstore.storage.base import ABSENT, ANY, Commit
 from chunkstore.storage.errors import StoreError
 from chunkstore.storage.local.locks import directory_lock, unchanged
-from chunkstore.storage.local.maps import _maps
+from chunkstore.storage.local.maps import map_cache
 from chunkstore.storage.local.paths import Walk
 from chunkstore.storage.local.temp import discard, write_temp
 
@@ -71,7 +71,7 @@ def commit(walk: Walk, items: Sequence[Commit], located: Sequence[tuple[str, str
                     assert entry is not None
                     _rename(dir_fd, entry[1], name, key, walk.owner)
                     temps[i] = None
-                _maps.discard(map_prefix + key)
+                map_cache().discard(map_prefix + key)
                 done[i] = True
 
     try:

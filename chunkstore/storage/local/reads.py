@@ -24,7 +24,7 @@ from chunkstore.runtime import current
 from chunkstore.storage.base import ABSENT, ByteRange, BytesLike, Reader
 from chunkstore.storage.bounds import too_large, wrong_size
 from chunkstore.storage.local.locks import LocalGeneration
-from chunkstore.storage.local.maps import _maps, signature
+from chunkstore.storage.local.maps import map_cache, signature
 from chunkstore.storage.local.paths import DIRS_PER_SLICE, Walk, dir_slices, read_exact, read_range
 from chunkstore.storage.local.rows import read_rows
 from chunkstore.storage.local.session import SharedWalk
@@ -64,7 +64,7 @@ class LocalReads:
         files; a directory or a missing file gives None; a file larger than ``max_bytes``
         is an ObjectSizeError (before it is mapped)."""
         located = self._locate(keys)
-        prefix, cached = self._prefix, _maps.get
+        prefix, cached = self._prefix, map_cache().get
         views: list[BytesLike | None] = []
         read_first = True  # until a file proves large: the chunks of one call are alike
         with self._walk() as w:
@@ -80,7 +80,7 @@ class LocalReads:
                     try:
                         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                     except (FileNotFoundError, NotADirectoryError):
-                        _maps.discard(prefix + key)
+                        map_cache().discard(prefix + key)
                         views.append(None)
                         continue
                     if signature(st) == entry[0]:
@@ -121,7 +121,7 @@ class LocalReads:
             mapped = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
-        _maps.put(self._prefix + key, signature(st), mapped, self._prefix)
+        map_cache().put(self._prefix + key, signature(st), mapped, self._prefix)
         return mapped
 
     def _open_key(self, w: Walk, head: str, name: str, key: str) -> int | None:
