@@ -65,12 +65,14 @@ each change of this config):
   whose options name none (before ``AWS_ENDPOINT_URL_S3`` and ``AWS_ENDPOINT_URL``);
 * ``CHUNKSTORE_TRACEBACK``: the CLI shows the traceback of an error (``--traceback``);
 * read with the conventions of the tools they belong to: ``AWS_ENDPOINT_URL_S3``,
-  ``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``, ``AWS_PROFILE``,
-  ``AWS_DEFAULT_PROFILE``, ``AWS_CONFIG_FILE``, ``AWS_SHARED_CREDENTIALS_FILE``, the
-  credential variables obstore reads itself (``AWS_ACCESS_KEY_ID``...), which decide
-  whether an s3:// URL can use obstore; ``HDF5_EXTFILE_PREFIX``, ``HDF5_EXT_PREFIX``,
-  ``HDF5_VDS_PREFIX`` (where HDF5 looks for the files an HDF5 source names);
-  ``DASK_SCHEDULER_ADDRESS`` (the CLI's default ``--scheduler``).
+  ``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT`` (obstore's), ``AWS_REGION``,
+  ``AWS_DEFAULT_REGION``, ``AWS_PROFILE``, ``AWS_DEFAULT_PROFILE``, ``AWS_CONFIG_FILE``,
+  ``AWS_SHARED_CREDENTIALS_FILE`` and the credentials obstore finds itself
+  (``AWS_ACCESS_KEY_ID``, ``AWS_WEB_IDENTITY_TOKEN_FILE``,
+  ``AWS_CONTAINER_CREDENTIALS_RELATIVE_URI``, ``AWS_CONTAINER_CREDENTIALS_FULL_URI``),
+  which decide whether an s3:// URL can use obstore; ``HDF5_EXTFILE_PREFIX``,
+  ``HDF5_EXT_PREFIX``, ``HDF5_VDS_PREFIX`` (where HDF5 looks for the files an HDF5
+  source names); ``DASK_SCHEDULER_ADDRESS`` (the CLI's default ``--scheduler``).
 
 The ``array.*`` keys but ``default_compressor`` are also the fields of an
 :class:`ArrayConfig`, one array's settings (``config=`` of ``create_array``, ``open_array``,

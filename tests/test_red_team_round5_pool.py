@@ -1,4 +1,4 @@
-"""Red team round 5: the buffer pool of Dask copy tasks (``chunkstore/buffer_pool.py``).
+"""Red team round 5: the buffer pool of Dask copy tasks (``chunkstore/runtime/buffers.py``).
 
 A block is reused by the next task only when nothing else refers to it. Attacks: stores
 that keep (without copying) what they are asked to write — a Store subclass keeping the
