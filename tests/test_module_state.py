@@ -10,6 +10,9 @@ Walked with ``ast`` over every module of the package:
 * a module-level name bound to a list, dict or set (literal or comprehension) is a
   constant only when it is spelled as one (``UPPER_CASE``) and nothing in the package
   mutates it (item assignment or deletion, augmented assignment, a mutating method);
+* a module-level function memoized by ``functools.cache`` / ``lru_cache`` keeps what it
+  returned (a store, a client...): state, unless listed in :data:`PURE_MEMOS` (a pure
+  function of immutable arguments, or a fact of the installed software);
 * a module-level name bound to a call: a call of a class makes an instance, state
   unless it is immutable (checked on the imported value: a frozen dataclass, an object of
   ``__slots__`` holding immutable values, such as a sentinel, or one of the immutable
@@ -51,6 +54,14 @@ KNOWN: set[tuple[str, str]] = {("storage/write_events.py", "_listeners")}
 # Registries of types that declarations fill as their modules are imported (a decorator):
 # what the program is, not run-time state, so a Runtime reset must not forget them.
 REGISTRIES: set[tuple[str, str]] = {("codecs/registry.py", "NATIVE_CODECS")}
+# Memoized functions whose cache is no state: pure functions of immutable arguments, or
+# what the installed software supports (the same for the life of the process).
+PURE_MEMOS: set[tuple[str, str]] = {
+    ("codecs/scalars.py", "_bounds"),  # a dtype's integer range
+    ("codecs/pipeline.py", "_takes_limit"),  # whether a codec class's decode takes a limit
+    ("storage/s3_conditional.py", "conditional_requests_supported"),  # installed botocore
+}
+MEMOIZERS = {"cache", "lru_cache", "cached"}
 
 
 def _modules() -> dict[str, ast.Module]:
@@ -141,6 +152,12 @@ def module_state(trees: dict[str, ast.Module]) -> list[tuple[str, str, int, str]
                 found.append((rel, "register_at_fork", node.lineno,
                               "fork handling outside the Runtime"))
         for node in _module_body(tree):
+            if isinstance(node, ast.FunctionDef) and (rel, node.name) not in PURE_MEMOS:
+                for d in node.decorator_list:
+                    d = d.func if isinstance(d, ast.Call) else d
+                    name = d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")
+                    if name in MEMOIZERS:
+                        found.append((rel, node.name, node.lineno, f"memoized by {name}"))
             if isinstance(node, ast.Assign):
                 names, value = [t.id for t in node.targets if isinstance(t, ast.Name)], node.value
             elif isinstance(node, ast.AnnAssign) and node.value is not None:
@@ -191,6 +208,8 @@ def test_known_state_is_still_there():
     ("n = 0\ndef f():\n    global n\n    n += 1\n", "n"),
     ("import os\nos.register_at_fork(after_in_child=print)\n", "register_at_fork"),
     ("class _Pool:\n    pass\n_POOL = _Pool()\n", "_POOL"),
+    ("import functools\n@functools.lru_cache(maxsize=8)\ndef store(p):\n    return [p]\n",
+     "store"),
     ("class _Named:\n    __slots__ = ('names',)\n    def __init__(self):\n"
      "        self.names = []\nNAMED = _Named()\n", "NAMED"),
 ])
