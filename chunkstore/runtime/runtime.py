@@ -21,7 +21,13 @@ its pool and buffers are made afresh, and so is every part, except that a part w
 which process first used obstore, or the caches an array may still name).
 
 :func:`reset` closes the current Runtime and starts the next :func:`current` afresh
-(tests; or a program that wants every cache and thread gone).
+(tests; or a program that wants every cache and thread gone, between uses: objects made
+before that keep state of their own, such as a ZipStore's open session or an array's
+private ChunkCache, are not known to the new Runtime).
+
+Parts: a class with a constructor taking no argument, defined by the layer that uses it
+(``storage/local/maps.MapCache``, ``io/cache/chunk_cache.Caches``...); optional methods
+``forked()`` (what a forked child keeps) and ``close()`` (called by :meth:`Runtime.close`).
 """
 
 from __future__ import annotations

@@ -322,6 +322,11 @@ class Caches:
         with self._lock:
             return list(self._live)
 
+    def close(self) -> None:
+        """Empty every cache (the Runtime is closed: later writes no longer reach them)."""
+        for cache in self.caches():
+            cache.clear()
+
     def forked(self) -> Caches:
         """A forked child's: the same caches (arrays of the child still use them), a new
         lock."""
