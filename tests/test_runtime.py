@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.codecs import scratch
 from chunkstore.codecs.limits import decode_limits, variable_cap
 from chunkstore.config import ENVIRONMENT, environ
 from chunkstore.io.cache import chunk_cache
-from chunkstore.runtime import Budgets, Runtime, current, reset
+from chunkstore.runtime import Budgets, Runtime, current, reset, scratch
 from chunkstore.storage.local.maps import MapCache, map_cache
 from chunkstore.storage.obstore.setup import ObstoreState
 from chunkstore.storage.s3_conditional import Conditions, conditional_probes

@@ -13,10 +13,9 @@ from typing import Any
 import numpy as np
 
 from chunkstore.array.array import Array
-from chunkstore.codecs import scratch
 from chunkstore.dask.permute import copy_permuted
 from chunkstore.rechunk.planner import pieces_of
-from chunkstore.runtime import current
+from chunkstore.runtime import current, scratch
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,6 @@ import numpy as np
 from chunkstore.codecs import Pipeline
 from chunkstore.codecs.bounded import stored_bound
 from chunkstore.codecs.bytes_codec import has_long_rows, long_rows
-from chunkstore.codecs.scratch import scratch_buffer
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.indexing import ChunkProjection
 from chunkstore.io.cache import chunk_cache
@@ -45,6 +44,7 @@ from chunkstore.io.resize import clear_outside
 from chunkstore.io.rmw import commit_units
 from chunkstore.runtime import current
 from chunkstore.runtime.pool import INLINE_ITEM_BYTES, batches, interleaved, windows
+from chunkstore.runtime.scratch import scratch_buffer
 from chunkstore.storage.base import Reader, Store
 from chunkstore.storage.bounds import (
     ObjectSizeError,

@@ -10,9 +10,11 @@ object (besides ``chunkstore.config``, the settings users set).
 * the state of the layers above, one object per kind: ``current().part(Kind)`` is this
   runtime's instance of ``Kind`` (made by ``Kind()`` on first use). The runtime sits
   below storage, codecs and io and imports none of them: each layer defines the class
-  holding its state (the decoded-chunk caches, codec scratch buffers, kept memory maps,
-  obstore clients, zip sessions, S3 probe results...) beside the code that uses it, and
-  keeps it here instead of in a module global.
+  holding its state (the decoded-chunk caches, kept memory maps, obstore clients, zip
+  sessions, S3 probe results...) beside the code that uses it, and keeps it here instead
+  of in a module global. The runtime's own modules do so too when they need ``current()``
+  (``runtime.scratch``: per-thread scratch buffers of codecs and stores), so that this
+  module imports none of them but the pool and the buffers.
 
 After ``fork`` the child gets a new Runtime (threads, locks and pools do not survive a
 fork; a lock held by another thread at the fork would stay held forever in the child):

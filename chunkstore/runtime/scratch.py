@@ -1,9 +1,9 @@
 """Per-thread scratch buffers: one reusable array per thread and purpose, so that a
 chunk decoded or staged for compression does not page-fault a fresh buffer each time.
 
-The buffers are the process Runtime's (``current().part(Scratch)``). A buffer larger
-than :data:`KEEP_MAX_BYTES` is not kept (it is as cheap to fault as it is
-costly to hold); :func:`release` drops the calling thread's buffers and
+The buffers are a part of the process's Runtime (``current().part(Scratch)``). A buffer
+larger than :data:`KEEP_MAX_BYTES` is not kept (it is as cheap to fault as it is costly
+to hold); :func:`release` drops the calling thread's buffers and
 :func:`release_all` every thread's (a Dask task calls it when it ends, so that the
 codec threads of an idle worker hold nothing; a thread still using a buffer keeps it
 until it is done).
@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from chunkstore.runtime import current
+from chunkstore.runtime.runtime import current
 
 KEEP_MAX_BYTES = 64 * 2**20
 SMALL_BYTES = 64 * 1024  # freshly allocated below this: from malloc's pools, no faults
