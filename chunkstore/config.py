@@ -44,11 +44,42 @@ Keys (dotted, as ``zarr.config``):
   take 0.75 GB; it is refused in milliseconds instead. A document over either cap is
   refused (a MetadataError naming it and the key to raise), and so is writing one.
 
+* ``codecs.vlen_min_bytes`` (None: ``CHUNKSTORE_VLEN_MIN_BYTES``, else 64 MiB),
+  ``codecs.vlen_ratio`` (None: ``CHUNKSTORE_VLEN_RATIO``, else 64): a chunk of
+  variable-length items (strings, bytes) may decode to ``max(vlen_min_bytes, vlen_ratio x
+  its stored size)``, no more (``chunkstore.codecs.limits``).
+
+The budgets derived from these keys are read by the other layers from the process's
+Runtime (``chunkstore.runtime.current().budgets``), re-read after every change.
+
+Environment variables (read through :func:`environ`, the one place chunkstore reads the
+environment; those of the budgets when the Runtime derives them: at first use and after
+each change of this config):
+
+* ``CHUNKSTORE_THREADS``: threads of the IO pool when ``threading.max_workers`` is None;
+* ``CHUNKSTORE_VLEN_MIN_BYTES``, ``CHUNKSTORE_VLEN_RATIO``: the caps above when their keys
+  are None;
+* ``CHUNKSTORE_S3_BACKEND``: "fsspec" or "obstore", the backend of plain ``s3://`` URLs
+  that do not choose one;
+* ``CHUNKSTORE_S3_ENDPOINT``: an S3-compatible endpoint (a MinIO server) for ``s3://`` URLs
+  whose options name none (before ``AWS_ENDPOINT_URL_S3`` and ``AWS_ENDPOINT_URL``);
+* ``CHUNKSTORE_TRACEBACK``: the CLI shows the traceback of an error (``--traceback``);
+* read with the conventions of the tools they belong to: ``AWS_ENDPOINT_URL_S3``,
+  ``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT`` (obstore's), ``AWS_REGION``,
+  ``AWS_DEFAULT_REGION``, ``AWS_PROFILE``, ``AWS_DEFAULT_PROFILE``, ``AWS_CONFIG_FILE``,
+  ``AWS_SHARED_CREDENTIALS_FILE`` and the credentials obstore finds itself
+  (``AWS_ACCESS_KEY_ID``, ``AWS_WEB_IDENTITY_TOKEN_FILE``,
+  ``AWS_CONTAINER_CREDENTIALS_RELATIVE_URI``, ``AWS_CONTAINER_CREDENTIALS_FULL_URI``),
+  which decide whether an s3:// URL can use obstore; ``HDF5_EXTFILE_PREFIX``,
+  ``HDF5_EXT_PREFIX``, ``HDF5_VDS_PREFIX`` (where HDF5 looks for the files an HDF5
+  source names); ``DASK_SCHEDULER_ADDRESS`` (the CLI's default ``--scheduler``).
+
 The ``array.*`` keys but ``default_compressor`` are also the fields of an
 :class:`ArrayConfig`, one array's settings (``config=`` of ``create_array``, ``open_array``,
 ``Group.require_array``..., and ``Array.config``); keys it leaves out come from here.
 
-Every value is checked by ``config.set``: one of the wrong kind is a ValueError naming
+Every value is checked by ``config.set`` (``array.default_compressor`` by the codecs,
+which register that check with :meth:`Config.add_check`): one of the wrong kind is a ValueError naming
 the key and what it takes, and leaves the config unchanged. Set values apply at once; ``config.set`` used as a context manager restores the previous
 values on exit. Thread-safe for readers; meant to be set at start-up.
 """
@@ -56,6 +87,7 @@ values on exit. Thread-safe for readers; meant to be set at start-up.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -78,8 +110,29 @@ _DEFAULTS: dict[str, Any] = {
     "cache.map_bytes": 0,
     "metadata.max_bytes": 64 * 2**20,
     "metadata.max_elements": 8 * 2**20,
+    "codecs.vlen_min_bytes": None,
+    "codecs.vlen_ratio": None,
 }
 _MISSING = object()
+#: the environment variables chunkstore reads (see the module docstring)
+ENVIRONMENT = frozenset({
+    "CHUNKSTORE_THREADS", "CHUNKSTORE_VLEN_MIN_BYTES", "CHUNKSTORE_VLEN_RATIO",
+    "CHUNKSTORE_S3_BACKEND", "CHUNKSTORE_S3_ENDPOINT", "CHUNKSTORE_TRACEBACK",
+    "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_REGION",
+    "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE", "AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "HDF5_EXTFILE_PREFIX", "HDF5_EXT_PREFIX", "HDF5_VDS_PREFIX", "DASK_SCHEDULER_ADDRESS",
+})
+
+
+def environ(name: str) -> str | None:
+    """The environment variable ``name`` now (None when unset), one of
+    :data:`ENVIRONMENT` (another name is a KeyError: every variable read is listed)."""
+    if name not in ENVIRONMENT:
+        raise KeyError(f"{name!r} is not an environment variable chunkstore reads; "
+                       "list it in chunkstore.config.ENVIRONMENT and its docstring")
+    return os.environ.get(name)
 
 
 class _Restore:
@@ -92,7 +145,7 @@ class _Restore:
         return self._config
 
     def __exit__(self, *exc: object) -> None:
-        self._config._values.update(self._previous)
+        self._config._update(self._previous)
 
 
 def _bytes_value(key: str, value: Any) -> int:
@@ -139,56 +192,24 @@ def _workers(key: str, value: Any) -> int | None:
                         minimum=1)
 
 
-def _compressor(key: str, value: Any) -> Any:
-    """"auto", None, or a codec / list of codecs that new arrays can use as compressors:
-    a v3 bytes->bytes codec (an object, ``"zstd"``, ``{"name": ...}``) or a v2 numcodecs
-    compressor (an object or ``{"id": ...}``). Kept as given; the codecs' safety check
-    is made when an array is created (``allow_unsafe_codecs``)."""
-    if value is None or (isinstance(value, str) and value == "auto"):
-        return value
-    from chunkstore.codecs.base import BytesBytesCodec  # codecs import this module
-    from chunkstore.codecs.convert import to_numcodecs, to_v3_codec
-
-    where = f"chunkstore config {key!r}"
-    items = list(value) if isinstance(value, list | tuple) else [value]
-    for item in items:
-        problems = []
-        try:
-            if isinstance(to_v3_codec(item, where, True), BytesBytesCodec):
-                continue
-            problems.append(f"{item!r} is not a bytes->bytes codec")
-        except Exception as e:  # any failure: the value is unusable
-            problems.append(str(e))
-        try:
-            to_numcodecs(item, where, True)
-            continue
-        except Exception:
-            pass
-        raise ValueError(f"{where} must be 'auto', None, or a compressor (a codec object, "
-                         f"a codec name such as 'zstd', a {{'name': ...}} or {{'id': ...}} "
-                         f"config) or a list of them, got {value!r}: {problems[0]}")
-    return value
+def _vlen(key: str, value: Any) -> int | None:
+    """None (the environment's, else the built-in cap) or a whole number >= 1."""
+    if value is None:
+        return None
+    return whole_number(value, f"chunkstore config {key!r} must be None or a whole number "
+                        f">= 1, got {value!r}", minimum=1)
 
 
 _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "array.write_empty_chunks": _flag,
     "array.read_missing_chunks": _flag,
     "array.order": _order,
-    "array.default_compressor": _compressor,
     "threading.max_workers": _workers,
     "metadata.max_bytes": _positive_bytes,
     "metadata.max_elements": _positive_count,
+    "codecs.vlen_min_bytes": _vlen,
+    "codecs.vlen_ratio": _vlen,
 }
-
-
-def _checked(key: str, value: Any) -> Any:
-    """``value`` as the setting ``key`` takes it (see the module docstring), or a
-    ValueError naming the key and what it takes (rather than a failure, or a silent
-    misreading, in the next read or write)."""
-    check = _CHECKS.get(key)
-    if check is None and key.endswith("_bytes"):
-        check = _bytes_value
-    return value if check is None else check(key, value)
 
 
 class Config:
@@ -199,6 +220,30 @@ class Config:
         self._values = dict(defaults)
         self._lock = threading.Lock()
         self._array_settings: tuple[tuple[Any, ...], ArrayConfig] | None = None
+        self._checks = dict(_CHECKS)
+        #: bumped by every change: what was derived from the values (the Runtime's
+        #: budgets) is re-read when it moves
+        self.version = 0
+
+    def add_check(self, key: str, check: Callable[[str, Any], Any]) -> None:
+        """Make ``check(key, value)`` judge the values of ``key`` (returning the value as
+        kept, or raising ValueError): how a layer above checks what only it can judge
+        (the codecs, ``array.default_compressor``) without this module importing it."""
+        self._checks[self._check(key)] = check
+
+    def _checked(self, key: str, value: Any) -> Any:
+        """``value`` as the setting ``key`` takes it (see the module docstring), or a
+        ValueError naming the key and what it takes (rather than a failure, or a silent
+        misreading, in the next read or write)."""
+        check = self._checks.get(key)
+        if check is None and key.endswith("_bytes"):
+            check = _bytes_value
+        return value if check is None else check(key, value)
+
+    def _update(self, values: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._values.update(values)
+            self.version += 1
 
     def array_settings(self) -> ArrayConfig:
         """The ``ArrayConfig`` of the current ``array.*`` values (what an array handle made
@@ -233,16 +278,18 @@ class Config:
         """Set values (a mapping of dotted keys, or keyword arguments with ``__`` for the
         dots); usable as a context manager that restores the old values on exit."""
         changes = {**(values or {}), **{k.replace("__", "."): v for k, v in kwargs.items()}}
-        changes = {k: _checked(self._check(k), v) for k, v in changes.items()}
+        changes = {k: self._checked(self._check(k), v) for k, v in changes.items()}
         with self._lock:
             previous = {self._check(k): self._values[k] for k in changes}
             self._values.update(changes)
+            self.version += 1
         return _Restore(self, previous)
 
     def reset(self) -> None:
         """Back to the defaults."""
         with self._lock:
             self._values = dict(self._defaults)
+            self.version += 1
 
     def __repr__(self) -> str:
         return f"chunkstore.config({self._values!r})"

@@ -22,7 +22,7 @@ from chunkstore.errors import (
 )
 from chunkstore.io.plain import VIEW_GROUP
 from chunkstore.io.rmw import RUNS_PER_THREAD
-from chunkstore.runtime.pool import pool_threads
+from chunkstore.runtime import current
 
 
 class CountingStore(cs.MemoryStore):
@@ -68,7 +68,7 @@ class CountingStore(cs.MemoryStore):
         return self._counted("commit_many", super().commit_many, items)
 
 
-MAX_RUNS = pool_threads(True) * RUNS_PER_THREAD + 1  # store calls per batched write
+MAX_RUNS = current().pool.threads(True) * RUNS_PER_THREAD + 1  # store calls per batched write
 
 
 def chunk_files(root) -> set[str]:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import threading
 import time
 
-from chunkstore.runtime.pool import INLINE_ITEM_BYTES, run_batched
+from chunkstore.runtime import current
+from chunkstore.runtime.pool import INLINE_ITEM_BYTES
 
 
 def test_tiny_items_keep_order_and_values():
     items = list(range(1000))
-    assert run_batched(lambda x: x * 3, items, item_bytes=100) == [x * 3 for x in items]
-    assert run_batched(lambda x: x, [], item_bytes=100) == []
-    assert run_batched(lambda x: -x, [5], item_bytes=100) == [-5]
+    assert current().pool.run_batched(lambda x: x * 3, items, item_bytes=100) == [x * 3 for x in items]
+    assert current().pool.run_batched(lambda x: x, [], item_bytes=100) == []
+    assert current().pool.run_batched(lambda x: -x, [5], item_bytes=100) == [-5]
 
 
 def test_slow_tiny_items_move_to_the_pool():
@@ -24,7 +25,7 @@ def test_slow_tiny_items_move_to_the_pool():
         return x + 1
 
     items = list(range(40))
-    assert run_batched(slow, items, item_bytes=100) == [x + 1 for x in items]
+    assert current().pool.run_batched(slow, items, item_bytes=100) == [x + 1 for x in items]
     assert any(name.startswith("chunkstore") for name in seen)  # the rest ran in the pool
     assert threading.current_thread().name in seen  # the probe ran inline
 
@@ -36,7 +37,7 @@ def test_large_items_use_the_pool():
         seen.add(threading.current_thread().name)
         return x
 
-    assert run_batched(f, list(range(64)), item_bytes=INLINE_ITEM_BYTES) == list(range(64))
+    assert current().pool.run_batched(f, list(range(64)), item_bytes=INLINE_ITEM_BYTES) == list(range(64))
     assert any(name.startswith("chunkstore") for name in seen)
 
 
@@ -52,7 +53,7 @@ def test_one_slow_probe_does_not_send_tiny_items_to_the_pool():
         return x * 2
 
     items = list(range(200))
-    assert run_batched(first_slow, items, item_bytes=100) == [x * 2 for x in items]
+    assert current().pool.run_batched(first_slow, items, item_bytes=100) == [x * 2 for x in items]
     assert set(seen) == {threading.current_thread().name}
 
 
@@ -66,7 +67,7 @@ def test_tiny_items_slow_in_both_probes_move_to_the_pool():
         return x
 
     items = list(range(100))
-    assert run_batched(slow_start, items, item_bytes=100) == items
+    assert current().pool.run_batched(slow_start, items, item_bytes=100) == items
     assert seen[:32] == [threading.current_thread().name] * 32
     assert any(name.startswith("chunkstore") for name in seen[32:])
 
@@ -79,7 +80,7 @@ def test_probes_cover_short_lists_exactly():
         calls.append(x)
         return x
 
-    assert run_batched(slow, list(range(20)), item_bytes=100) == list(range(20))
+    assert current().pool.run_batched(slow, list(range(20)), item_bytes=100) == list(range(20))
     assert sorted(calls) == list(range(20))  # each item once, probes included
 
 
@@ -108,7 +109,7 @@ def test_slow_tiny_items_that_hold_the_gil_stay_inline():
         return x * 5
 
     items = list(range(600))
-    assert run_batched(busy, items, item_bytes=100) == [x * 5 for x in items]
+    assert current().pool.run_batched(busy, items, item_bytes=100) == [x * 5 for x in items]
     assert seen[:32] == [me] * 32  # the two inline probes
     assert any(name.startswith("chunkstore") for name in seen)  # the timed stretch
     assert seen[-200:] == [me] * 200  # the rest back on this thread
@@ -124,6 +125,6 @@ def test_slow_tiny_items_that_release_the_gil_keep_the_pool():
         return x - 1
 
     items = list(range(600))
-    assert run_batched(waits, items, item_bytes=100) == [x - 1 for x in items]
+    assert current().pool.run_batched(waits, items, item_bytes=100) == [x - 1 for x in items]
     assert seen[:32] == [me] * 32
     assert me not in seen[32:]  # the stretch and the rest both on pool threads

@@ -93,13 +93,16 @@ def test_unsafe_codec_as_default_is_refused_at_creation_unless_allowed():
 
 @pytest.mark.parametrize("value", ["abc", "0", "-2", "2.5"])
 def test_bad_thread_count_in_the_environment_names_the_variable(monkeypatch, value):
-    from chunkstore.runtime.pool import default_workers
+    from chunkstore.runtime import Budgets
     monkeypatch.setenv("CHUNKSTORE_THREADS", value)
     with pytest.raises(ValueError, match="CHUNKSTORE_THREADS"):
-        default_workers()
+        Budgets.from_config()
 
 
 def test_thread_count_from_the_environment(monkeypatch):
-    from chunkstore.runtime.pool import default_workers
+    from chunkstore.runtime import Runtime
     monkeypatch.setenv("CHUNKSTORE_THREADS", "3")
-    assert default_workers() == 3
+    runtime = Runtime()  # the environment is read when a runtime derives its budgets
+    assert runtime.budgets.max_workers == 3
+    assert runtime.pool.executor()._max_workers == 3
+    runtime.close()

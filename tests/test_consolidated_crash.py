@@ -11,9 +11,12 @@ the member's own directory) never leaves a copy that shows a wrong shape:
 * the next writer of the copy (or ``consolidate_metadata``) drops the dead writer's mark
   and writes the entry back, after which zarr-python sees the real tree again.
 
-Each scenario runs in a child process that ``os._exit``s at the n-th step of
-``nodes.consolidated.guarded_change`` (through its ``crash_hook``), for n = 1, 2, ...
-until the operation completes; then a SIGKILL loop kills appenders at random times.
+Each scenario runs in a child process that ``os._exit``s just after its n-th commit of a
+metadata document (the store's ``commit_many``, which every LocalStore write goes
+through, patched in the child: the steps of ``nodes.consolidated.guarded_change`` are
+those commits: the copies marked, the node's documents committed, v2's ``.zarray``
+before its ``.zattrs``, the copies settled), for n = 1, 2, ... until the operation
+completes; then a SIGKILL loop kills appenders at random times.
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.nodes import consolidated as consolidated_mod
 from chunkstore.nodes.documents import update_node
 from chunkstore.nodes.pending import PENDING_KEY
+from chunkstore.storage.local.store import LocalStore
 from chunkstore.storage.resolve import resolve_store
 
 zarr = pytest.importorskip("zarr")
@@ -75,17 +78,54 @@ def _op(root: str, op: str) -> None:
         raise ValueError(op)
 
 
+DOCUMENTS = {"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}
+
+
+def _after_document_commits(hook) -> None:
+    """Call ``hook(keys)`` after each commit of a LocalStore (in this process) that wrote
+    a metadata document, with the documents' keys."""
+    real = LocalStore.commit_many
+
+    def commit_many(self, items):
+        done = real(self, items)
+        keys = [k for (k, _, _), ok in zip(items, done, strict=True)
+                if ok and k.rsplit("/", 1)[-1] in DOCUMENTS]
+        if keys:
+            hook(keys)
+        return done
+    LocalStore.commit_many = commit_many
+
+
 def _crash_at(root: str, op: str, n: int) -> None:
-    """Run ``op`` and die at the n-th step of the consolidated-copy protocol."""
+    """Run ``op`` and die just after its n-th commit of metadata documents."""
     seen = []
 
-    def hook(step: str) -> None:
-        seen.append(step)
+    def hook(keys: list[str]) -> None:
+        seen.append(keys)
         if len(seen) == n:
             os._exit(17)
-    consolidated_mod.crash_hook = hook
+    _after_document_commits(hook)
     _op(root, op)
     os._exit(0)
+
+
+def _steps(root: str, op: str) -> list[list[str]]:
+    """The metadata documents ``op`` commits, commit by commit (run in a child: the
+    patch stays there)."""
+    ctx = _ctx()
+    out = ctx.Queue()
+    p = ctx.Process(target=_record, args=(root, op, out))
+    p.start()
+    steps = out.get(timeout=120)
+    p.join(120)
+    return steps
+
+
+def _record(root: str, op: str, out) -> None:
+    seen: list[list[str]] = []
+    _after_document_commits(lambda keys: seen.append(sorted(keys)))
+    _op(root, op)
+    out.put(seen)
 
 
 def _tree(group) -> dict:
@@ -159,6 +199,36 @@ def test_a_crash_at_any_step_never_shows_a_wrong_shape(tmp_path, fmt, op):
     assert len(crashed_at) >= 3  # marked, committed, settled at least
 
 
+COPY = {3: "zarr.json", 2: ".zmetadata"}
+
+
+@pytest.mark.parametrize("fmt, op, node", [
+    (3, "append", ["arr/zarr.json"]), (2, "append", ["arr/.zarray"]),
+    (3, "own_directory", ["zarr.json"]),
+    (3, "group_attrs", ["sub/zarr.json"]), (2, "group_attrs", ["sub/.zattrs"]),
+])
+def test_the_crash_points_are_the_protocol_steps(tmp_path, fmt, op, node):
+    """What the loop above dies after, step by step: the copy marked, the node's
+    document committed, the copy settled (each commit a point where a crash is tried)."""
+    root = str(tmp_path / "g.zarr")
+    _build(root, fmt)
+    steps = _steps(root, op)
+    assert steps[0] == [COPY[fmt]]  # marked
+    assert node in steps[1:-1]  # committed (own_directory: keys of the array's store)
+    assert steps[-1] == [COPY[fmt]]  # settled
+
+
+def test_a_v2_crash_point_between_the_node_documents(tmp_path):
+    """v2 keeps a node's shape and attributes in two documents: a crash can come between
+    them (the point ``main-committed`` of the old hook)."""
+    root = str(tmp_path / "g.zarr")
+    _build(root, 2)
+    steps = _steps(root, "grow_and_attrs")
+    i = steps.index(["arr/.zarray"])
+    assert steps[i + 1] == ["arr/.zattrs"]
+    assert steps[0] == steps[-1] == [COPY[2]]
+
+
 @pytest.mark.parametrize("fmt", [3, 2])
 def test_consolidate_metadata_clears_a_dead_writers_mark(tmp_path, fmt):
     root = str(tmp_path / "g.zarr")
@@ -183,19 +253,20 @@ def test_a_live_writers_mark_survives_consolidate_and_other_writers(tmp_path):
     _build(root, 3)
     seen = []
 
-    def hook(step):
-        if step == "committed" and not seen:
-            seen.append(step)
+    def hook(keys):
+        if keys == ["arr/zarr.json"] and not seen:  # the node committed, not yet settled
+            seen.append(keys)
             cs.consolidate_metadata(root)  # mid-change, in this (live) process
             cs.open_array(root, path="other", mode="r+").attrs["x"] = 1
             assert list(_marks(root, 3)) == ["arr"]
             assert "arr" not in _zarr_tree(root, 3)
             assert cs.open_group(root, mode="r", use_consolidated=True)["arr"].shape == (5,)
-    consolidated_mod.crash_hook = hook
+    real = LocalStore.commit_many
     try:
+        _after_document_commits(hook)
         cs.open_array(root, path="arr", mode="r+").append(np.array([4, 5], dtype="i4"))
     finally:
-        consolidated_mod.crash_hook = None
+        LocalStore.commit_many = real
     assert seen and _marks(root, 3) == {}
     assert _zarr_tree(root, 3)["arr"][1] == (5,)
 

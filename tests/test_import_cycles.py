@@ -158,10 +158,9 @@ RANK = {unit: i for i, row in enumerate(LAYERS) for unit in row}
 # What the dask layer may use (issue 31: a thin executor over public primitives).
 DASK_USES = {"api", "array", "group", "rechunk", "runtime", "errors", "sizes", "progress"}
 # Upward edges owned by work under way, each removed by its owner when fixed.
-KNOWN_UPWARD: set[tuple[str, str]] = {("storage", "codecs"), ("config", "codecs")}
-# Left: codecs (the scratch buffers a task releases: runtime/ once they move there),
-# config (the map-cache bound set in workers), io (io.sync: the synchronizer classes).
-KNOWN_DASK: set[str] = {"codecs", "config", "io"}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
+# Left: config (the map-cache bound set in workers), io (io.sync: the synchronizer classes).
+KNOWN_DASK: set[str] = {"config", "io"}
 
 
 def unit_graph() -> dict[str, set[str]]:

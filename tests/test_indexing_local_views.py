@@ -21,6 +21,7 @@ import pytest
 import chunkstore as cs
 from chunkstore.errors import ChunkDecodeError, InvalidKeyError
 from chunkstore.storage.local import store as local
+from chunkstore.storage.local.maps import map_cache
 
 
 @pytest.fixture(autouse=True)
@@ -64,10 +65,10 @@ def test_reads_are_served_from_cached_maps(tmp_path, compressors):
     a = cs.open_array(path, mode="r")
     np.testing.assert_array_equal(a[5, :], data[5, :])
     key = os.path.join(str(a.store.root), a.chunk_key((0, 0)))
-    entry = local._maps.get(key)
+    entry = map_cache().get(key)
     assert entry is not None and isinstance(entry[1], mmap.mmap)
     np.testing.assert_array_equal(a[7, 3:9], data[7, 3:9])
-    assert local._maps.get(key)[1] is entry[1]  # the same map, not a new one
+    assert map_cache().get(key)[1] is entry[1]  # the same map, not a new one
 
 
 def test_no_map_is_kept_by_default(tmp_path, compressors):
@@ -75,7 +76,7 @@ def test_no_map_is_kept_by_default(tmp_path, compressors):
     a = cs.open_array(path, mode="r")
     with cs.config.set({"cache.map_bytes": 0}):
         np.testing.assert_array_equal(a[5, :], data[5, :])
-    assert not any(p.startswith(str(tmp_path)) for p in local._maps._maps)
+    assert not any(p.startswith(str(tmp_path)) for p in map_cache()._maps)
 
 
 @pytest.mark.parametrize("keep_mtime", [False, True])
@@ -160,21 +161,21 @@ def test_small_raw_chunks_and_edge_chunks(tmp_path):
     b = cs.open_array(str(tmp_path / "s.zarr"), mode="r")
     np.testing.assert_array_equal(b[59, 40:90], data[59, 40:90])
     np.testing.assert_array_equal(b[::7, ::-5], data[:60, :90][::7, ::-5])
-    assert local._maps.get(os.path.join(str(b.store.root), b.chunk_key((1, 1)))) is None
+    assert map_cache().get(os.path.join(str(b.store.root), b.chunk_key((1, 1)))) is None
 
 
 def test_cache_bounds_keep_results_right(tmp_path, compressors, monkeypatch):
     path, data = _big(tmp_path, compressors)
-    monkeypatch.setattr(local._maps, "files", 1)
+    monkeypatch.setattr(map_cache(), "files", 1)
     a = cs.open_array(path, mode="r")
     for _ in range(2):
         np.testing.assert_array_equal(a[...], data)
         np.testing.assert_array_equal(a[:, 255:257], data[:, 255:257])
-    assert len(local._maps._maps) <= 1
-    monkeypatch.setattr(local._maps, "files", 128)
-    monkeypatch.setattr(local._maps, "nbytes", 1)
+    assert len(map_cache()._maps) <= 1
+    monkeypatch.setattr(map_cache(), "files", 128)
+    monkeypatch.setattr(map_cache(), "nbytes", 1)
     np.testing.assert_array_equal(a[...], data)
-    assert len(local._maps._maps) <= 1
+    assert len(map_cache()._maps) <= 1
 
 
 def test_close_drops_the_maps_of_the_store(tmp_path):
@@ -182,9 +183,9 @@ def test_close_drops_the_maps_of_the_store(tmp_path):
     a = cs.open_array(path, mode="r")
     np.testing.assert_array_equal(a[...], data)
     root = os.path.join(str(a.store.root), "")
-    assert any(p.startswith(root) for p in local._maps._maps)
+    assert any(p.startswith(root) for p in map_cache()._maps)
     a.store.close()
-    assert not any(p.startswith(root) for p in local._maps._maps)
+    assert not any(p.startswith(root) for p in map_cache()._maps)
     np.testing.assert_array_equal(a[...], data)  # reopens lazily
 
 

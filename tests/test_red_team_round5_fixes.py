@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.runtime import buffers as bp
+from chunkstore.runtime import current
 
 
 # -- bounded reads: a spec-valid shard with unused space is refused ------------------------
@@ -137,20 +137,20 @@ MiB = 1 << 20
 
 @pytest.fixture
 def pool(monkeypatch):
-    monkeypatch.setattr(bp, "IDLE_SECONDS", 60)
-    bp.release()
-    yield bp
-    bp.release()
+    monkeypatch.setattr(current().buffers, "idle_seconds", 60)
+    current().buffers.release()
+    yield current().buffers
+    current().buffers.release()
 
 
 def _run_concurrently(n: int, budget: int, nbytes: int) -> None:
     barrier = threading.Barrier(n)
 
     def task():
-        with bp.retaining(budget):
-            a = bp.borrow((nbytes,), "u1")
+        with current().buffers.retaining(budget):
+            a = current().buffers.borrow((nbytes,), "u1")
             barrier.wait()
-            bp.give_back(a)
+            current().buffers.give_back(a)
             del a
             barrier.wait()
 
@@ -168,12 +168,12 @@ def test_pool_holds_no_more_than_the_running_tasks_budgets(pool):
     12 MiB pooled (and 13 MiB after it): ``retaining`` sets the limit to
     max(old limit, budgets) on entry and, when the last task leaves, never trims."""
     _run_concurrently(4, 16 * MiB, 4 * MiB)
-    with bp.retaining(4 * MiB):
-        b = bp.borrow((MiB,), "u1")
-        assert bp.pooled_bytes() <= 3 * MiB  # was: 12 MiB
-        bp.give_back(b)
+    with current().buffers.retaining(4 * MiB):
+        b = current().buffers.borrow((MiB,), "u1")
+        assert current().buffers.pooled_bytes() <= 3 * MiB  # was: 12 MiB
+        current().buffers.give_back(b)
         del b
-    assert bp.pooled_bytes() <= 4 * MiB  # was: 13 MiB
+    assert current().buffers.pooled_bytes() <= 4 * MiB  # was: 13 MiB
 
 
 def test_a_failed_task_does_not_disable_the_pool(pool):
@@ -182,14 +182,14 @@ def test_a_failed_task_does_not_disable_the_pool(pool):
     every later budget forever, so later tasks whose budget is their block never pool
     again (the 40% page-zeroing cost comes back for the life of the worker)."""
     with pytest.raises(RuntimeError):
-        with bp.retaining(4 * MiB):
-            a = bp.borrow((4 * MiB,), "u1")
+        with current().buffers.retaining(4 * MiB):
+            a = current().buffers.borrow((4 * MiB,), "u1")
             raise RuntimeError("task failed")
     del a
-    bp.release()  # what the idle timer does
-    with bp.retaining(4 * MiB):
-        b = bp.borrow((4 * MiB,), "u1")
-        bp.give_back(b)
+    current().buffers.release()  # what the idle timer does
+    with current().buffers.retaining(4 * MiB):
+        b = current().buffers.borrow((4 * MiB,), "u1")
+        current().buffers.give_back(b)
         del b
-        assert bp.pooled_bytes() == 4 * MiB  # was: 0
-    assert not bp._lent
+        assert current().buffers.pooled_bytes() == 4 * MiB  # was: 0
+    assert not current().buffers.lent_bytes()

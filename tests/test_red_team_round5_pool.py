@@ -1,4 +1,4 @@
-"""Red team round 5: the buffer pool of Dask copy tasks (``chunkstore/buffer_pool.py``).
+"""Red team round 5: the buffer pool of Dask copy tasks (``chunkstore/runtime/buffers.py``).
 
 A block is reused by the next task only when nothing else refers to it. Attacks: stores
 that keep (without copying) what they are asked to write — a Store subclass keeping the
@@ -19,7 +19,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.dask import rechunk, transpose
-from chunkstore.runtime import buffers as bp
+from chunkstore.runtime import current
 
 MiB = 1 << 20
 
@@ -29,19 +29,19 @@ TAKEN = [0]
 
 @pytest.fixture(autouse=True)
 def _empty_pool(monkeypatch):
-    monkeypatch.setattr(bp, "IDLE_SECONDS", 60)  # the pool stays between the stages
-    monkeypatch.setattr(bp, "MIN_BYTES", 4096)  # small test blocks are pooled too
-    real_take = bp._take
+    monkeypatch.setattr(current().buffers, "idle_seconds", 60)  # the pool stays between the stages
+    monkeypatch.setattr(current().buffers, "min_bytes", 4096)  # small test blocks are pooled too
+    real_take = current().buffers._take
 
     def take(nbytes):
         TAKEN[0] += 1
         return real_take(nbytes)
 
-    monkeypatch.setattr(bp, "_take", take)
+    monkeypatch.setattr(current().buffers, "_take", take)
     TAKEN[0] = 0
-    bp.release()
+    current().buffers.release()
     yield
-    bp.release()
+    current().buffers.release()
 
 
 class KeepingStore(cs.MemoryStore):
@@ -183,18 +183,18 @@ def test_a_block_still_viewed_by_a_store_is_never_lent_again():
     """The pool itself: a view kept of a given-back block must keep its bytes while the
     next borrowers fill their blocks (several threads)."""
     kept = []
-    with bp.retaining(64 * MiB):
-        a = bp.borrow((1024, 1024), "f4")
+    with current().buffers.retaining(64 * MiB):
+        a = current().buffers.borrow((1024, 1024), "f4")
         a[...] = 3.0
         kept.append(memoryview(a[:, ::2]) if False else a[1:].reshape(-1)[::3])
-        bp.give_back(a)
+        current().buffers.give_back(a)
         del a
 
         def fill(v):
-            with bp.retaining(8 * MiB):
-                b = bp.borrow((1024, 1024), "f4")
+            with current().buffers.retaining(8 * MiB):
+                b = current().buffers.borrow((1024, 1024), "f4")
                 b[...] = v
-                bp.give_back(b)
+                current().buffers.give_back(b)
                 del b
 
         threads = [threading.Thread(target=fill, args=(float(-i),)) for i in range(6)]
@@ -206,24 +206,24 @@ def test_a_block_still_viewed_by_a_store_is_never_lent_again():
 
 
 def test_structured_and_odd_itemsize_blocks_are_aligned_and_exact():
-    with bp.retaining(32 * MiB):
+    with current().buffers.retaining(32 * MiB):
         for dtype in ("V3", [("a", "u1"), ("b", "<f8")], "c16", "U3", "S5", "M8[s]"):
             dt = np.dtype(dtype)
             n = (2 * MiB) // dt.itemsize + 1
-            b = bp.borrow((n,), dt)
+            b = current().buffers.borrow((n,), dt)
             assert b.dtype == dt and b.shape == (n,) and b.flags.c_contiguous
             assert b.ctypes.data % min(dt.alignment, 16) == 0
             b[...] = np.zeros(1, dt)
-            bp.give_back(b)
+            current().buffers.give_back(b)
             del b
 
 
 def test_object_dtype_is_never_pooled():
-    with bp.retaining(64 * MiB):
-        b = bp.borrow((MiB,), object)
+    with current().buffers.retaining(64 * MiB):
+        b = current().buffers.borrow((MiB,), object)
         assert b.base is None and b.dtype == object
-        bp.give_back(b)
-    assert bp.pooled_bytes() == 0
+        current().buffers.give_back(b)
+    assert current().buffers.pooled_bytes() == 0
 
 
 def test_a_forked_child_of_a_busy_parent_starts_clean():
@@ -231,12 +231,12 @@ def test_a_forked_child_of_a_busy_parent_starts_clean():
     holding, release_it = threading.Event(), threading.Event()
 
     def busy():
-        with bp.retaining(16 * MiB):
-            a = bp.borrow((2 * MiB,), "u1")
-            with bp._lock:
+        with current().buffers.retaining(16 * MiB):
+            a = current().buffers.borrow((2 * MiB,), "u1")
+            with current().buffers._lock:
                 holding.set()
                 release_it.wait(10)
-            bp.give_back(a)
+            current().buffers.give_back(a)
             del a
 
     t = threading.Thread(target=busy)
@@ -246,13 +246,14 @@ def test_a_forked_child_of_a_busy_parent_starts_clean():
     pid = os.fork()
     if pid == 0:  # pragma: no cover (child)
         try:
-            ok = not bp._lent and not bp._budgets and bp.pooled_bytes() == 0
-            with bp.retaining(8 * MiB):
-                x = bp.borrow((2 * MiB,), "u1")
+            pool = current().buffers
+            ok = not pool.lent_bytes() and not pool.running_tasks() and pool.pooled_bytes() == 0
+            with current().buffers.retaining(8 * MiB):
+                x = current().buffers.borrow((2 * MiB,), "u1")
                 x[...] = 1
-                bp.give_back(x)
+                current().buffers.give_back(x)
                 del x
-            ok = ok and bp.pooled_bytes() == 2 * MiB
+            ok = ok and current().buffers.pooled_bytes() == 2 * MiB
             os.write(w, b"1" if ok else b"0")
         finally:
             os._exit(0)

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from chunkstore.runtime.pool import get_pool, interleaved, pool_threads, run_streamed
+from chunkstore.runtime import current
+from chunkstore.runtime.pool import interleaved
 
 
 def test_every_item_once_across_pool_threads():
@@ -22,7 +23,7 @@ def test_every_item_once_across_pool_threads():
             seen.append(x)
             names.add(threading.current_thread().name)
 
-    run_streamed(f, iter(range(200)))
+    current().pool.run_streamed(f, iter(range(200)))
     assert sorted(seen) == list(range(200))
     assert len(names) >= 2 and all(n.startswith("chunkstore") for n in names)
 
@@ -30,7 +31,7 @@ def test_every_item_once_across_pool_threads():
 @pytest.mark.parametrize("n", [0, 1])
 def test_no_or_one_item_runs_inline(n):
     names: list[str] = []
-    run_streamed(lambda x: names.append(threading.current_thread().name), range(n))
+    current().pool.run_streamed(lambda x: names.append(threading.current_thread().name), range(n))
     assert names == [threading.current_thread().name] * n
 
 
@@ -55,9 +56,9 @@ def test_the_stream_is_consumed_lazily():
         with lock:
             done += 1
 
-    run_streamed(f, items())
+    current().pool.run_streamed(f, items())
     assert done == 100
-    assert worst <= get_pool()._max_workers + 1
+    assert worst <= current().pool.executor()._max_workers + 1
 
 
 def test_a_failure_stops_the_others_and_is_raised():
@@ -70,7 +71,7 @@ def test_a_failure_stops_the_others_and_is_raised():
         time.sleep(0.002)
 
     with pytest.raises(ValueError, match="item 3"):
-        run_streamed(f, range(10_000))
+        current().pool.run_streamed(f, range(10_000))
     assert len(started) < 100  # nobody went on to the end
 
 
@@ -80,18 +81,18 @@ def test_an_error_of_the_iteration_is_raised():
         raise KeyError("broken stream")
 
     with pytest.raises(KeyError, match="broken stream"):
-        run_streamed(lambda x: None, items())
+        current().pool.run_streamed(lambda x: None, items())
 
 
 def test_inside_a_pool_thread_it_runs_inline():
     """A pool thread never waits on the pool (which could be full of waiters)."""
     def outer(_x: int) -> list[str]:
         inner: list[str] = []
-        run_streamed(lambda y: inner.append(threading.current_thread().name), range(20))
+        current().pool.run_streamed(lambda y: inner.append(threading.current_thread().name), range(20))
         assert set(inner) == {threading.current_thread().name}
         return inner
 
-    results = [get_pool().submit(outer, i) for i in range(8)]
+    results = [current().pool.executor().submit(outer, i) for i in range(8)]
     assert all(len(r.result(timeout=30)) == 20 for r in results)
 
 
@@ -138,6 +139,6 @@ def test_a_whole_read_places_distant_chunks_first(tmp_path, monkeypatch):
     monkeypatch.setattr(PlainEngine, "_read_one", watching)
     assert (cs.open_array(str(tmp_path / "a.zarr"), mode="r")[...] == 1).all()
     assert len(seen) == 64
-    parts = 2 * pool_threads(True)
+    parts = 2 * current().pool.threads(True)
     first_rows = {coords[0] for coords in seen[:parts]}
     assert len(first_rows) >= max(2, parts // 2)  # C order: all in the first row

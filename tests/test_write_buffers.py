@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.codecs import scratch
 from chunkstore.io import chunk_codec
+from chunkstore.runtime import scratch
 
 
 @pytest.mark.parametrize("endian", ["little", "big"])
@@ -123,7 +123,7 @@ def test_local_writes_run_on_two_threads_per_core_in_cache_sized_runs(tmp_path, 
     """A local write commits runs of at most ``WARM_RUN_BYTES`` of chunks (written while
     still in the cache), from at most two threads per core (more only take turns)."""
     from chunkstore.io import rmw
-    from chunkstore.runtime.pool import pool_threads
+    from chunkstore.runtime import current
     from chunkstore.storage import LocalStore
 
     x = np.random.default_rng(2).random((512, 4096))  # 16 MiB: 32 chunks of 512 KiB
@@ -142,7 +142,7 @@ def test_local_writes_run_on_two_threads_per_core_in_cache_sized_runs(tmp_path, 
     a[...] = x
     assert sum(runs) == 32
     assert max(runs) <= rmw.WARM_RUN_BYTES // (64 * 1024 * 8) == 4
-    assert 1 <= len(seen) <= rmw.BLOCKING_THREADS_PER_CORE * pool_threads(True)
+    assert 1 <= len(seen) <= rmw.BLOCKING_THREADS_PER_CORE * current().pool.threads(True)
     np.testing.assert_array_equal(a[...], x)
 
 

@@ -38,20 +38,26 @@ from chunkstore.array.sources import is_array, value_reads
 from chunkstore.errors import SelfReadingValueError
 from chunkstore.io.copy import block_parts
 from chunkstore.io.overlap import overlaps
+from chunkstore.runtime import current
 from chunkstore.storage.local.store import LocalStore
 
 if TYPE_CHECKING:
     from chunkstore.array.array import Array
 
-_watch = threading.local()  # .target: the Array a copy on this thread writes; .hit
+class CopyWatch(threading.local):
+    """Per thread (a part of the process's Runtime): the Array a copy running on this
+    thread writes (``target``), and whether its value read that array (``hit``)."""
+
+    target: Any = None
+    hit: bool = False
 
 
 def note_read(array: Array) -> None:
     """Every read of an Array calls this: it marks a copy running on this thread whose
     value reads the copy's own target."""
-    target = getattr(_watch, "target", None)
-    if target is not None and same_place(target, array):
-        _watch.hit = True
+    watch = current().part(CopyWatch)
+    if watch.target is not None and same_place(watch.target, array):
+        watch.hit = True
 
 
 def same_place(a: Any, b: Any) -> bool:
@@ -83,14 +89,15 @@ def copy_value(value: Any, array: Array, region: tuple[slice, ...]) -> None:
     if reads_target(value, array):
         _staged(value, array, region)
         return
+    watch = current().part(CopyWatch)
     for n, (block, part) in enumerate(itertools.chain((first, second), blocks)):
-        outer = getattr(_watch, "target", None), getattr(_watch, "hit", False)
-        _watch.target, _watch.hit = array, False
+        outer = watch.target, watch.hit
+        watch.target, watch.hit = array, False
         try:
             data = np.asarray(value[part])
-            hit = _watch.hit
+            hit = watch.hit
         finally:
-            _watch.target, _watch.hit = outer
+            watch.target, watch.hit = outer
         if hit and n == 0:  # nothing written yet: start again from a copy
             _staged(value, array, region)
             return

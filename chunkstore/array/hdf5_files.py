@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from chunkstore.config import environ
 from chunkstore.errors import ExternalDataError
 
 #: links and virtual datasets followed through one another at most this deep
@@ -96,7 +97,7 @@ def _candidates(name: str, env_var: str, prefix: str, origin: str) -> list[str]:
     if os.path.isabs(name):  # tried as given, then by its last part as a relative name
         out.append(name)
         name = os.path.basename(name)
-    prefixes = [p for p in os.environ.get(env_var, "").split(os.pathsep) if p]
+    prefixes = [p for p in (environ(env_var) or "").split(os.pathsep) if p]
     prefixes += [prefix] if prefix else []
     for p in prefixes:
         out.append(os.path.join(p.replace(_ORIGIN, origin), name))
@@ -128,7 +129,7 @@ def _efile_paths(dset: Any, name: str) -> list[str]:
     prefix = _text(dset.id.get_access_plist().get_efile_prefix())
     out = [os.path.join(prefix.replace(_ORIGIN, origin), name) if prefix
            else os.path.abspath(name)]
-    env = os.environ.get("HDF5_EXTFILE_PREFIX")
+    env = environ("HDF5_EXTFILE_PREFIX")
     if env:
         out.append(os.path.join(env.replace(_ORIGIN, origin), name))
     return [os.path.normpath(p) for p in out]

@@ -12,6 +12,7 @@ from importlib import metadata
 from chunkstore.cli import clean, copy, demo, dump, header, nodes, rechunk, verify
 from chunkstore.cli.args import Parser
 from chunkstore.cli.errors import EXIT_ERROR, explain
+from chunkstore.config import environ
 
 DESCRIPTION = """\
 Inspect, copy, rechunk and verify Zarr (v2 and v3) arrays and groups.
@@ -48,7 +49,7 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=version_text(),
                         help="print the versions of chunkstore and its main libraries, and exit")
     parser.add_argument("--traceback", action="store_true",
-                        default=bool(os.environ.get("CHUNKSTORE_TRACEBACK")),
+                        default=bool(environ("CHUNKSTORE_TRACEBACK")),
                         help="show the Python traceback of an error, for bug reports "
                         "(default: off, or on when CHUNKSTORE_TRACEBACK is set)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -4,7 +4,6 @@ on a ``distributed`` cluster; the same progress lines and summary either way."""
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
@@ -13,6 +12,7 @@ from typing import Any
 from chunkstore.cli.args import add_store_options, bytes_arg, shape_arg, storage_options
 from chunkstore.cli.errors import CLIError
 from chunkstore.cli.stores import check_target, open_node, volatile_warning
+from chunkstore.config import environ
 from chunkstore.progress import TaskProgress, TerminalProgress, local_dask_progress
 
 #: the task keys of a rechunk plan's copies: ``rechunk-copy-<stage>-<token>``
@@ -99,7 +99,7 @@ def register(sub: Any) -> None:
                    help="target chunk shape, -1 for a whole axis, e.g. -1,16 (required)")
     p.add_argument("--max-mem", type=bytes_arg, default="1GiB", metavar="BYTES",
                    help="memory bound per task, e.g. 512MB or 2GiB (default: %(default)s)")
-    address = os.environ.get("DASK_SCHEDULER_ADDRESS")
+    address = environ("DASK_SCHEDULER_ADDRESS")
     p.add_argument("--scheduler", default=address, metavar="ADDRESS",
                    help="address of a dask.distributed scheduler, e.g. tcp://localhost:8786 "
                    f"(default: {address or 'none, run on local threads'}; from "

@@ -10,6 +10,7 @@ from chunkstore.codecs.base import (
 from chunkstore.codecs.bytes_codec import BytesCodec
 from chunkstore.codecs.cast_value import CastValueCodec
 from chunkstore.codecs.compressors import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
+from chunkstore.codecs.convert import check_default_compressor
 from chunkstore.codecs.enums import BloscCname, BloscShuffle, Endian, ShardingCodecIndexLocation
 from chunkstore.codecs.limits import DecodeLimits, decode_limits, set_decode_limits
 from chunkstore.codecs.numcodecs_adapter import UNSAFE_IDS, numcodecs_from_config, wrap_numcodecs
@@ -18,6 +19,7 @@ from chunkstore.codecs.registry import codec_from_json, register_codec
 from chunkstore.codecs.scale_offset import ScaleOffsetCodec
 from chunkstore.codecs.sharding import ShardingCodec
 from chunkstore.codecs.transpose import TransposeCodec
+from chunkstore.config import config
 
 __all__ = [
     "ArrayArrayCodec", "ArrayBytesCodec", "BloscCname", "BloscCodec", "BloscShuffle",
@@ -27,3 +29,6 @@ __all__ = [
     "TransposeCodec", "UNSAFE_IDS", "V2Pipeline", "ZstdCodec", "build_pipeline",
     "codec_from_json", "numcodecs_from_config", "register_codec", "wrap_numcodecs",
 ]
+
+# the codecs judge the compressors users configure (config cannot import them)
+config.add_check("array.default_compressor", check_default_compressor)

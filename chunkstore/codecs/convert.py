@@ -102,6 +102,35 @@ def to_numcodecs(item: Any, where: str, allow_unsafe: bool = False) -> Any:
     raise CodecError(f"{where}: {item!r} has no Zarr v2 (numcodecs) equivalent")
 
 
+def check_default_compressor(key: str, value: Any) -> Any:
+    """The check of ``chunkstore.config`` ``array.default_compressor``: "auto", None, or a
+    codec / list of codecs that new arrays can use as compressors: a v3 bytes->bytes codec
+    (an object, ``"zstd"``, ``{"name": ...}``) or a v2 numcodecs compressor (an object or
+    ``{"id": ...}``). Kept as given; the codecs' safety check is made when an array is
+    created (``allow_unsafe_codecs``)."""
+    if value is None or (isinstance(value, str) and value == "auto"):
+        return value
+    where = f"chunkstore config {key!r}"
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    for item in items:
+        problems = []
+        try:
+            if isinstance(to_v3_codec(item, where, True), BytesBytesCodec):
+                continue
+            problems.append(f"{item!r} is not a bytes->bytes codec")
+        except Exception as e:  # any failure: the value is unusable
+            problems.append(str(e))
+        try:
+            to_numcodecs(item, where, True)
+            continue
+        except Exception:
+            pass
+        raise ValueError(f"{where} must be 'auto', None, or a compressor (a codec object, "
+                         f"a codec name such as 'zstd', a {{'name': ...}} or {{'id': ...}} "
+                         f"config) or a list of them, got {value!r}: {problems[0]}")
+    return value
+
+
 def v3_codec_chain(*, dtype: np.dtype, chunk_shape: tuple[int, ...], compressors: Any,
                    filters: Any, codecs: Any, order: str, where: str,
                    allow_unsafe: bool = False, serializer: Any = "auto",

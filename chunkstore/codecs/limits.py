@@ -11,8 +11,9 @@ headers (or whose output, for codecs that cannot tell in advance) exceed it:
 * chunks of variable-length items (strings, bytes, objects) have no exact size: their
   serialized form is capped by :func:`variable_cap`, ``max(min_bytes, ratio x stored
   size)`` — 64 MiB, or 64 times the stored payload when that is more. Raise it for
-  highly compressible string chunks with :func:`set_decode_limits` or the environment
-  variables ``CHUNKSTORE_VLEN_MIN_BYTES`` and ``CHUNKSTORE_VLEN_RATIO``.
+  highly compressible string chunks with :func:`set_decode_limits` (the config keys
+  ``codecs.vlen_min_bytes`` and ``codecs.vlen_ratio``) or the environment variables
+  ``CHUNKSTORE_VLEN_MIN_BYTES`` and ``CHUNKSTORE_VLEN_RATIO``.
 
 What metadata declares is bounded too: :func:`memory_limit` is the most memory the
 process could ever hold, checked before allocating a shard index.
@@ -26,7 +27,10 @@ refused before it is read, not after.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+from chunkstore.config import config
+from chunkstore.runtime import current
 
 MiB = 2**20
 
@@ -49,14 +53,6 @@ def memory_limit() -> int | None:
     return min(found) if found else None
 
 
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    try:
-        return max(1, int(value)) if value else default
-    except ValueError:
-        return default
-
-
 @dataclass(frozen=True)
 class DecodeLimits:
     """Caps on the decoded size of chunks whose size the metadata does not fix."""
@@ -67,32 +63,31 @@ class DecodeLimits:
     vlen_ratio: int = 64
 
 
-_limits = DecodeLimits(_env_int("CHUNKSTORE_VLEN_MIN_BYTES", 64 * MiB),
-                       _env_int("CHUNKSTORE_VLEN_RATIO", 64))
-
-
 def decode_limits() -> DecodeLimits:
-    """The limits in force."""
-    return _limits
+    """The limits in force (the Runtime's budgets: ``chunkstore.config``, else the
+    environment, else the defaults)."""
+    budgets = current().budgets
+    return DecodeLimits(budgets.vlen_min_bytes, budgets.vlen_ratio)
 
 
 def set_decode_limits(*, vlen_min_bytes: int | None = None,
                       vlen_ratio: int | None = None) -> DecodeLimits:
-    """Change the caps on variable-length chunks (process-wide); returns the old limits
-    so that a caller can restore them."""
-    global _limits
-    old = _limits
+    """Change the caps on variable-length chunks (process-wide: the config keys
+    ``codecs.vlen_min_bytes`` and ``codecs.vlen_ratio``); returns the old limits so that
+    a caller can restore them."""
+    old = decode_limits()
     changes = {k: int(v) for k, v in (("vlen_min_bytes", vlen_min_bytes),
                                        ("vlen_ratio", vlen_ratio)) if v is not None}
     if any(v < 1 for v in changes.values()):
         raise ValueError(f"decode limits must be positive, got {changes}")
-    _limits = replace(old, **changes)
+    config.set({f"codecs.{k}": v for k, v in changes.items()})
     return old
 
 
 def variable_cap(stored_nbytes: int) -> int:
     """The most a variable-length chunk stored in ``stored_nbytes`` may decode to."""
-    return max(_limits.vlen_min_bytes, _limits.vlen_ratio * stored_nbytes)
+    budgets = current().budgets
+    return max(budgets.vlen_min_bytes, budgets.vlen_ratio * stored_nbytes)
 
 
 def compressed_bound(nbytes: int) -> int:
@@ -100,7 +95,6 @@ def compressed_bound(nbytes: int) -> int:
     ``nbytes`` of input (zstd, gzip, zlib, bz2, lzma, lz4 and blosc all stay below
     ``n + n/100 + a few hundred bytes`` on incompressible data)."""
     return nbytes + nbytes // 64 + 64 * 1024
-
 
 
 def over_cap(error: Exception) -> Exception:

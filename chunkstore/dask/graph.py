@@ -14,7 +14,7 @@ from typing import Any
 from chunkstore.array.array import Array
 from chunkstore.dask.source import copy_block
 from chunkstore.rechunk.planner import MAX_TASKS_PER_STAGE, Stage, blocks_per_task
-from chunkstore.runtime import buffers as buffer_pool
+from chunkstore.runtime import current
 
 try:  # dask's task objects (dask >= 2024.12); legacy tuples otherwise
     from dask import _task_spec as _spec
@@ -29,7 +29,7 @@ def _copy_blocks(source: Any, target: Array, stage: Stage, first: int, count: in
                  *after: Any) -> None:
     """A copy task: blocks ``first .. first + count - 1`` of ``stage``, one at a time."""
     read_piece, write_piece = stage.read_piece, stage.write_piece
-    with buffer_pool.retaining(stage.task_memory):  # the next task reuses the blocks
+    with current().buffers.retaining(stage.task_memory):  # the next task reuses the blocks
         for j in range(first, min(first + count, stage.ntasks)):
             copy_block(source, target, stage.block_region(j), read_piece, write_piece)
     return None

@@ -24,7 +24,6 @@ from chunkstore.api.locations import in_group, resolve_location
 from chunkstore.api.opening import open_array
 from chunkstore.array.array import Array
 from chunkstore.array.sources import refuse_reader_of
-from chunkstore.codecs import scratch
 from chunkstore.dask.memory import active_client, configure_workers, refuse_copied
 from chunkstore.rechunk.planner import (
     CODEC_THREADS,
@@ -32,6 +31,7 @@ from chunkstore.rechunk.planner import (
     Stage,
     pieces_of,
 )
+from chunkstore.runtime import scratch
 from chunkstore.sizes import parse_bytes
 
 

@@ -28,8 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chunkstore.config import config
 from chunkstore.rechunk.planner import CODEC_THREADS, PlanError
 from chunkstore.rechunk.report import NANNY_THRESHOLDS
+from chunkstore.runtime import current
 
 #: RSS of an idle worker process with numpy, dask, distributed and chunkstore imported,
 #: measured here (113-125 MiB); used when the workers cannot be asked
@@ -46,8 +48,7 @@ def codec_threads_for(cores: int, pool: int | None = None) -> int:
     """Threads of chunkstore's pool that may decode or encode for one call: the whole
     pool (local writes fan out on every pool thread; measured: a rechunk's second stage
     held 95 MiB more than a model of one codec thread per core predicted)."""
-    from chunkstore.runtime.pool import default_workers
-    pool = default_workers() if pool is None else pool
+    pool = current().budgets.max_workers if pool is None else pool
     return max(2, pool)
 
 
@@ -122,8 +123,7 @@ def _worker_facts() -> dict[str, int]:
     """Run in a worker: its cores, chunkstore pool size and current RSS."""
     import dask.array  # noqa: F401  (the baseline includes dask.array and chunkstore)
 
-    from chunkstore.runtime.pool import default_workers
-    return {"cores": os.cpu_count() or 1, "pool": default_workers(), "rss": _rss(),
+    return {"cores": os.cpu_count() or 1, "pool": current().budgets.max_workers, "rss": _rss(),
             "pid": os.getpid()}
 
 
@@ -177,10 +177,10 @@ def refuse_copied(store: Any, what: str, collection: Any = None) -> None:
 
 # -- settings applied in each worker ---------------------------------------------------------
 def limit_map_cache(nbytes: int = WORKER_MAP_BYTES) -> int:
-    """Bound this process's LocalStore map cache to ``nbytes`` (``config``
-    "cache.map_bytes"); returns the previous bound. Maps handed to a reader stay valid:
-    a map lives as long as a view of it."""
-    from chunkstore.config import config
+    """Bound this process's LocalStore map cache to ``nbytes`` (``config["cache.map_bytes"]``:
+    the next reads drop the maps beyond it); returns the previous bound.
+
+    Maps handed to a reader stay valid: a map lives as long as a view of it."""
     previous = config.get("cache.map_bytes")
     config.set({"cache.map_bytes": nbytes})
     return previous
@@ -236,7 +236,11 @@ class WorkerPeak:
     series: list[tuple[float, int]] = field(default_factory=list)
 
 
-_sampling: dict[str, Any] = {}
+class _Sampling:
+    """The RSS sampler running in this worker, if any (a part of its Runtime)."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, Any] | None = None
 
 
 def _start_sampler(interval: float) -> int:
@@ -254,13 +258,14 @@ def _start_sampler(interval: float) -> int:
             state["series"].append((time.perf_counter() - t0, rss))
             stop.wait(interval)
 
-    _sampling["state"] = state
+    current().part(_Sampling).state = state
     threading.Thread(target=run, daemon=True, name="chunkstore-rss").start()
     return os.getpid()
 
 
 def _stop_sampler() -> dict[str, Any]:
-    state = _sampling.pop("state", None)
+    sampling = current().part(_Sampling)
+    state, sampling.state = sampling.state, None
     if state is None:
         return {"peak": 0, "samples": 0, "series": []}
     state["stop"].set()

@@ -13,10 +13,9 @@ from typing import Any
 import numpy as np
 
 from chunkstore.array.array import Array
-from chunkstore.codecs import scratch
 from chunkstore.dask.permute import copy_permuted
 from chunkstore.rechunk.planner import pieces_of
-from chunkstore.runtime import buffers as buffer_pool
+from chunkstore.runtime import current, scratch
 
 
 @dataclass(frozen=True)
@@ -50,14 +49,14 @@ class TransposedSource:
         copied into ``out`` transposed, tile by tile (``permute.copy_permuted``: 4x
         faster than NumPy's strided copy of a large transposed array)."""
         source_region = self._source_region(region)
-        buf = buffer_pool.borrow(tuple(s.stop - s.start for s in source_region), self.dtype)
+        buf = current().buffers.borrow(tuple(s.stop - s.start for s in source_region), self.dtype)
         try:
             self.array.get_basic_selection(source_region, out=buf)
             copy_permuted(out, buf.transpose(self.axes))
         except BaseException:
-            buffer_pool.give_back(buf, reuse=False)
+            current().buffers.give_back(buf, reuse=False)
             raise
-        buffer_pool.give_back(buf)
+        current().buffers.give_back(buf)
         del buf
 
     def read_region(self, region: tuple[slice, ...]) -> np.ndarray:
@@ -81,7 +80,7 @@ def copy_block(source: Any, target: Array, region: tuple[slice, ...],
     source chunks) and written ``write_piece`` by ``write_piece`` (whole target units),
     so only one piece's stored bytes are in flight at a time."""
     shape = tuple(s.stop - s.start for s in region)
-    block = buffer_pool.borrow(shape, target.dtype)
+    block = current().buffers.borrow(shape, target.dtype)
 
     def local(piece: tuple[slice, ...]) -> tuple[Any, ...]:
         # Ellipsis keeps a view even of a 0-d block (block[()] would be a scalar copy)
@@ -94,10 +93,10 @@ def copy_block(source: Any, target: Array, region: tuple[slice, ...],
         for piece in pieces_of(region, write_piece):
             target.write_region(piece, block[local(piece)])
     except BaseException:
-        buffer_pool.give_back(block, reuse=False)  # a traceback may hold views of it
+        current().buffers.give_back(block, reuse=False)  # a traceback may hold views of it
         raise
     else:
-        buffer_pool.give_back(block)
+        current().buffers.give_back(block)
     finally:
         del block
         scratch.release_all()  # an idle worker's codec threads hold no chunk buffers

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chunkstore.config import config
+from chunkstore.runtime import current
 
 
 def contiguous_in(part: Sequence[int], whole: Sequence[int]) -> bool:
@@ -33,7 +33,7 @@ def contiguous_in(part: Sequence[int], whole: Sequence[int]) -> bool:
 
 def cpu_threads(pool_threads: int) -> int:
     """The threads of a pool of ``pool_threads`` that encode at once at least: one per
-    core (``runtime.pool.pool_threads(True)``, at least 2), the pool having 4 per core."""
+    core (``current().pool.threads(True)``, at least 2), the pool having 4 per core."""
     return max(2, pool_threads // 4)
 
 
@@ -42,7 +42,7 @@ def encoding_threads(units: int, unit_bytes: int, threads: int, cores: int,
     """How many of ``units`` write units of ``unit_bytes`` each ``commit_units`` builds
     and holds at once on ``threads`` threads: one per core (``cores``) at least, more
     while their values fit in ``budget`` (``config["threading.write_bytes"]``)."""
-    budget = int(config.get("threading.write_bytes")) if budget is None else budget
+    budget = current().budgets.write_bytes if budget is None else budget
     return max(min(units, threads, cores), min(units, threads, budget // max(1, unit_bytes)))
 
 

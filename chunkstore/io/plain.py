@@ -32,8 +32,6 @@ import numpy as np
 from chunkstore.codecs import Pipeline
 from chunkstore.codecs.bounded import stored_bound
 from chunkstore.codecs.bytes_codec import has_long_rows, long_rows
-from chunkstore.codecs.scratch import scratch_buffer
-from chunkstore.config import config
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.indexing import ChunkProjection
 from chunkstore.io.cache import chunk_cache
@@ -44,16 +42,9 @@ from chunkstore.io.prefetch import ahead
 from chunkstore.io.ranges import RangePlanner
 from chunkstore.io.resize import clear_outside
 from chunkstore.io.rmw import commit_units
-from chunkstore.runtime.pool import (
-    INLINE_ITEM_BYTES,
-    batches,
-    default_workers,
-    interleaved,
-    pool_threads,
-    run_batched,
-    run_streamed,
-    windows,
-)
+from chunkstore.runtime import current
+from chunkstore.runtime.pool import INLINE_ITEM_BYTES, batches, interleaved, windows
+from chunkstore.runtime.scratch import scratch_buffer
 from chunkstore.storage.base import Reader, Store
 from chunkstore.storage.bounds import (
     ObjectSizeError,
@@ -129,7 +120,7 @@ class PlainEngine:
         """Fill ``out`` from every projected chunk (missing chunks read as fill_value)."""
         cached = self.cache is not None and self.cache.active() and self._sid is not None
         if cached:
-            batch_bytes = max(READ_BATCH_BYTES, 2 * default_workers() * self.chunk_nbytes)
+            batch_bytes = max(READ_BATCH_BYTES, 2 * current().budgets.max_workers * self.chunk_nbytes)
             for batch in self._batches(projections, batch_bytes):
                 self._read_cached(batch, out)
             return
@@ -140,7 +131,7 @@ class PlainEngine:
         # keep several smaller batches in flight (a batch's slowest request then stalls
         # only its share), and the batches held at once weigh what one did
         depth = REMOTE_READ_AHEAD if self.store.remote else 1
-        size = max(READ_BATCH_BYTES // (depth + 1), 2 * pool_threads(True) * self.chunk_nbytes)
+        size = max(READ_BATCH_BYTES // (depth + 1), 2 * current().pool.threads(True) * self.chunk_nbytes)
         for _batch, fetched in ahead(self._batches(projections, size), self._fetch, depth):
             self._place(fetched, out)
 
@@ -173,7 +164,7 @@ class PlainEngine:
     def _place(self, fetched: tuple[list, list, list, list], out: np.ndarray) -> None:
         whole, keys, blobs, ranged = fetched
         if whole:
-            run_batched(lambda item: self.codec.read_into(out, *item),
+            current().pool.run_batched(lambda item: self.codec.read_into(out, *item),
                         list(zip(whole, keys, blobs, strict=True)),
                         item_bytes=self.chunk_nbytes, cpu_bound=True)
         if ranged:
@@ -204,7 +195,7 @@ class PlainEngine:
                 cache.put(sid, keys[i], toks[i] if check else None, chunk, since)
                 return batch[i], chunk
 
-            hits += run_batched(decode, range(len(misses)), item_bytes=self.chunk_nbytes,
+            hits += current().pool.run_batched(decode, range(len(misses)), item_bytes=self.chunk_nbytes,
                                 cpu_bound=True)
         chunk_cache.scatter(hits, out, self.read_fill, self.chunk_nbytes)
 
@@ -224,12 +215,12 @@ class PlainEngine:
             for batch in self._batches(stream, READ_BATCH_BYTES):
                 self._read_views(batch, out)
             return
-        kept_maps = bool(config.get("cache.map_bytes"))  # maps kept between reads: use them
+        kept_maps = bool(current().budgets.map_bytes)  # maps kept between reads: use them
         # chunks placed at once lie far apart in ``out``: threads faulting in the same
         # huge page at once each zero one, and all but one are thrown away
         with self.store.read_session() as reader:
-            run_streamed(functools.partial(self._read_one, out, reader, kept_maps),
-                         interleaved(stream, 2 * pool_threads(True)))
+            current().pool.run_streamed(functools.partial(self._read_one, out, reader, kept_maps),
+                         interleaved(stream, 2 * current().pool.threads(True)))
 
     def _read_views(self, batch: list[ChunkProjection], out: np.ndarray) -> None:
         """``batch`` as groups of views, one store call each (mapped pages touched count
@@ -239,7 +230,7 @@ class PlainEngine:
             size = self.chunk_nbytes if any(p.is_complete for p in batch) else 0
         else:
             read, size = self.codec.read_into, self.chunk_nbytes
-        per_group = min(VIEW_GROUP, max(2 * default_workers(),
+        per_group = min(VIEW_GROUP, max(2 * current().budgets.max_workers,
                                         VIEW_GROUP_BYTES // self.chunk_nbytes))
         for start in range(0, len(batch), per_group):
             group = batch[start:start + per_group]
@@ -247,7 +238,7 @@ class PlainEngine:
             with self._named():
                 views = bounded_get_views(self.store, keys, self.max_stored)
             items = list(zip(group, keys, views, strict=True))
-            run_batched(lambda item: read(out, *item), items, item_bytes=size,
+            current().pool.run_batched(lambda item: read(out, *item), items, item_bytes=size,
                         cpu_bound=True)
 
     def _read_one(self, out: np.ndarray, reader: Reader, kept_maps: bool,

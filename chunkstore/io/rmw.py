@@ -29,10 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chunkstore.config import config
 from chunkstore.errors import ChunkDecodeError, ConcurrentWriteError, SynchronizerRequiredError
 from chunkstore.io.buffers import encoding_threads
-from chunkstore.runtime.pool import pool_threads, run_batched
+from chunkstore.runtime import current
 from chunkstore.storage.base import ABSENT, ANY, BytesLike, Store
 from chunkstore.storage.bounds import ObjectSizeError, bounded_get_versioned
 from chunkstore.storage.reference import ObjectRef, store_ref
@@ -138,7 +137,7 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
         with _lock(synchronizer, root, units[i].key):
             _read_modify_write(store, units, [i], results, cpu_bound, item_bytes)
 
-    run_batched(one, locked, min_parallel=2)
+    current().pool.run_batched(one, locked, min_parallel=2)
     return results
 
 
@@ -173,15 +172,16 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     # (memory, or remote stores with their own concurrent requests) one per core
     wide = cpu_bound and getattr(store, "blocking_commits", False)
     fan_cpu = cpu_bound and not wide
-    n_threads = max(1, min(len(pending), pool_threads(fan_cpu)))
+    n_threads = max(1, min(len(pending), current().pool.threads(fan_cpu)))
     if wide:
-        n_threads = min(n_threads, BLOCKING_THREADS_PER_CORE * pool_threads(True))
+        n_threads = min(n_threads, BLOCKING_THREADS_PER_CORE * current().pool.threads(True))
     size = max(1, len(pending) // (n_threads * RUNS_PER_THREAD))
     held = item_bytes if built_bytes is None else built_bytes
     if held:  # a run's built values are held until its commit: bound them all
         # (at least one thread per core, whatever the budget: chunks that large need it)
-        budget = int(config.get("threading.write_bytes"))
-        n_threads = encoding_threads(len(pending), held, n_threads, pool_threads(True), budget)
+        budget = current().budgets.write_bytes
+        n_threads = encoding_threads(len(pending), held, n_threads, current().pool.threads(True),
+                                     budget)
         size = max(1, min(size, budget // (n_threads * held)))
         if wide:  # written while still in the core's cache, not after a round trip to RAM,
             # and few enough that what a run makes per unit dies young (see chunk_units)
@@ -191,7 +191,7 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     # its units prove quick, all run on this thread (threads would only take turns at
     # the GIL around each open/write/rename, doubling the time)
     with store.commit_session() as commit:
-        run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
+        current().pool.run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
                                                    item_bytes, commit),
                     runs, cpu_bound=fan_cpu, max_threads=n_threads,
                     item_bytes=None if store.remote else item_bytes, weight=size)
@@ -214,7 +214,7 @@ def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[i
                 olds[j] = old
 
         work = [(unit, old) for unit, (old, _) in zip(run, olds, strict=True)]
-        built = run_batched(lambda item: item[0].build(item[1]), work, cpu_bound=cpu_bound,
+        built = current().pool.run_batched(lambda item: item[0].build(item[1]), work, cpu_bound=cpu_bound,
                             item_bytes=item_bytes)
         del work
         items, positions = [], []

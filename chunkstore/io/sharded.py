@@ -39,7 +39,6 @@ from chunkstore.codecs.bounded import shard_read_bound, stored_bound
 from chunkstore.codecs.limits import memory_limit
 from chunkstore.codecs.pipeline import CodecPipeline, Pipeline
 from chunkstore.codecs.sharding import EMPTY, ShardingCodec
-from chunkstore.config import config
 from chunkstore.errors import ChunkDecodeError, ChunkstoreError, OutOfMemoryError, UnsupportedError
 from chunkstore.indexing import ChunkProjection
 from chunkstore.io.cache import chunk_cache
@@ -51,7 +50,8 @@ from chunkstore.io.layout import ChunkLayout
 from chunkstore.io.plain import BATCH_BYTES
 from chunkstore.io.resize import clear_outside
 from chunkstore.io.rmw import WriteUnit, commit_units
-from chunkstore.runtime.pool import batches, run_batched
+from chunkstore.runtime import current
+from chunkstore.runtime.pool import batches
 from chunkstore.storage.base import Store
 
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
@@ -105,7 +105,7 @@ class ShardEngine:
         # key -> (raw index bytes, parsed index)
         # parsed indexes kept per open array (an index of 64 inner chunks is 1 KiB)
         self._indexes = LRUCache(max_entries=65536,
-                                 max_bytes=int(config.get("cache.shard_index_bytes")),
+                                 max_bytes=current().budgets.shard_index_bytes,
                                  size_of=lambda e: 2 * len(e[0]) + 64)
 
     @functools.cached_property
@@ -296,7 +296,7 @@ class ShardEngine:
                 lookup.keep(key, local, chunk_cache.FILL)
             lookup.decode(work, out)
             return
-        run_batched(lambda item: self.inner.read_into(
+        current().pool.run_batched(lambda item: self.inner.read_into(
             out, item[0], self._label(item[1], item[2]), item[3]), work)
 
     def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
@@ -391,7 +391,7 @@ class ShardEngine:
                     found = codec.inner_bytes(old, index, local)
                     prior = None if found is None else bytes(found)
                 tasks.append((p, local, prior))
-            for (_, local, _), encoded in zip(tasks, run_batched(encode, tasks), strict=True):
+            for (_, local, _), encoded in zip(tasks, current().pool.run_batched(encode, tasks), strict=True):
                 if encoded is None:
                     parts.pop(local, None)
                 else:

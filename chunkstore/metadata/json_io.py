@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.config import config
 from chunkstore.errors import MetadataError
 from chunkstore.metadata.json_scan import as_utf8, cheap_bounds, outline
+from chunkstore.runtime import current
 
 #: the deepest nesting of arrays and objects a metadata document may have
 MAX_JSON_DEPTH = 128
@@ -23,7 +23,8 @@ _SMALL = 2**20
 
 
 def _caps() -> tuple[int, int]:
-    return (int(config.get("metadata.max_bytes")), int(config.get("metadata.max_elements")))
+    budgets = current().budgets
+    return budgets.metadata_max_bytes, budgets.metadata_max_elements
 
 
 def check_document(raw: bytes | bytearray | memoryview | str, where: str, *,

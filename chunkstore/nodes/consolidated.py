@@ -65,18 +65,6 @@ V2_KEY = cons.V2_KEY
 __all__ = ["Consolidated", "StaleConsolidatedMetadataWarning", "consolidate", "guarded_change",
            "holds_consolidated", "read_consolidated", "refresh_consolidated"]
 
-#: test hook: called with the name of each step of :func:`guarded_change` ("marked",
-#: "committed", "settled"; ``nodes.documents`` adds "main-committed" between the two
-#: documents of a v2 node), e.g. to ``os._exit`` there and check what a crash leaves
-crash_hook: Callable[[str], None] | None = None
-
-
-def crash_point(step: str) -> None:
-    """Call :data:`crash_hook` (a no-op unless a test set it)."""
-    if crash_hook is not None:
-        crash_hook(step)
-
-
 # -- updating a copy ------------------------------------------------------------------------
 #: an update of a copy's entries (NodeMetadata, or entries as stored) and marks
 Edit = Callable[[dict[str, Any], Pending], tuple[dict[str, Any], Pending]]
@@ -220,7 +208,6 @@ def guarded_change(store: Store, targets: Sequence[tuple[str, str]], zarr_format
         token = new_token()
         marked = _commit([c for c in copies if any(c.rel(p) is not None for p in paths)],
                          _mark(targets, token), synchronizer)
-        crash_point("marked")
     try:
         result = act()
     except BaseException:
@@ -228,13 +215,11 @@ def guarded_change(store: Store, targets: Sequence[tuple[str, str]], zarr_format
             with contextlib.suppress(Exception):
                 _commit(marked, _settle(paths, token), synchronizer, paths)
         raise
-    crash_point("committed")
     later: list[Copy] = []
     if groups is None:  # a copy made meanwhile (consolidate_metadata) lists the old node
         later = find_copies(store, paths, zarr_format, skip=copies, enclosing=False)
     unmarked = [c for c in copies if c not in marked and not c.enclosing]
     _commit([*marked, *unmarked, *later], _settle(paths, token), synchronizer, paths)
-    crash_point("settled")
     return result
 
 

@@ -29,6 +29,8 @@ class _DefaultFill:
     """The fill value of an array created without one: the dtype's default (0, "",
     NaT...). Distinct from ``None``, which a v2 array stores as ``null`` (zarr-python)."""
 
+    __slots__ = ()
+
     def __repr__(self) -> str:
         return "DEFAULT_FILL"
 

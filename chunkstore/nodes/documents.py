@@ -41,7 +41,7 @@ from chunkstore.metadata.nodes import (
     parse_node,
     where_prefix,
 )
-from chunkstore.nodes.consolidated import crash_point, guarded_change, refresh_consolidated
+from chunkstore.nodes.consolidated import guarded_change, refresh_consolidated
 from chunkstore.nodes.reading import probe_nodes, read_node, read_nodes, try_read_node
 from chunkstore.storage.base import ABSENT, Store
 
@@ -216,7 +216,6 @@ def update_node(store: Store, path: str, change: Change, *, synchronizer: Any = 
                       label=where)
         current, result = attempt["current"], attempt["new"]
         if fmt == 2 and result.attributes != current.attributes:
-            crash_point("main-committed")
             attrs = _merge_attributes(store, path, current.attributes, result.attributes,
                                       synchronizer)
             result = result.replace(attributes=attrs)

@@ -17,12 +17,14 @@ written when its root is not inside a group (one ``open`` of a missing file per 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from chunkstore.errors import StaleConsolidatedMetadataWarning  # noqa: F401  (its old home)
 from chunkstore.metadata.consolidated import V2_KEY
+from chunkstore.runtime import current
 from chunkstore.storage.base import Store
 from chunkstore.storage.local.store import LocalStore
 
@@ -32,10 +34,36 @@ MAX_LEVELS = 16
 _MAX_DOC_BYTES = 256 * 1024 * 1024
 
 
-@lru_cache(maxsize=64)
+#: enclosing groups' stores kept
+GROUP_STORES = 64
+
+
+class GroupStores:
+    """The LocalStores of enclosing groups' directories made recently, by directory
+    (a part of the process's Runtime), the most recently used kept."""
+
+    def __init__(self) -> None:
+        self._stores: OrderedDict[str, LocalStore] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, directory: str) -> LocalStore:
+        """The store of ``directory`` (made if not kept)."""
+        with self._lock:
+            store = self._stores.get(directory)
+            if store is not None:
+                self._stores.move_to_end(directory)
+                return store
+        store = LocalStore(directory)
+        with self._lock:
+            store = self._stores.setdefault(directory, store)
+            while len(self._stores) > GROUP_STORES:
+                self._stores.popitem(last=False)
+        return store
+
+
 def group_store(directory: str) -> LocalStore:
-    """A (cached) LocalStore rooted at an enclosing group's directory."""
-    return LocalStore(directory)
+    """A (kept) LocalStore rooted at an enclosing group's directory."""
+    return current().part(GroupStores).get(directory)
 
 
 def _load(raw: bytes | None) -> dict[str, Any] | None:

@@ -68,6 +68,8 @@ class Reader:
 class _Token:
     """A named sentinel generation token (``ANY``, ``ABSENT``)."""
 
+    __slots__ = ("_name",)
+
     def __init__(self, name: str) -> None:
         self._name = name
 

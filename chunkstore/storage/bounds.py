@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chunkstore.errors import ChunkDecodeError
+from chunkstore.runtime import current
 
 
 class ObjectSizeError(ChunkDecodeError):
@@ -60,18 +61,21 @@ def takes(method: Any, param: str) -> bool:
     answer is cached per function)."""
     func = getattr(method, "__func__", method)
     key = (func, param)
-    known = _TAKES.get(key)
+    cache = current().part(KeywordSupport)
+    known = cache.get(key)
     if known is None:
         try:
             params = inspect.signature(func).parameters
         except (TypeError, ValueError):
             params = {}  # type: ignore[assignment]
         known = param in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-        _TAKES[key] = known
+        cache[key] = known
     return known
 
 
-_TAKES: dict[tuple[Any, str], bool] = {}
+class KeywordSupport(dict[tuple[Any, str], bool]):
+    """What :func:`takes` found, by (function, keyword) (a part of the process's
+    Runtime)."""
 
 
 def bounded_get_many(store: Any, keys: Sequence[str], max_bytes: int | None

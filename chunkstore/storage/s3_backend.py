@@ -27,10 +27,10 @@ and every other scheme are fsspec's.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
+from chunkstore.config import environ
 from chunkstore.storage.errors import InvalidStoreError, MissingBackendError
 from chunkstore.storage.fsspec.setup import protocols
 from chunkstore.storage.fsspec.store import FsspecStore
@@ -94,7 +94,7 @@ def choose(url: str, options: Mapping[str, Any], requested: Any = None) -> tuple
         return backend, f"storage_options backend={backend!r}"
     if not s3:
         return "fsspec", "fsspec serves every URL but plain s3:// ones"
-    variable = os.environ.get(BACKEND_VARIABLE)
+    variable = environ(BACKEND_VARIABLE)
     if variable:
         return _checked(variable, url), f"{BACKEND_VARIABLE}={variable}"
     refusal = obstore_refusal(url, options)

@@ -13,7 +13,7 @@ object would silently undo each other's updates. Before an S3 store's first cond
 commit (:class:`ProbedConditions`), a probe object under its root is created with
 ``If-None-Match: *``, created again (which must be refused), overwritten with a stale
 ``If-Match`` (refused) and deleted with one (refused) before it is removed; the result
-is kept per process, endpoint and bucket in :data:`CONDITIONAL_PROBES`. A server that
+is kept per process, endpoint and bucket in :func:`conditional_probes`. A server that
 fails it is written to without conditions, as a store without compare-and-swap: writers
 sharing an object need a synchronizer (``io.rmw`` refuses a partial chunk write without
 one), and a :class:`~chunkstore.errors.ConditionalWritesWarning` says so once.
@@ -22,7 +22,6 @@ one), and a :class:`~chunkstore.errors.ConditionalWritesWarning` says so once.
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import uuid
 import warnings
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chunkstore.errors import ConditionalWritesWarning
+from chunkstore.runtime import current
 from chunkstore.storage.base import ABSENT, ANY
 
 #: S3 error codes and HTTP statuses that mean "the condition did not hold"
@@ -219,17 +219,18 @@ class ConditionalProbes:
     """The one registry of probe results of a process: per ``(endpoint, bucket)``, the
     :class:`Conditions` its server honours. Both S3 backends share it (the answer is the
     server's, not the client's: obstore's client object cannot carry it), so each server
-    is probed at most once per process. One probe runs at a time; a fork starts the child
-    with the parent's results and a fresh lock."""
+    is probed at most once per process (a part of the process's Runtime). One probe runs
+    at a time; a fork starts the child with the parent's results and a fresh lock."""
 
     def __init__(self) -> None:
         self._results: dict[tuple[Any, ...], Conditions] = {}
         self._lock = threading.Lock()
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._after_fork)
 
-    def _after_fork(self) -> None:
-        self._lock = threading.Lock()
+    def forked(self) -> ConditionalProbes:
+        """A forked child's: the parent's results, a fresh lock."""
+        child = ConditionalProbes()
+        child._results = dict(self._results)
+        return child
 
     def known(self, key: tuple[Any, ...]) -> Conditions | None:
         """The result for ``key`` if it was probed in this process, else None."""
@@ -260,8 +261,9 @@ class ConditionalProbes:
         return found
 
 
-#: probe results of this process (see ConditionalProbes)
-CONDITIONAL_PROBES = ConditionalProbes()
+def conditional_probes() -> ConditionalProbes:
+    """The probe results of this process (see ConditionalProbes)."""
+    return current().part(ConditionalProbes)
 
 
 class ProbedConditions:
@@ -307,7 +309,7 @@ class ProbedConditions:
         true generation anyway, and commits decide whether to use it)."""
         if not self._conditional_requests:
             return False
-        known = CONDITIONAL_PROBES.known(self._probe_location())
+        known = conditional_probes().known(self._probe_location())
         return known is None or known.writes
 
     def _probe_location(self) -> tuple[Any, ...]:
@@ -321,6 +323,6 @@ class ProbedConditions:
     def _conditions(self) -> Conditions:
         key = self._probe_location()
         if self.read_only:  # type: ignore[attr-defined]
-            return CONDITIONAL_PROBES.known(key) or _ASSUMED
-        return CONDITIONAL_PROBES.get(key, self._probe_conditions,  # type: ignore[attr-defined]
+            return conditional_probes().known(key) or _ASSUMED
+        return conditional_probes().get(key, self._probe_conditions,  # type: ignore[attr-defined]
                                       self._where())  # type: ignore[attr-defined]

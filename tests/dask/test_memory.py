@@ -80,7 +80,7 @@ def test_rechunk_per_worker_peak_under_plan(fresh_client, tmp_path):
     np.testing.assert_array_equal(out[100:140], src[100:140])
     # the map cache of every worker holds nothing afterwards (WorkerSettings)
     held = client.run(lambda: len(__import__("chunkstore.storage.local.maps", fromlist=["x"])
-                                  ._maps._maps))
+                                  .map_cache()._maps))
     assert set(held.values()) == {0}
 
 
@@ -121,7 +121,7 @@ def test_worker_facts_and_settings(client):
     assert w.memory_limit == MAX_MEM + 500 * MB
     csd.configure_workers(client)
     bounds = client.run(lambda: __import__("chunkstore.storage.local.maps", fromlist=["x"])
-                        ._maps.nbytes)
+                        .map_cache().nbytes)
     assert set(bounds.values()) == {0}
 
 
@@ -131,12 +131,12 @@ def test_limit_map_cache_in_process(tmp_path):
                  compressors=None)
     previous = limit_map_cache(0)
     try:
-        assert local_maps._maps.nbytes == 0
+        assert local_maps.map_cache().nbytes == 0
         np.testing.assert_array_equal(a[:], np.arange(200_000.0))
-        assert not any(p.startswith(str(tmp_path)) for p in local_maps._maps._maps)
+        assert not any(p.startswith(str(tmp_path)) for p in local_maps.map_cache()._maps)
     finally:
         limit_map_cache(previous)
-    assert local_maps._maps.nbytes == previous
+    assert local_maps.map_cache().nbytes == previous
 
 
 def test_worker_memory_samples_each_worker(client):

@@ -62,12 +62,11 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.config import config
 from chunkstore.io.cache.chunk_sizes import contents_nbytes
 from chunkstore.io.cache.lru import LRUCache
 from chunkstore.io.cache.place import Place, _immutable, _same, fingerprint, store_id
 from chunkstore.io.cache.stamps import DEFAULT_WINDOW_NS, StampWindows
-from chunkstore.runtime.pool import run_batched
+from chunkstore.runtime import current
 from chunkstore.sizes import whole_number
 from chunkstore.storage import write_events
 
@@ -120,6 +119,10 @@ class ChunkCache:
     caches arrive as the receiving process's own)."""
 
     def __init__(self, nbytes: int | str | None = None) -> None:
+        self._setup(nbytes)
+        current().part(Caches).add(self)
+
+    def _setup(self, nbytes: int | str | None) -> None:
         self._fixed = None if nbytes is None else byte_budget(nbytes, "nbytes")
         self._lru = LRUCache(max_entries=2**31, max_bytes=self.budget, size_of=_size_of)
         self._epoch = 0
@@ -130,13 +133,11 @@ class ChunkCache:
         self._grouped = 0  # numbers listed in _groups
         #: the timestamp window of each store root, measured once (``cache_stamps``)
         self.stamps = StampWindows()
-        with _live_lock:
-            _live.add(self)
 
     def __reduce__(self) -> Any:
-        if self is _shared:
+        if self is shared():
             return (shared, ())
-        if self is _off:
+        if self is off():
             return (off, ())
         return (ChunkCache, (self._fixed,))
 
@@ -145,7 +146,7 @@ class ChunkCache:
 
     @property
     def budget(self) -> int:
-        n = self._fixed if self._fixed is not None else config.get("cache.chunk_bytes")
+        n = self._fixed if self._fixed is not None else current().budgets.chunk_bytes
         return max(0, int(n or 0))
 
     @property
@@ -297,20 +298,52 @@ class ChunkCache:
             self._ungroup()
 
 
-_live: weakref.WeakSet[ChunkCache] = weakref.WeakSet()  # every cache, for invalidate
-_live_lock = threading.Lock()
-_shared = ChunkCache()
-_off = ChunkCache(0)  # ``cache=0``: reads skip it, writes still invalidate the others
+class Caches:
+    """The decoded-chunk caches of the process (a part of its Runtime): the process-wide
+    one, the "off" one, and every cache alive (a write invalidates its keys in each)."""
+
+    def __init__(self) -> None:
+        self._live: weakref.WeakSet[ChunkCache] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self.shared = ChunkCache.__new__(ChunkCache)  # (ChunkCache() would add itself here)
+        self.shared._setup(None)
+        #: ``cache=0``: reads skip it, writes still invalidate the others
+        self.off = ChunkCache.__new__(ChunkCache)
+        self.off._setup(0)
+        self._live.update((self.shared, self.off))
+
+    def add(self, cache: ChunkCache) -> None:
+        """Count ``cache`` among the caches a write invalidates."""
+        with self._lock:
+            self._live.add(cache)
+
+    def caches(self) -> list[ChunkCache]:
+        """Every cache alive."""
+        with self._lock:
+            return list(self._live)
+
+    def close(self) -> None:
+        """Empty every cache (the Runtime is closed: later writes no longer reach them)."""
+        for cache in self.caches():
+            cache.clear()
+
+    def forked(self) -> Caches:
+        """A forked child's: the same caches (arrays of the child still use them), a new
+        lock."""
+        child = Caches.__new__(Caches)
+        child._live, child._lock = weakref.WeakSet(self._live), threading.Lock()
+        child.shared, child.off = self.shared, self.off
+        return child
 
 
 def shared() -> ChunkCache:
     """The process-wide cache (budget ``config["cache.chunk_bytes"]``)."""
-    return _shared
+    return current().part(Caches).shared
 
 
 def off() -> ChunkCache:
     """The cache of arrays opened with ``cache=0``: always empty (budget 0)."""
-    return _off
+    return current().part(Caches).off
 
 
 def clear() -> None:
@@ -329,12 +362,12 @@ def from_argument(cache: Any, name: str = "cache") -> ChunkCache | None:
     if cache is None or isinstance(cache, ChunkCache):
         return cache
     if cache is False:
-        return _off
+        return off()
     if cache is True:
         raise ValueError(f"{name}=True: give a byte budget (e.g. '256MiB'), a ChunkCache, 0 "
                          "(off) or None (config['cache.chunk_bytes'])")
     n = byte_budget(cache, name)
-    return ChunkCache(n) if n else _off
+    return ChunkCache(n) if n else off()
 
 
 def forget_prefix(store: Any, prefix: str) -> None:
@@ -360,22 +393,21 @@ def _on_store_write(store: Any, keys: list[str] | None, prefix: str | None) -> N
         return
     place = store_id(store)
     if place is not None and keys:
-        _shared.invalidate(place, keys)  # every cache of the process, not only this one
+        shared().invalidate(place, keys)  # every cache of the process, not only this one
 
 
 write_events.add_listener(_on_store_write)
 
 
 def _caches() -> list[ChunkCache]:
-    with _live_lock:
-        return list(_live)
+    return current().part(Caches).caches()
 
 
 def resolve(cache: Any) -> ChunkCache | None:
     """The cache an engine uses: None/True -> the shared one; False/0 -> none; a number of
     bytes -> a private cache of that budget; a :class:`ChunkCache` as is."""
     if cache is None or cache is True:
-        return _shared
+        return shared()
     if cache is False or cache == 0:
         return None
     if isinstance(cache, ChunkCache):
@@ -396,7 +428,7 @@ def tokens(store: Any, keys: Sequence[str], cache: ChunkCache | None = None
     if getattr(store, "timestamp_probe", None) is None:
         return fn(keys)
     since = time.time_ns()  # before the stats: a token is judged by its age then
-    stamps = (cache if cache is not None else _shared).stamps
+    stamps = (cache if cache is not None else shared()).stamps
     return stamps.settle(store, fn(keys), since)
 
 
@@ -411,4 +443,4 @@ def scatter(hits: Sequence[tuple[Any, Any]], out: np.ndarray, fill: Any, item_by
         else:
             out[p.out_selection] = chunk[p.chunk_selection]
 
-    run_batched(one, hits, item_bytes=item_bytes)
+    current().pool.run_batched(one, hits, item_bytes=item_bytes)

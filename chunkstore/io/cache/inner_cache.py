@@ -21,7 +21,7 @@ import numpy as np
 from chunkstore.indexing import ChunkProjection
 from chunkstore.io.cache import chunk_cache
 from chunkstore.io.cache.place import _same
-from chunkstore.runtime.pool import run_batched
+from chunkstore.runtime import current
 
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
 
@@ -93,4 +93,4 @@ class InnerLookup:
             self.keep(key, local, chunk)
             out[p.out_selection] = chunk[p.chunk_selection]
 
-        run_batched(one, work, item_bytes=codec.nbytes, cpu_bound=True)
+        current().pool.run_batched(one, work, item_bytes=codec.nbytes, cpu_bound=True)

@@ -11,9 +11,9 @@ the same server from a worker whose environment lacks them.
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any
 
+from chunkstore.config import environ
 from chunkstore.storage.errors import InvalidStoreError, MissingBackendError
 from chunkstore.storage.location import canonical_scheme
 
@@ -67,7 +67,7 @@ def with_endpoint(url: str, options: dict[str, Any]) -> dict[str, Any]:
     if len(chain) != 1 or canonical_scheme(chain[0]) != "s3" or explicit_endpoint(options):
         return options
     for variable in _ENDPOINT_FALLBACKS:
-        endpoint = os.environ.get(variable)
+        endpoint = environ(variable)
         if endpoint:
             options = copy.deepcopy(options)
             options.setdefault("client_kwargs", {})["endpoint_url"] = endpoint

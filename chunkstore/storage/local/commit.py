@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from chunkstore.runtime.pool import run_batched
+from chunkstore.runtime import current
 from chunkstore.storage.base import ABSENT, ANY, Commit
 from chunkstore.storage.errors import StoreError
 from chunkstore.storage.local.locks import directory_lock, unchanged
-from chunkstore.storage.local.maps import _maps
+from chunkstore.storage.local.maps import map_cache
 from chunkstore.storage.local.paths import Walk
 from chunkstore.storage.local.temp import discard, write_temp
 
@@ -71,14 +71,14 @@ def commit(walk: Walk, items: Sequence[Commit], located: Sequence[tuple[str, str
                     assert entry is not None
                     _rename(dir_fd, entry[1], name, key, walk.owner)
                     temps[i] = None
-                _maps.discard(map_prefix + key)
+                map_cache().discard(map_prefix + key)
                 done[i] = True
 
     try:
         writes = [i for i in range(n) if items[i][1] is not None]
         # tiny files are written inline when the first few prove quick (see run_batched)
         largest = max((memoryview(items[i][1]).nbytes for i in writes), default=0)
-        run_batched(write, writes, min_parallel=8, item_bytes=largest)
+        current().pool.run_batched(write, writes, min_parallel=8, item_bytes=largest)
         groups: dict[int, list[int]] = {}
         for i in range(n):
             entry = temps[i]
@@ -89,7 +89,7 @@ def commit(walk: Walk, items: Sequence[Commit], located: Sequence[tuple[str, str
                 groups.setdefault(dir_fd, []).append(i)
         # renames are quick on local disks: done inline when the first few prove so
         # (handing tiny groups to pool threads costs more than the renames)
-        run_batched(apply, list(groups.items()), min_parallel=2, item_bytes=1,
+        current().pool.run_batched(apply, list(groups.items()), min_parallel=2, item_bytes=1,
                     weight=max(1, n // max(1, len(groups))))
     finally:
         for entry in temps:

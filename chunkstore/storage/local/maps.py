@@ -1,4 +1,5 @@
-"""The process-wide cache of memory maps behind ``LocalStore.get_views``.
+"""The process-wide cache of memory maps behind ``LocalStore.get_views`` (a part of the
+process's Runtime: :func:`map_cache`).
 
 Off by default (``config["cache.map_bytes"]`` = 0): each map is dropped once its reader
 is done, so no mapped pages stay counted in the process's RSS between calls (the
@@ -18,7 +19,7 @@ import mmap
 import os
 import threading
 
-from chunkstore.config import config
+from chunkstore.runtime import current
 
 
 def signature(st: os.stat_result) -> tuple[int, ...]:
@@ -43,14 +44,15 @@ class MapCache:
     until dropped). Dropping a map never unmaps it under a reader: a map lives as long
     as any view of it."""
 
-    def __init__(self, files: int, nbytes: int | None = None) -> None:
-        self.files, self._nbytes = files, nbytes
+    def __init__(self, files: int | None = None, nbytes: int | None = None) -> None:
+        self.files = _map_files() if files is None else files
+        self._nbytes = nbytes
         self.reset()
 
     @property
     def nbytes(self) -> int:
         """The byte bound: ``config["cache.map_bytes"]`` unless set here."""
-        n = self._nbytes if self._nbytes is not None else config.get("cache.map_bytes")
+        n = self._nbytes if self._nbytes is not None else current().budgets.map_bytes
         return max(0, int(n or 0))
 
     @nbytes.setter
@@ -58,7 +60,7 @@ class MapCache:
         self._nbytes = value
 
     def reset(self) -> None:
-        """Forget every map (also what a forked child does: the lock may be held)."""
+        """Forget every map."""
         self._maps: dict[str, tuple[tuple[int, ...], mmap.mmap, str]] = {}
         self._lock = threading.Lock()
         self._mapped = 0
@@ -97,6 +99,7 @@ class MapCache:
                 self._pop(path)
 
 
-_maps = MapCache(_map_files())
-if hasattr(os, "register_at_fork"):  # a forked child starts afresh (the lock may be held)
-    os.register_at_fork(after_in_child=_maps.reset)
+
+def map_cache() -> MapCache:
+    """The process's map cache (a forked child starts with an empty one)."""
+    return current().part(MapCache)

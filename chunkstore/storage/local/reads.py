@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.runtime.pool import run_batched
+from chunkstore.runtime import current
 from chunkstore.storage.base import ABSENT, ByteRange, BytesLike, Reader
 from chunkstore.storage.bounds import too_large, wrong_size
 from chunkstore.storage.local.locks import LocalGeneration
-from chunkstore.storage.local.maps import _maps, signature
+from chunkstore.storage.local.maps import map_cache, signature
 from chunkstore.storage.local.paths import DIRS_PER_SLICE, Walk, dir_slices, read_exact, read_range
 from chunkstore.storage.local.rows import read_rows
 from chunkstore.storage.local.session import SharedWalk
@@ -53,7 +53,7 @@ class LocalReads:
                     data = one(i)
                     results.append(data)
                     if data is not None and len(data) > _INLINE_READ_BYTES and len(part) - n > 8:
-                        results += run_batched(one, part[n + 1:])
+                        results += current().pool.run_batched(one, part[n + 1:])
                         break
                 w.release()
         return results
@@ -64,7 +64,7 @@ class LocalReads:
         files; a directory or a missing file gives None; a file larger than ``max_bytes``
         is an ObjectSizeError (before it is mapped)."""
         located = self._locate(keys)
-        prefix, cached = self._prefix, _maps.get
+        prefix, cached = self._prefix, map_cache().get
         views: list[BytesLike | None] = []
         read_first = True  # until a file proves large: the chunks of one call are alike
         with self._walk() as w:
@@ -80,7 +80,7 @@ class LocalReads:
                     try:
                         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                     except (FileNotFoundError, NotADirectoryError):
-                        _maps.discard(prefix + key)
+                        map_cache().discard(prefix + key)
                         views.append(None)
                         continue
                     if signature(st) == entry[0]:
@@ -121,7 +121,7 @@ class LocalReads:
             mapped = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
-        _maps.put(self._prefix + key, signature(st), mapped, self._prefix)
+        map_cache().put(self._prefix + key, signature(st), mapped, self._prefix)
         return mapped
 
     def _open_key(self, w: Walk, head: str, name: str, key: str) -> int | None:
@@ -203,7 +203,7 @@ class LocalReads:
                     os.close(fd)
 
             for part in dir_slices(located):
-                run_batched(read_key, part, min_parallel=4)
+                current().pool.run_batched(read_key, part, min_parallel=4)
                 w.release()
         return results
 
@@ -231,7 +231,7 @@ class LocalReads:
 
             found: list[tuple[bytes | None, Any]] = []
             for part in dir_slices(located):
-                found += run_batched(one, part, min_parallel=8)
+                found += current().pool.run_batched(one, part, min_parallel=8)
                 w.release()
             return found
 

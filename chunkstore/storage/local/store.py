@@ -46,7 +46,7 @@ from chunkstore.storage.base import (
 )
 from chunkstore.storage.local.clock import FileVersion, Stamps, probe, version
 from chunkstore.storage.local.commit import commit
-from chunkstore.storage.local.maps import _maps
+from chunkstore.storage.local.maps import map_cache
 from chunkstore.storage.local.paths import DIRS_PER_SLICE, FILE_FLAGS, Root, Walk, dir_slices
 from chunkstore.storage.local.reads import LocalReader, LocalReads
 from chunkstore.storage.local.session import SharedWalk
@@ -118,7 +118,7 @@ class LocalStore(LocalReads, Store):
             pass
 
     def close(self) -> None:
-        _maps.discard_under(self._prefix)
+        map_cache().discard_under(self._prefix)
 
     # -- keys ------------------------------------------------------------------------
     def _walk(self, create: bool = False) -> Walk:

@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from chunkstore.runtime import current
 from chunkstore.storage.base import BytesLike
 from chunkstore.storage.host_identity import HOST_TAG as HOST_TAG  # named here by callers and tests
 from chunkstore.storage.host_identity import process_gone
@@ -25,26 +26,28 @@ from chunkstore.storage.local.rows import write_all, write_rows
 
 TEMP_PREFIX = ".chunkstore-tmp-"
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_counter = itertools.count()
 
 
-_names = threading.local()  # this thread's name prefix (with the PID: new after a fork)
+class TempNames:
+    """The temporary names of the process (a part of its Runtime: a forked child gets
+    new ones, with its own PID): each thread's name prefix and a counter."""
 
+    def __init__(self) -> None:
+        self._prefixes = threading.local()
+        self._counter = itertools.count()
 
-def _forget_prefixes() -> None:
-    global _names
-    _names = threading.local()
-
-
-os.register_at_fork(after_in_child=_forget_prefixes)
+    def next(self) -> str:
+        """A fresh name for this process and thread."""
+        prefix = getattr(self._prefixes, "prefix", None)
+        if prefix is None:
+            prefix = self._prefixes.prefix = (
+                f"{TEMP_PREFIX}{HOST_TAG}-{os.getpid()}-{threading.get_ident()}-")
+        return prefix + str(next(self._counter))
 
 
 def temp_name() -> str:
     """A fresh temporary file name for this process and thread."""
-    prefix = getattr(_names, "prefix", None)
-    if prefix is None:
-        prefix = _names.prefix = f"{TEMP_PREFIX}{HOST_TAG}-{os.getpid()}-{threading.get_ident()}-"
-    return prefix + str(next(_counter))
+    return current().part(TempNames).next()
 
 
 def is_temp(name: str) -> bool:

@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from chunkstore.config import environ
 from chunkstore.storage.errors import InvalidStoreError
 from chunkstore.storage.fsspec.setup import explicit_endpoint, protocols, with_endpoint
 from chunkstore.storage.location import canonical_scheme
@@ -136,7 +137,7 @@ def untranslatable(options: Mapping[str, Any]) -> list[str]:
 
 
 def _aws_file(variable: str, default: str) -> configparser.ConfigParser | None:
-    path = os.environ.get(variable) or os.path.join("~", ".aws", default)
+    path = environ(variable) or os.path.join("~", ".aws", default)
     path = os.path.expanduser(path)
     if not os.path.isfile(path):
         return None
@@ -175,9 +176,9 @@ def credentials_refusal(options: Mapping[str, Any]) -> str | None:
             or config.get("access_key_id") or config.get("aws_access_key_id")
             or config.get("skip_signature") or config.get("aws_skip_signature")):
         return None
-    if any(os.environ.get(v) for v in _OBSTORE_CREDENTIAL_VARIABLES):
+    if any(environ(v) for v in _OBSTORE_CREDENTIAL_VARIABLES):
         return None
-    profile = os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE")
+    profile = environ("AWS_PROFILE") or environ("AWS_DEFAULT_PROFILE")
     if profile:
         return f"AWS_PROFILE={profile!r} names a profile of the AWS config files"
     for variable, name, config_file in (("AWS_SHARED_CREDENTIALS_FILE", "credentials", False),
@@ -198,7 +199,7 @@ def region_refusal(url: str, options: Mapping[str, Any]) -> str | None:
     if (options.get("region") or ck.get("region_name")
             or (options.get("config_kwargs") or {}).get("region_name")
             or any(config.get(k) for k in ("region", "aws_region", "aws_default_region"))
-            or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
+            or environ("AWS_REGION") or environ("AWS_DEFAULT_REGION")):
         return None
     endpoint = effective_endpoint(config, explicit_endpoint(with_endpoint(url, dict(options))))
     if endpoint or aws_files_region():
@@ -218,7 +219,7 @@ def effective_endpoint(config: Mapping[str, Any], explicit: str | None) -> str |
     for key in ENDPOINT_KEYS:
         if lower.get(key):
             return str(lower[key])
-    return explicit or os.environ.get("AWS_ENDPOINT") or None
+    return explicit or environ("AWS_ENDPOINT") or None
 
 
 def _apply_config_kwargs(config_kwargs: Mapping[str, Any], config: dict[str, Any],
@@ -321,8 +322,8 @@ def translate_options(url: str, options: Mapping[str, Any]) -> tuple[str, str, d
     region = options.get("region") or ck.get("region_name")
     if region:
         config.setdefault("region", region)
-    elif "region" not in config and not (os.environ.get("AWS_REGION")
-                                         or os.environ.get("AWS_DEFAULT_REGION")):
+    elif "region" not in config and not (environ("AWS_REGION")
+                                         or environ("AWS_DEFAULT_REGION")):
         config["region"] = aws_files_region() or "us-east-1"
     given = options.get("retry_config")
     return bucket, root.strip("/"), {"config": config, "client_options": client,

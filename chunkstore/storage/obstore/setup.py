@@ -1,6 +1,6 @@
 """The obstore client side of ObstoreStore: loading the optional package, one client
-per configuration and process (with the fork check), the thread pool of batched calls,
-and error classification. (``storage_options`` are translated in ``obstore_options``.)"""
+per configuration and process (with the fork check), the thread pool of batched calls
+(kept on the process's Runtime: :class:`ObstoreState`), and error classification. (``storage_options`` are translated in ``obstore_options``.)"""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from chunkstore.runtime import current
 from chunkstore.storage.errors import MissingBackendError, StoreError
 from chunkstore.storage.obstore.options import effective_endpoint, translate_options  # noqa: F401 (re-exported)
 
@@ -36,43 +37,47 @@ def available() -> bool:
     return True
 
 
-class _Pool:
-    """One thread pool per process (made again after a fork) running obstore's blocking
-    calls, which release the GIL while they wait. Not obstore's async API: a process
-    that used it (pyo3-async-runtimes' tokio threads completing Python futures) may
-    abort in interpreter shutdown, ~5% of runs (red team round 3)."""
+class ObstoreState:
+    """The obstore side of the process's Runtime: the S3Store clients by configuration
+    (stores on the same bucket and options share one, and its pool of open connections,
+    as s3fs's instance cache does), the thread pool running obstore's blocking calls,
+    which release the GIL while they wait (not obstore's async API: a process that used
+    it, pyo3-async-runtimes' tokio threads completing Python futures, may abort in
+    interpreter shutdown, ~5% of runs, red team round 3), and the process that first made
+    a client (obstore's tokio runtime lives there), which a forked child keeps."""
 
     def __init__(self) -> None:
+        self.clients: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        self.used_in: int | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._pid: int | None = None
-        self._lock = threading.Lock()
 
-    def get(self) -> ThreadPoolExecutor:
-        if self._pool is None or self._pid != os.getpid():
-            with self._lock:
-                if self._pool is None or self._pid != os.getpid():
+    def pool(self) -> ThreadPoolExecutor:
+        """The thread pool of batched calls (made on first use)."""
+        if self._pool is None:
+            with self.lock:
+                if self._pool is None:
                     # not named "chunkstore...": those are the IO pool's threads
                     self._pool = ThreadPoolExecutor(MAX_CONCURRENCY,
                                                     thread_name_prefix="obstore-io")
-                    self._pid = os.getpid()
         return self._pool
 
+    def forked(self) -> ObstoreState:
+        """A forked child's: no client nor pool, but who used obstore first."""
+        child = ObstoreState()
+        child.used_in = self.used_in
+        return child
 
-_POOL = _Pool()
-#: S3Store clients of this process by configuration: stores on the same bucket and
-#: options share one (and its pool of open connections), as s3fs's instance cache does
-_CLIENTS: dict[str, Any] = {}
-_CLIENTS_LOCK = threading.Lock()
-
-
-#: the process that first made an obstore client (obstore's tokio runtime lives there)
-_USED_IN: list[int | None] = [None]
+    def close(self) -> None:
+        """Stop the pool's threads once their calls are done."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
 
 
 def check_not_forked(where: str) -> None:
     """obstore's tokio runtime does not survive fork(): its worker threads stay in the
     parent, and a forked child's requests wait forever. Refuse instead of hanging."""
-    used = _USED_IN[0]
+    used = current().part(ObstoreState).used_in
     if used is not None and used != os.getpid():
         raise StoreError(
             f"{where}: the obstore backend was used in process {used} before this process "
@@ -85,12 +90,13 @@ def client_for(bucket: str, kwargs: dict[str, Any]) -> Any:
     from obstore.store import S3Store
 
     key = repr((bucket, sorted((k, repr(v)) for k, v in kwargs.items())))
-    with _CLIENTS_LOCK:
-        if _USED_IN[0] is None:
-            _USED_IN[0] = os.getpid()
-        client = _CLIENTS.get(key)
+    state = current().part(ObstoreState)
+    with state.lock:
+        if state.used_in is None:
+            state.used_in = os.getpid()
+        client = state.clients.get(key)
         if client is None:
-            client = _CLIENTS[key] = S3Store(bucket, **kwargs)
+            client = state.clients[key] = S3Store(bucket, **kwargs)
         return client
 
 
@@ -106,7 +112,7 @@ def run_all(fn: Any, items: Sequence[Any]) -> list[Any]:
 
     if len(items) == 1:
         return [one(items[0])]
-    return list(_POOL.get().map(one, items))
+    return list(current().part(ObstoreState).pool().map(one, items))
 
 
 def is_missing(error: BaseException) -> bool:

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from typing import IO
 
 from chunkstore.errors import ConcurrentWriteError, InvalidKeyError
+from chunkstore.runtime import current
 from chunkstore.storage.base import BytesLike, validate_key
 from chunkstore.storage.errors import BadArchiveError
 from chunkstore.storage.local.clock import FileVersion
@@ -48,7 +49,6 @@ from chunkstore.storage.zip.identity import (
 )
 
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # zip local file header, 30 bytes
-_counter = itertools.count()
 
 
 def _is_valid_name(name: str) -> bool:
@@ -129,7 +129,7 @@ class Session:
         directory = os.path.dirname(self.path) or "."
         os.makedirs(directory, exist_ok=True)
         base = os.path.basename(self.path)
-        tmp = os.path.join(directory, f"{base}{TEMP_PREFIX}{os.getpid()}-{next(_counter)}")
+        tmp = os.path.join(directory, f"{base}{TEMP_PREFIX}{os.getpid()}-{next(_sessions().counter)}")
         self._set_base(pin(self.path))  # held until the commit: see zip_identity
         had_old = copy_existing and self.base is not None
         self.discard_pending()
@@ -257,8 +257,18 @@ class Session:
 
 
 # -- the sessions of this process, by archive path --------------------------------------
-_sessions: dict[str, Session] = {}
-_registry_lock = threading.RLock()
+class ZipSessions:
+    """The open sessions of the process by archive path (a part of its Runtime: a forked
+    child starts with none, and with new locks), and the counter of temporary names."""
+
+    def __init__(self) -> None:
+        self.by_path: dict[str, Session] = {}
+        self.lock = threading.RLock()
+        self.counter = itertools.count()
+
+
+def _sessions() -> ZipSessions:
+    return current().part(ZipSessions)
 
 
 def _keep_beside(tmp: str, path: str) -> str:
@@ -289,8 +299,9 @@ def _directory_lock(path: str) -> Iterator[None]:
 
 def session_for(path: str, compression: int) -> Session:
     """The open session of ``path`` in this process (a new one if none)."""
-    with _registry_lock:
-        session = _sessions.get(path)
+    registry = _sessions()
+    with registry.lock:
+        session = registry.by_path.get(path)
         if (session is None or session.closed or session.pid != os.getpid()
                 or (session.opened and not session.pending
                     and session.read_sig != current_version(path))):
@@ -298,13 +309,13 @@ def session_for(path: str, compression: int) -> Session:
             # stores move to a new session on their next call and see the new archive;
             # the old one closes when its last store has moved on. Its ``fd`` holds the
             # archive it read, so a replacement cannot show the same inode number)
-            session = _sessions[path] = Session(path, compression)
+            session = registry.by_path[path] = Session(path, compression)
         return session
 
 
 def pending_session(path: str) -> Session | None:
     """The session of ``path`` if it holds uncommitted writes."""
-    session = _sessions.get(path)
+    session = _sessions().by_path.get(path)
     if session is None or session.closed or session.pid != os.getpid():
         return None
     return session if session.pending else None
@@ -312,7 +323,7 @@ def pending_session(path: str) -> Session | None:
 
 def release(session: Session) -> None:
     """A ZipStore of ``session`` is gone; the last one commits it."""
-    with _registry_lock:
+    with _sessions().lock:
         session.users -= 1
         last = session.users <= 0
     if last:
@@ -321,16 +332,7 @@ def release(session: Session) -> None:
 
 
 def _forget(session: Session) -> None:
-    with _registry_lock:
-        if _sessions.get(session.path) is session:
-            del _sessions[session.path]
-
-
-def _reset_after_fork() -> None:
-    global _registry_lock
-    _sessions.clear()
-    _registry_lock = threading.RLock()
-
-
-if hasattr(os, "register_at_fork"):  # a forked child starts with no session (locks reset)
-    os.register_at_fork(after_in_child=_reset_after_fork)
+    registry = _sessions()
+    with registry.lock:
+        if registry.by_path.get(session.path) is session:
+            del registry.by_path[session.path]

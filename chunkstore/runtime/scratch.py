@@ -1,8 +1,9 @@
 """Per-thread scratch buffers: one reusable array per thread and purpose, so that a
 chunk decoded or staged for compression does not page-fault a fresh buffer each time.
 
-A buffer larger than :data:`KEEP_MAX_BYTES` is not kept (it is as cheap to fault as it is
-costly to hold); :func:`release` drops the calling thread's buffers and
+The buffers are a part of the process's Runtime (``current().part(Scratch)``). A buffer
+larger than :data:`KEEP_MAX_BYTES` is not kept (it is as cheap to fault as it is costly
+to hold); :func:`release` drops the calling thread's buffers and
 :func:`release_all` every thread's (a Dask task calls it when it ends, so that the
 codec threads of an idle worker hold nothing; a thread still using a buffer keeps it
 until it is done).
@@ -14,11 +15,36 @@ import threading
 
 import numpy as np
 
+from chunkstore.runtime.runtime import current
+
 KEEP_MAX_BYTES = 64 * 2**20
 SMALL_BYTES = 64 * 1024  # freshly allocated below this: from malloc's pools, no faults
-_local = threading.local()
-_every: dict[int, dict] = {}  # thread id -> that thread's held buffers (for release_all)
-_every_lock = threading.Lock()
+
+
+class Scratch:
+    """The scratch buffers of every thread (a part of the Runtime)."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        self.every: dict[int, dict] = {}  # thread id -> its held buffers (release_all)
+        self.lock = threading.Lock()
+
+    def held(self) -> dict[str, tuple[tuple, np.ndarray]]:
+        """The calling thread's buffers by purpose."""
+        held = getattr(self.local, "held", None)
+        if held is None or self.every.get(threading.get_ident()) is not held:
+            held = self.local.held = {}
+            with self.lock:
+                self.every[threading.get_ident()] = held
+        return held
+
+    def release_all(self) -> None:
+        """Drop the buffers of every thread."""
+        with self.lock:
+            helds = list(self.every.values())
+            self.every.clear()
+        for held in helds:
+            held.clear()
 
 
 def scratch_buffer(shape: tuple[int, ...], dtype: np.dtype, purpose: str = "decode"
@@ -66,17 +92,8 @@ def release() -> None:
 
 def release_all() -> None:
     """Drop the scratch buffers of every thread."""
-    with _every_lock:
-        helds = list(_every.values())
-        _every.clear()
-    for held in helds:
-        held.clear()
+    current().part(Scratch).release_all()
 
 
 def _held() -> dict[str, tuple[tuple, np.ndarray]]:
-    held = getattr(_local, "held", None)
-    if held is None or _every.get(threading.get_ident()) is not held:
-        held = _local.held = {}
-        with _every_lock:
-            _every[threading.get_ident()] = held
-    return held
+    return current().part(Scratch).held()
