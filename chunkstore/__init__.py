@@ -48,7 +48,7 @@ from chunkstore.errors import (
     UnsupportedError,
 )
 from chunkstore.group.group import Group
-from chunkstore.io.sync import ProcessSynchronizer, ThreadSynchronizer
+from chunkstore.runtime.sync import ProcessSynchronizer, ThreadSynchronizer
 from chunkstore.storage import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
 
 __version__ = "0.1.0"

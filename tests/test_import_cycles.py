@@ -159,8 +159,8 @@ RANK = {unit: i for i, row in enumerate(LAYERS) for unit in row}
 DASK_USES = {"api", "array", "group", "rechunk", "runtime", "errors", "sizes", "progress"}
 # Upward edges owned by work under way, each removed by its owner when fixed.
 KNOWN_UPWARD: set[tuple[str, str]] = set()
-# Left: config (the map-cache bound set in workers), io (io.sync: the synchronizer classes).
-KNOWN_DASK: set[str] = {"config", "io"}
+# Left: config (the map-cache bound set in workers).
+KNOWN_DASK: set[str] = {"config"}
 
 
 def unit_graph() -> dict[str, set[str]]:

@@ -27,10 +27,10 @@ from chunkstore.dask.memory import (
 from chunkstore.dask.source import TransposedSource
 from chunkstore.errors import ContainsArrayError
 from chunkstore.group.scratch import HEARTBEAT, ScratchRun, run_path, temp_run_path
-from chunkstore.io.sync import ProcessSynchronizer
 from chunkstore.rechunk import report
 from chunkstore.rechunk.planner import MAX_TASKS_PER_STAGE, PlanError, Stage
 from chunkstore.rechunk.report import PlanDescription
+from chunkstore.runtime.sync import ProcessSynchronizer
 
 
 class RechunkPlan:

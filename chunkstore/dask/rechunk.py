@@ -33,12 +33,12 @@ from chunkstore.array.sources import refuse_reader_of
 from chunkstore.dask.memory import Workers, active_client, refuse_copied
 from chunkstore.dask.plan import RechunkPlan, intermediate_home, shared_units_refusal
 from chunkstore.dask.source import TransposedSource
-from chunkstore.io.sync import ProcessSynchronizer, ThreadSynchronizer
 from chunkstore.rechunk.planner import (
     PlanError,
     Stage,
     plan_rechunk,
 )
+from chunkstore.runtime.sync import ProcessSynchronizer, ThreadSynchronizer
 from chunkstore.sizes import looks_like_byte_size, parse_bytes
 
 
