@@ -32,8 +32,14 @@ from chunkstore.array.selection import (
     write_chunk,
     write_selection,
 )
-from chunkstore.array.snapshot import Snapshot, open_engine_of
-from chunkstore.codecs.sharding import inner_chunk_shape
+from chunkstore.array.snapshot import (
+    Snapshot,
+    chunks_label,
+    open_engine_of,
+    regular_chunks,
+    regular_shards,
+    write_grid,
+)
 from chunkstore.config import ArrayConfig, array_config
 from chunkstore.errors import ArrayNotFoundError, NodeTypeError, ReadOnlyError
 from chunkstore.indexing import BASIC, COORDINATE, ORTHOGONAL
@@ -229,20 +235,25 @@ class Array:
     def shape(self, value: Any) -> None:
         self.resize(value)
     dtype = property(lambda self: np.dtype(self.metadata.dtype))
-    chunks = property(lambda self: inner_chunk_shape(self.metadata)
-                      or tuple(self.metadata.chunk_shape),
-                      doc="Chunk shape (the inner chunks of a sharded array).")
+    chunks = property(lambda self: regular_chunks(self.metadata, self.name),
+                      doc="Chunk shape (the inner chunks of a sharded array); "
+                          "NotImplementedError for a rectilinear grid, as zarr-python.")
     fill_value = property(lambda self: self.metadata.fill_value)
     order = property(lambda self: self.metadata.order)
     zarr_format = property(lambda self: self.metadata.zarr_format)
-    shards = property(lambda self: tuple(self.metadata.chunk_shape)
-                      if inner_chunk_shape(self.metadata) is not None else None,
-                      doc="Shard shape (None: not sharded).")
+    shards = property(lambda self: regular_shards(self.metadata, self.name),
+                      doc="Shard shape (None: not sharded); NotImplementedError for "
+                          "rectilinear shards, as zarr-python.")
+    read_chunk_sizes = property(lambda self: self._snapshot().grid.chunks,
+                                doc="Per axis the length of every chunk (as zarr-python).")
+    write_chunk_sizes = property(lambda self: write_grid(self.metadata).chunks,
+                                 doc="Per axis the length of every stored object (shard, "
+                                     "or chunk), as zarr-python.")
     dimension_names = property(lambda self: self.metadata.dimension_names)
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: math.prod(self.shape))
     nbytes = property(lambda self: self.size * self.dtype.itemsize)
-    cdata_shape = property(lambda self: ix.chunk_grid_shape(self.shape, self.chunks))
+    cdata_shape = property(lambda self: self._snapshot().grid.grid_shape)
     nchunks = property(lambda self: math.prod(self.cdata_shape))
 
     @property
@@ -298,7 +309,7 @@ class Array:
 
     def __repr__(self) -> str:
         return (f"<chunkstore.Array {self.name!r} shape={self.shape} dtype={self.dtype} "
-                f"chunks={self.chunks} zarr_format={self.zarr_format}>")
+                f"chunks={chunks_label(self.metadata)} zarr_format={self.zarr_format}>")
 
     def __len__(self) -> int:
         if not self.shape:

@@ -154,7 +154,8 @@ def write_selection(array: Any, selection: Any, value: Any, kind: str) -> None:
 def block_slices(array: Any, selection: Any) -> tuple[slice, ...]:
     """A block selection (in units of chunks) of ``array`` as element slices."""
     try:
-        return ix.block_selection_to_basic(selection, array.shape, array.chunks)
+        snap = array._snapshot()
+        return ix.block_selection_to_basic(selection, snap.shape, snap.layout[1])
     except IndexError as e:
         raise IndexError(f"array {array.name!r}: {e}") from None
 
@@ -172,9 +173,10 @@ def iter_rows(array: Any) -> Iterator[Any]:
     """The items along the first axis, decoding each chunk row once."""
     if not array.shape:
         raise TypeError("iteration over a 0-d array")
-    step = array.chunks[0]
-    for start in range(0, array.shape[0], step):
-        yield from array[start:start + step]
+    grid = array._snapshot().grid
+    for c in range(grid.grid_shape[0]):
+        rows = grid.chunk_region((c,) + (0,) * (array.ndim - 1))[0]
+        yield from array[rows]
 
 
 def _check_coords(array: Any, coords: Any) -> tuple[int, ...]:
@@ -194,7 +196,7 @@ def read_chunk(array: Any, coords: tuple[int, ...]) -> np.ndarray:
     if not array.config.read_missing_chunks:
         require_stored(array, snap.engine, [ix.ChunkProjection(coords, (), (), True)])
     chunk = snap.engine.read_chunk(coords)
-    region = ix.chunk_region(coords, snap.shape, snap.layout[1])
+    region = snap.grid.chunk_region(coords)
     return chunk[tuple(slice(0, s.stop - s.start) for s in region)]
 
 
@@ -202,14 +204,16 @@ def write_chunk(array: Any, coords: tuple[int, ...], data: Any) -> None:
     """Replace one whole chunk of ``array``; ``data`` has the chunk's (edge-clipped) shape."""
     array._check_writable()
     coords = _check_coords(array, coords)
-    region = ix.chunk_region(coords, array.shape, array.chunks)
+    grid = array._snapshot().grid
+    region = grid.chunk_region(coords)
     expected = tuple(s.stop - s.start for s in region)
     data = np.asarray(data, dtype=array.dtype)
     if data.shape != expected:
         raise ValueError(f"array {array.name!r}: chunk {coords} needs data of shape "
                          f"{expected}, got {data.shape}")
-    if expected != array.chunks:
-        full = np.full(array.chunks, array._engine.read_fill, dtype=array.dtype)
+    full_shape = grid.chunk_shape(coords)
+    if expected != full_shape:
+        full = np.full(full_shape, array._engine.read_fill, dtype=array.dtype)
         full[tuple(slice(0, n) for n in expected)] = data
         data = full
     array._engine.write_chunk(coords, data)

@@ -19,7 +19,10 @@ CODEC_ARGS = ("codecs", "compressors", "compressor", "filters", "serializer", "c
 def regular_chunks(source: Any) -> tuple[int, ...] | None:
     """The regular chunk shape of an array-like (Array, h5py dataset), or None: a dask
     array's chunks (a tuple of tuples) or an unchunked dataset's give no answer."""
-    chunks = getattr(source, "chunks", None)
+    try:
+        chunks = getattr(source, "chunks", None)
+    except NotImplementedError:  # an Array of rectilinear chunks
+        return None
     if isinstance(chunks, tuple) and all(isinstance(c, int | np.integer) for c in chunks):
         return tuple(int(c) for c in chunks)
     return None
@@ -60,9 +63,10 @@ def like_arguments(a: Any, kwargs: dict[str, Any], *, keep_fill: bool = False
         if same:
             kwargs["filters"] = meta.filters  # type: ignore[union-attr]
         return kwargs
-    if same and a.shards is None:
+    if same and a.layout.shards is None:
         kwargs["codecs"] = list(meta.codecs)  # type: ignore[union-attr]
-    elif same and kwargs.get("chunks") == a.chunks and "shards" not in kwargs:
+    elif (same and a.layout.edges is None and kwargs.get("chunks") == a.chunks
+          and "shards" not in kwargs):
         sharding = meta.codecs[0]["configuration"]  # type: ignore[union-attr]
         kwargs["shards"] = {"shape": a.shards,
                             "index_location": sharding.get("index_location", "end")}
