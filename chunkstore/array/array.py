@@ -11,6 +11,13 @@ from typing import Any
 import numpy as np
 
 from chunkstore import indexing as ix
+from chunkstore.array.grids import (
+    chunk_sizes,
+    chunks_label,
+    regular_chunks,
+    regular_shards,
+    write_grid,
+)
 from chunkstore.array.info import (
     StoredBytes,
     chunks_initialized,
@@ -32,14 +39,7 @@ from chunkstore.array.selection import (
     write_chunk,
     write_selection,
 )
-from chunkstore.array.snapshot import (
-    Snapshot,
-    chunks_label,
-    open_engine_of,
-    regular_chunks,
-    regular_shards,
-    write_grid,
-)
+from chunkstore.array.snapshot import Snapshot, open_engine_of
 from chunkstore.config import ArrayConfig, array_config
 from chunkstore.errors import ArrayNotFoundError, NodeTypeError, ReadOnlyError
 from chunkstore.indexing import BASIC, COORDINATE, ORTHOGONAL
@@ -244,9 +244,9 @@ class Array:
     shards = property(lambda self: regular_shards(self.metadata, self.name),
                       doc="Shard shape (None: not sharded); NotImplementedError for "
                           "rectilinear shards, as zarr-python.")
-    read_chunk_sizes = property(lambda self: self._snapshot().grid.chunks,
+    read_chunk_sizes = property(lambda self: chunk_sizes(self._snapshot().grid),
                                 doc="Per axis the length of every chunk (as zarr-python).")
-    write_chunk_sizes = property(lambda self: write_grid(self.metadata).chunks,
+    write_chunk_sizes = property(lambda self: chunk_sizes(write_grid(self.metadata)),
                                  doc="Per axis the length of every stored object (shard, "
                                      "or chunk), as zarr-python.")
     dimension_names = property(lambda self: self.metadata.dimension_names)

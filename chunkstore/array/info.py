@@ -8,7 +8,7 @@ import math
 import re
 from typing import Any
 
-from chunkstore.array.snapshot import chunks_label, shards_label
+from chunkstore.array.grids import chunks_label, shards_label
 from chunkstore.codecs.pipeline import CodecPipeline
 from chunkstore.metadata import ArrayMetadata, join_path
 from chunkstore.nodes.info import InfoTable, array_codec_chain, dtype_name, human_bytes

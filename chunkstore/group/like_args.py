@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from chunkstore.array.array import Array
+from chunkstore.array.grids import grid_arguments
 from chunkstore.metadata.dtypes_extra import user_dtype
 
 #: arguments that choose codecs: given any of them, none of the source's are carried
@@ -46,6 +47,10 @@ def like_arguments(a: Any, kwargs: dict[str, Any], *, keep_fill: bool = False
     chunks = regular_chunks(a)
     if chunks is not None and len(chunks) == _ndim(kwargs["shape"]):
         kwargs.setdefault("chunks", chunks)
+    elif (isinstance(a, Array) and a.layout.edges is not None and a.layout.shards is None
+          and not isinstance(kwargs["shape"], int | np.integer)
+          and tuple(kwargs["shape"]) == a.shape):
+        kwargs.setdefault("chunks", grid_arguments(a.metadata)[0])  # the same lengths
     if not isinstance(a, Array):
         return kwargs
     if kwargs.get("zarr_format") is None:

@@ -126,7 +126,8 @@ def normalize_edges(chunks: Any, shape: tuple[int, ...], what: str, where: str
                     ) -> tuple[int | tuple[int, ...], ...]:
     """User per-axis chunk lengths -> a rectilinear grid's edges: per axis an int (or
     None / -1: the whole axis) stays one regular length, a list gives every chunk's
-    length and must sum to the axis length (zarr-python's rules)."""
+    length and must sum to the axis length (zarr-python's rule; here the last may also
+    reach past it, as in a shrunk array's grid)."""
     items = tuple(chunks)
     if len(items) != len(shape):
         raise ValueError(f"{where}: {what} {items} do not match the {len(shape)}-d shape "
@@ -145,9 +146,9 @@ def normalize_edges(chunks: Any, shape: tuple[int, ...], what: str, where: str
         if not lengths or any(e < 1 for e in lengths):
             raise ValueError(f"{where}: {what} on axis {axis} must be positive lengths, got "
                              f"{list(lengths)}")
-        if n and sum(lengths) != n:
-            raise ValueError(f"{where}: {what} on axis {axis} sum to {sum(lengths)}, not the "
-                             f"axis length {n}")
+        if n and not sum(lengths[:-1]) < n <= sum(lengths):
+            raise ValueError(f"{where}: {what} on axis {axis} sum to {sum(lengths)}: they "
+                             f"must cover the axis length {n}, only the last reaching past it")
         out.append(lengths)
     return tuple(out)
 
