@@ -167,14 +167,14 @@ def test_chunks_and_shards_raise_as_zarr(tmp_path):
     a = cs.open_array(str(tmp_path / "z.zarr"))
     for obj in (z, a):
         with pytest.raises(NotImplementedError, match="read_chunk_sizes"):
-            obj.chunks
+            _ = obj.chunks
     shape, chunks, shards = GRIDS["sharded"]
     z = zarr_create(tmp_path / "s.zarr", shape, chunks, shards)
     a = cs.open_array(str(tmp_path / "s.zarr"))
     assert a.chunks == z.chunks == (5, 5)
     for obj in (z, a):
         with pytest.raises(NotImplementedError, match="write_chunk_sizes"):
-            obj.shards
+            _ = obj.shards
 
 
 def test_document_text_of_the_issue_example(tmp_path):
