@@ -23,8 +23,8 @@ def clear_outside(engine: Any, layout: ChunkLayout, old_shape: tuple[int, ...],
     the kept units beyond the new edge are written with fill_value (read-modify-writes)."""
     grid = layout.write_grid
     # per axis, the end of the last unit starting inside the new shape (at most the old)
-    kept = tuple(min(o, grid.chunk_start(a, grid.chunk_of(a, n - 1) + 1) if n else 0)
-                 for a, (o, n) in enumerate(zip(old_shape, new_shape, strict=True)))
+    kept = tuple(o if n >= o else min(o, grid.chunk_start(a, grid.chunk_of(a, n - 1) + 1))
+                 if n else 0 for a, (o, n) in enumerate(zip(old_shape, new_shape, strict=True)))
     across = [len(grid.chunks_on_axis(a, 0, k)) for a, k in enumerate(kept)]  # kept units
     in_bands = sum(math.prod(across) // across[axis]
                    for axis, (n, k) in enumerate(zip(new_shape, kept, strict=True)) if k > n)
