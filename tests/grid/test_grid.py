@@ -208,6 +208,7 @@ def test_array_views(tmp_path):
     s[...] = a[...]
     assert s.info["Shard shape"] == "<variable> [[[10, 2], [20, 2]], [[15, 2]]]"
     assert s.info["Chunk shape"] == "(5, 5)"
+    assert s.compressors == a.compressors and s.compressors  # those inside the shards
     assert (s.nchunks, s.nchunks_initialized) == (72, 72)
     with pytest.raises(NotImplementedError, match="write_chunk_sizes"):
         _ = s.shards
