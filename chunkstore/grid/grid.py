@@ -41,9 +41,6 @@ class ChunkGrid(Protocol):
     def chunks(self) -> tuple[tuple[int, ...], ...]: ...
 
     @property
-    def max_chunk_shape(self) -> tuple[int, ...]: ...
-
-    @property
     def axis_chunking(self) -> tuple[int | np.ndarray, ...]: ...
 
     def chunk_region(self, coords: Sequence[int]) -> tuple[slice, ...]: ...
@@ -52,16 +49,13 @@ class ChunkGrid(Protocol):
 
     def chunk_of(self, axis: int, index: int) -> int: ...
 
+    def chunk_start(self, axis: int, chunk: int) -> int: ...
+
     def chunks_on_axis(self, axis: int, start: int, stop: int) -> range: ...
 
     def all_coords(self) -> Iterator[tuple[int, ...]]: ...
 
     def resized(self, new_shape: Sequence[int]) -> ChunkGrid: ...
-
-
-def chunk_grid_shape(shape: Sequence[int], chunks: Sequence[int]) -> tuple[int, ...]:
-    """Number of chunks along each axis of a regular grid."""
-    return tuple(math.ceil(n / c) for n, c in zip(shape, chunks, strict=True))
 
 
 class RegularGrid:
@@ -87,11 +81,6 @@ class RegularGrid:
         """Number of chunks along each axis."""
         return tuple(math.ceil(n / c) if c else 0
                      for n, c in zip(self.shape, self.regular_chunks, strict=True))
-
-    @property
-    def max_chunk_shape(self) -> tuple[int, ...]:
-        """The largest chunk's shape (every chunk's, here)."""
-        return self.regular_chunks
 
     @property
     def axis_chunking(self) -> tuple[int | np.ndarray, ...]:
@@ -194,11 +183,6 @@ class RectilinearGrid:
         return tuple(out)
 
     @cached_property
-    def max_chunk_shape(self) -> tuple[int, ...]:
-        """The largest chunk length along each axis."""
-        return tuple(s if isinstance(s, int) else max(s) for s in self.specs)
-
-    @cached_property
     def axis_chunking(self) -> tuple[int | np.ndarray, ...]:
         """Per axis what the indexers take: the chunk length of a regular axis, else the
         chunk starts and the last chunk's end (an int64 array)."""
@@ -267,12 +251,3 @@ class RectilinearGrid:
                 s = (*s, n - sum(s))
             specs.append(s)
         return RectilinearGrid(new_shape, specs)
-
-
-def grid_of(shape: Sequence[int], chunks: Sequence[int] | None = None,
-            specs: Sequence[AxisSpec] | None = None) -> RegularGrid | RectilinearGrid:
-    """The regular grid of ``chunks``, or the rectilinear one of ``specs`` when given."""
-    if specs is not None:
-        return RectilinearGrid(shape, specs)
-    assert chunks is not None
-    return RegularGrid(shape, chunks)

@@ -31,7 +31,6 @@ def test_rectilinear_grid_arithmetic():
     assert g.chunks_on_axis(0, 10, 20) == range(1, 2)
     assert g.chunks_on_axis(1, 5, 5) == range(0)
     assert list(g.all_coords()) == [(i, j) for i in range(3) for j in range(2)]
-    assert g.max_chunk_shape == (10, 15)
     bounds, regular = g.axis_chunking
     assert bounds.tolist() == [0, 10, 20, 25] and regular == 15
 
