@@ -8,7 +8,9 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
+from chunkstore.config import config
 from chunkstore.errors import MetadataError
+from chunkstore.metadata.json_io import INT64_MAX
 
 #: one axis: a regular chunk length, or every chunk's length
 AxisEdges = int | tuple[int, ...]
@@ -37,19 +39,23 @@ def edges_to_json(edges: Sequence[AxisEdges]) -> dict[str, Any]:
     return {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": shapes}}
 
 
-def edges_from_json(config: Any, shape: tuple[int, ...], where: str) -> tuple[AxisEdges, ...]:
+def edges_from_json(configuration: Any, shape: tuple[int, ...], where: str) -> tuple[AxisEdges, ...]:
     """Per axis the chunk lengths of a ``rectilinear`` grid's configuration; MetadataError
     naming ``where`` for anything zarr-python would not read."""
     field = "field 'chunk_grid'"
-    if not isinstance(config, dict):
+    if not isinstance(configuration, dict):
         raise MetadataError(f"{where}: {field}: a rectilinear grid needs a configuration")
-    if config.get("kind") != "inline":
-        raise MetadataError(f"{where}: {field}: rectilinear grid kind {config.get('kind')!r} "
-                            "is not supported (only 'inline')")
-    specs = config.get("chunk_shapes")
+    kind = configuration.get("kind")
+    if kind != "inline":
+        raise MetadataError(f"{where}: {field}: rectilinear grid kind {kind!r} is not "
+                            "supported (only 'inline')")
+    specs = configuration.get("chunk_shapes")
     if not isinstance(specs, list) or len(specs) != len(shape):
         raise MetadataError(f"{where}: {field}: chunk_shapes {specs!r} must list one entry "
                             f"per axis of the {len(shape)}-d shape")
+    # a run of a huge count is a few bytes: the lengths it stands for count as the JSON
+    # values they would be, under the same cap (``metadata.max_elements``)
+    cap, total = int(config.get("metadata.max_elements")), 0
     out: list[AxisEdges] = []
     for axis, (spec, n) in enumerate(zip(specs, shape, strict=True)):
         if _positive(spec):
@@ -60,13 +66,24 @@ def edges_from_json(config: Any, shape: tuple[int, ...], where: str) -> tuple[Ax
                                 "length nor a list of them")
         lengths: list[int] = []
         for item in spec:
-            if _positive(item):
-                lengths.append(item)
-            elif isinstance(item, list) and len(item) == 2 and all(map(_positive, item)):
-                lengths.extend([item[0]] * item[1])
-            else:
+            count = 1 if _positive(item) else (
+                item[1] if isinstance(item, list) and len(item) == 2
+                and all(map(_positive, item)) else 0)
+            if not count:
                 raise MetadataError(f"{where}: {field}: axis {axis}: {item!r} is neither a "
                                     "chunk length nor a [length, count] run")
+            total += count
+            if total > cap:
+                raise MetadataError(f"{where}: {field}: more than {cap} chunk lengths (chunkstore "
+                                    "config 'metadata.max_elements': raise it to read this "
+                                    "document)")
+            if count == 1 and not isinstance(item, list):
+                lengths.append(item)
+            else:
+                lengths.extend([item[0]] * count)
+        if max(lengths) > INT64_MAX:
+            raise MetadataError(f"{where}: {field}: axis {axis}: a chunk length does not fit "
+                                "an int64")
         if sum(lengths) < n:
             raise MetadataError(f"{where}: {field}: axis {axis}: the chunk lengths sum to "
                                 f"{sum(lengths)}, less than the axis length {n}")

@@ -114,6 +114,18 @@ def test_bad_documents_refused(grid, message):
         ArrayMetadataV3.from_json(_doc(grid), "arr/zarr.json")
 
 
+def test_a_huge_run_is_refused_before_it_is_expanded():
+    """``[1, 10**12]`` is a few bytes standing for 10**12 lengths: they count against
+    ``metadata.max_elements`` as the JSON values they would be, before any is made."""
+    grid = {"name": "rectilinear", "configuration": {"kind": "inline",
+                                                     "chunk_shapes": [[[1, 10**12]], 5]}}
+    with pytest.raises(MetadataError, match="metadata.max_elements"):
+        ArrayMetadataV3.from_json(_doc(grid), "arr/zarr.json")
+    grid["configuration"]["chunk_shapes"] = [[[2**70, 1]], 5]
+    with pytest.raises(MetadataError, match="int64"):
+        ArrayMetadataV3.from_json(_doc(grid), "arr/zarr.json")
+
+
 def test_unknown_grid_named(tmp_path):
     a = cs.create_array(str(tmp_path / "a.zarr"), shape=(5,), chunks=(2,), dtype="i4")
     doc = json.loads((tmp_path / "a.zarr" / "zarr.json").read_text())
