@@ -7,6 +7,10 @@ without reading; anything less is a read-modify-write of that unit. Every layer 
 cuts work into pieces (the IO engines, copies, ``to_store``, the rechunk planner, the
 synchronizer's locks) asks this object, so they all agree on what may be written
 independently.
+
+The grids are regular, or (zarr's ``rectilinear`` grid, ``edges``) give every chunk of an
+unsharded array, or every shard of a sharded one, its own lengths; the inner chunks of
+shards stay regular. Regular grids keep their arithmetic (no grid object on the hot paths).
 """
 
 from __future__ import annotations
@@ -64,8 +68,12 @@ class ChunkLayout:
         same grids and keys, ``chunks`` (or ``shards``) that shape."""
         shape = tuple(shape)
         if self.shards is None:
-            return ChunkLayout(self.shape, shape, None, self.unit_key, self.edges)
-        return ChunkLayout(self.shape, self.chunks, shape, self.unit_key, self.edges)
+            out = ChunkLayout(self.shape, shape, None, self.unit_key, self.edges)
+        else:
+            out = ChunkLayout(self.shape, self.chunks, shape, self.unit_key, self.edges)
+        # the same grids: shared, not worked out again per unit shape
+        out.__dict__.update(read_grid=self.read_grid, write_grid=self.write_grid)
+        return out
 
     # -- units ---------------------------------------------------------------------------
     @property
