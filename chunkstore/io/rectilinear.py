@@ -16,7 +16,11 @@ from chunkstore.codecs.pipeline import Pipeline, build_pipeline
 from chunkstore.indexing import ChunkProjection
 from chunkstore.io.layout import ChunkLayout
 from chunkstore.io.resize import clear_outside
+from chunkstore.runtime.pool import run_batched
 from chunkstore.storage.base import Store
+
+#: the most chunks of one shape for the groups of a read or write to go side by side
+SMALL_GROUP = 4
 
 
 class RectilinearEngine:
@@ -63,8 +67,14 @@ class RectilinearEngine:
         return groups
 
     def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
-        """Fill ``out`` from every projected chunk, each through its shape's engine."""
-        for shape, group in self._split(projections).items():
+        """Fill ``out`` from every projected chunk, each through its shape's engine. Many
+        small groups (a grid of many lengths) are read side by side on the pool, each
+        inline there; otherwise one after the other, each spread over the pool."""
+        groups = list(self._split(projections).items())
+        if len(groups) > 1 and max(len(g) for _, g in groups) <= SMALL_GROUP:
+            run_batched(lambda item: self._engine_of(item[0]).read(item[1], out), groups)
+            return
+        for shape, group in groups:
             self._engine_of(shape).read(group, out)
 
     def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
@@ -80,8 +90,14 @@ class RectilinearEngine:
 
     def write(self, projections: Iterable[ChunkProjection], value: np.ndarray,
               scalar: bool = False) -> None:
-        """Write ``value`` (broadcast to the selection shape) into the projected chunks."""
-        for shape, group in self._split(projections).items():
+        """Write ``value`` (broadcast to the selection shape) into the projected chunks
+        (many small groups side by side, as ``read``: they hold distinct chunks)."""
+        groups = list(self._split(projections).items())
+        if len(groups) > 1 and max(len(g) for _, g in groups) <= SMALL_GROUP:
+            run_batched(lambda item: self._engine_of(item[0]).write(item[1], value, scalar),
+                        groups)
+            return
+        for shape, group in groups:
             self._engine_of(shape).write(group, value, scalar)
 
     def write_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:

@@ -227,3 +227,18 @@ def test_array_views(tmp_path):
     copied = cs.copy(s, str(tmp_path / "scopy.zarr"))
     assert copied.write_chunk_sizes == s.write_chunk_sizes and copied.chunks == (5, 5)
     np.testing.assert_array_equal(copied[...], a[...])
+
+
+def test_a_grid_of_many_lengths():
+    """Every chunk of its own shape (400 shapes): the engines of the shapes go side by side
+    (small groups) and still write and read exactly what NumPy does."""
+    lengths = tuple(range(1, 21))
+    shape = (sum(lengths), sum(lengths))
+    a = cs.create_array(cs.MemoryStore(), shape=shape, chunks=(lengths, lengths), dtype="f4")
+    x = np.random.default_rng(3).random(shape).astype("f4")
+    a[...] = x
+    np.testing.assert_array_equal(a[...], x)
+    a[5:-3:2, 7:] = -x[5:-3:2, 7:]
+    x[5:-3:2, 7:] *= -1
+    np.testing.assert_array_equal(a[...], x)
+    assert len(a._engine._engines) == 400 and a.nchunks_initialized == 400
