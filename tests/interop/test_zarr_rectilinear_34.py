@@ -187,3 +187,22 @@ def test_document_text_of_the_issue_example(tmp_path):
         grid = read_doc(tmp_path / path)["chunk_grid"]
         assert json.dumps(grid) == json.dumps({"name": "rectilinear", "configuration": {
             "kind": "inline", "chunk_shapes": [[[10, 5], [5, 2]], [[15, 2]]]}})
+
+
+@pytest.mark.parametrize("name", ["runs", "sharded"])
+def test_zarr_shrunk_grid_read(tmp_path, name):
+    """zarr keeps the chunks past a shrunk edge in the document (the last one held reaches
+    past it): chunkstore reads such a grid, writes into its edge chunk, and zarr agrees."""
+    shape, chunks, shards = GRIDS[name]
+    z = zarr_create(tmp_path / "z.zarr", shape, chunks, shards)
+    z[...] = data_of(shape)
+    z.resize((53, shape[1]))
+    doc = read_doc(tmp_path / "z.zarr")
+    a = cs.open_array(str(tmp_path / "z.zarr"), mode="r+")
+    assert a.read_chunk_sizes == z.read_chunk_sizes and a.nchunks == z.nchunks
+    np.testing.assert_array_equal(a[...], z[...])
+    a[50:, :] = 1
+    again = zarr.open_array(str(tmp_path / "z.zarr"), mode="r")
+    np.testing.assert_array_equal(again[50:], np.ones((3, shape[1]), "i4"))
+    np.testing.assert_array_equal(again[:50], data_of(shape)[:50])
+    assert read_doc(tmp_path / "z.zarr")["chunk_grid"] == doc["chunk_grid"]
