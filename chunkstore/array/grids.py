@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from chunkstore.codecs.sharding import inner_chunk_shape
-from chunkstore.grid.grid import RectilinearGrid, RegularGrid
+from chunkstore.grid.base import ChunkGrid
+from chunkstore.grid.rectilinear import RectilinearGrid
+from chunkstore.grid.regular import RegularGrid
 from chunkstore.metadata.rectilinear import compress_runs
 
 
-def read_grid(meta: Any) -> RegularGrid | RectilinearGrid:
+def read_grid(meta: Any) -> ChunkGrid:
     """The grid of the chunks (read units) ``meta`` describes: a sharded array's inner
     chunks are regular, whatever its shards."""
     inner = inner_chunk_shape(meta)
@@ -21,7 +23,7 @@ def read_grid(meta: Any) -> RegularGrid | RectilinearGrid:
     return RegularGrid(meta.shape, inner or tuple(meta.chunk_shape))
 
 
-def write_grid(meta: Any) -> RegularGrid | RectilinearGrid:
+def write_grid(meta: Any) -> ChunkGrid:
     """The grid of the stored objects (shards, or chunks) ``meta`` describes."""
     edges = getattr(meta, "chunk_edges", None)
     if edges is not None:
@@ -88,7 +90,7 @@ def grid_arguments(meta: Any) -> tuple[Any, Any]:
     return (inner, spec) if inner else (spec, None)
 
 
-def chunk_sizes(grid: RegularGrid | RectilinearGrid) -> tuple[tuple[int, ...], ...]:
+def chunk_sizes(grid: ChunkGrid) -> tuple[tuple[int, ...], ...]:
     """Per axis the length of every chunk inside the array, as zarr-python's
     ``read_chunk_sizes`` / ``write_chunk_sizes`` give them (an empty axis: no chunks)."""
     return tuple(sizes if n else () for sizes, n in zip(grid.chunks, grid.shape, strict=True))

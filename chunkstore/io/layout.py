@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from chunkstore.grid.grid import AxisSpec, RectilinearGrid, RegularGrid
+from chunkstore.grid.base import AxisSpec, ChunkGrid
+from chunkstore.grid.rectilinear import RectilinearGrid
+from chunkstore.grid.regular import RegularGrid
 
 
 @dataclass(frozen=True)
@@ -46,14 +48,14 @@ class ChunkLayout:
 
     # -- grids ---------------------------------------------------------------------------
     @cached_property
-    def read_grid(self) -> RegularGrid | RectilinearGrid:
+    def read_grid(self) -> ChunkGrid:
         """The grid of the chunks (the read units)."""
         if self.edges is not None and self.shards is None:
             return RectilinearGrid(self.shape, self.edges)
         return RegularGrid(self.shape, self.chunks)
 
     @cached_property
-    def write_grid(self) -> RegularGrid | RectilinearGrid:
+    def write_grid(self) -> ChunkGrid:
         """The grid of the write units (shards, or chunks)."""
         if self.edges is not None:
             return RectilinearGrid(self.shape, self.edges)
@@ -281,7 +283,7 @@ def _first_past(grid: RectilinearGrid, axis: int, n: int) -> float:
     return c if grid.chunk_start(axis, c + 1) > n else c + 1
 
 
-def _on_edge(grid: RectilinearGrid | RegularGrid, axis: int, x: int, n: int) -> bool:
+def _on_edge(grid: ChunkGrid, axis: int, x: int, n: int) -> bool:
     """Whether ``x`` is the start of a unit along ``axis`` or the array's end ``n``."""
     return x >= n or grid.chunk_start(axis, grid.chunk_of(axis, x)) == x
 
