@@ -161,12 +161,16 @@ class ChunkstoreDataStore(AbstractDataStore):
         dims, attrs = _dims_and_attrs(array)
         wrapper = ChunkstoreArrayWrapper(array)
         data = indexing.LazilyIndexedArray(wrapper)
-        chunks = tuple(array.chunks)
-        encoding: dict[str, Any] = {
-            "chunks": chunks,
-            "preferred_chunks": dict(zip(dims, chunks, strict=True)),
-            "shards": array.shards,
-        }
+        if array.layout.edges is None:
+            chunks = tuple(array.chunks)
+            encoding: dict[str, Any] = {
+                "chunks": chunks,
+                "preferred_chunks": dict(zip(dims, chunks, strict=True)),
+                "shards": array.shards,
+            }
+        else:  # a rectilinear grid: each chunk's length per dimension
+            encoding = {"preferred_chunks": dict(zip(dims, array.read_chunk_sizes,
+                                                     strict=True))}
         if wrapper.dtype.kind == "T":
             encoding["dtype"] = wrapper.dtype
         fill = array.fill_value

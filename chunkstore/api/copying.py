@@ -9,6 +9,7 @@ from chunkstore.api import hdf5
 from chunkstore.api.creation import create_array, jsonable_attrs, like_array_kwargs
 from chunkstore.api.opening import open_group
 from chunkstore.array.array import Array
+from chunkstore.array.grids import grid_arguments
 from chunkstore.group.group import Group
 from chunkstore.group.like_args import regular_chunks
 from chunkstore.io.copy import COPY_BLOCK_BYTES, copy_into
@@ -69,9 +70,12 @@ def copy(source: Any, store: Any = None, path: str | None = None, *,
                         "group-like mapping of them (e.g. an h5py Group)")
     if isinstance(source, Array):
         like_array_kwargs(source, create_kwargs)
-        if (chunks is None and source.shards is not None and "shards" not in create_kwargs
+        if (chunks is None and source.layout.shards is not None and "shards" not in create_kwargs
                 and create_kwargs["zarr_format"] == 3):
-            create_kwargs["shards"] = source.shards  # the same layout, unless told
+            chunks, create_kwargs["shards"] = grid_arguments(source.metadata)  # the same layout
+        elif (chunks is None and source.layout.edges is not None
+              and create_kwargs["zarr_format"] == 3):
+            chunks = grid_arguments(source.metadata)[0]  # the same rectilinear grid
     if chunks is None:
         chunks = regular_chunks(source)
     arr = create_array(st, path, shape=tuple(source.shape), dtype=source.dtype, chunks=chunks,

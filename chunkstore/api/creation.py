@@ -9,6 +9,7 @@ import numcodecs
 import numpy as np
 
 from chunkstore.array.array import Array
+from chunkstore.array.grids import grid_arguments
 from chunkstore.array.hdf5_files import check_value
 from chunkstore.array.sources import refuse_reader_of
 from chunkstore.errors import ReadOnlyError
@@ -280,6 +281,8 @@ def from_array(store: Any, *, data: Any, name: str | None = None, chunks: Any = 
         if chunks not in ("keep", "auto"):
             raise ValueError(f"chunks must be 'keep', 'auto' or a shape, got {chunks!r}")
         chunks = regular_chunks(data) if chunks == "keep" else None
+        if chunks is None and isinstance(data, Array) and data.layout.edges is not None:
+            chunks = grid_arguments(data.metadata)[0]  # rectilinear: the same lengths
     if isinstance(data, Array):
         like_array_kwargs(data, create_kwargs)
         create_kwargs.setdefault("attributes", jsonable_attrs(data, f"copy of {data!r}"))

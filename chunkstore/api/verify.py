@@ -14,28 +14,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chunkstore.errors import ChunkstoreError, NodeNotFoundError
-from chunkstore.io.layout import parse_unit_key
 
 _METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 
 
-def unit_shape(array: Any) -> tuple[int, ...]:
-    """The shape of what is stored under one key: a shard, or a chunk."""
-    return tuple(array.shards if array.shards is not None else array.chunks)
-
-
 def unit_grid(array: Any) -> tuple[int, ...]:
-    """How many stored units (shards or chunks) fit along each axis."""
-    return tuple(math.ceil(n / u) for n, u in zip(array.shape, unit_shape(array), strict=True))
+    """How many stored units (shards or chunks) lie along each axis."""
+    return array.layout.unit_grid
 
 
 def stored_units(array: Any) -> list[tuple[tuple[int, ...], str]]:
     """``(grid coordinates, key)`` of every stored shard (or chunk) of ``array``, sorted."""
     base = f"{array.path}/" if array.path else ""
-    zero, grid = array.chunk_key((0,) * array.ndim), unit_grid(array)
+    layout = array.layout
     found = []
     for key in array.store.list_prefix(base):
-        coords = parse_unit_key(key, zero, grid)
+        coords = layout.unit_of_key(key)
         if coords is not None:
             found.append((coords, key))
     return sorted(found)
@@ -54,14 +48,14 @@ def links_outside(array: Any) -> dict[str, str]:
 
 def unit_region(array: Any, coords: tuple[int, ...]) -> tuple[slice, ...]:
     """The region of the array a stored unit covers (clipped to the shape)."""
-    return tuple(slice(c * u, min(n, (c + 1) * u))
-                 for c, u, n in zip(coords, unit_shape(array), array.shape, strict=True))
+    return array.layout.unit_region(coords)
 
 
 def chunks_in(array: Any, coords: tuple[int, ...]) -> int:
     """Number of (inner) chunks inside the array's bounds in a stored unit."""
     return math.prod(math.ceil((r.stop - r.start) / c)
-                     for r, c in zip(unit_region(array, coords), array.chunks, strict=True))
+                     for r, c in zip(unit_region(array, coords), array.layout.chunks,
+                                     strict=True))
 
 
 @dataclass
@@ -135,7 +129,7 @@ def verify(node: Any, path: str = "", progress: Callable[[int, int, int], None] 
             nbytes += array.read_region(unit_region(array, coords)).nbytes
         except (ChunkstoreError, ValueError, OSError) as e:
             report.bad[key] = " ".join(str(e).split())
-        if array.shards is not None:
+        if array.layout.shards is not None:
             report.shards += 1
             report.shard_chunks += chunks_in(array, coords)
         else:

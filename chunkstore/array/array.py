@@ -12,6 +12,13 @@ import numpy as np
 
 from chunkstore import indexing as ix
 from chunkstore.array.copy import copy_value, note_read
+from chunkstore.array.grids import (
+    chunk_sizes,
+    chunks_label,
+    regular_chunks,
+    regular_shards,
+    write_grid,
+)
 from chunkstore.array.hdf5_files import check_value
 from chunkstore.array.info import (
     StoredBytes,
@@ -41,7 +48,6 @@ from chunkstore.array.selection import (
     require_stored,
 )
 from chunkstore.array.snapshot import Snapshot, open_engine_of
-from chunkstore.codecs.sharding import inner_chunk_shape
 from chunkstore.config import ArrayConfig, array_config
 from chunkstore.errors import (
     ArrayNotFoundError,
@@ -242,20 +248,25 @@ class Array:
     def shape(self, value: Any) -> None:
         self.resize(value)
     dtype = property(lambda self: np.dtype(self.metadata.dtype))
-    chunks = property(lambda self: inner_chunk_shape(self.metadata)
-                      or tuple(self.metadata.chunk_shape),
-                      doc="Chunk shape (the inner chunks of a sharded array).")
+    chunks = property(lambda self: regular_chunks(self.metadata, self.name),
+                      doc="Chunk shape (the inner chunks of a sharded array); "
+                          "NotImplementedError for a rectilinear grid, as zarr-python.")
     fill_value = property(lambda self: self.metadata.fill_value)
     order = property(lambda self: self.metadata.order)
     zarr_format = property(lambda self: self.metadata.zarr_format)
-    shards = property(lambda self: tuple(self.metadata.chunk_shape)
-                      if inner_chunk_shape(self.metadata) is not None else None,
-                      doc="Shard shape (None: not sharded).")
+    shards = property(lambda self: regular_shards(self.metadata, self.name),
+                      doc="Shard shape (None: not sharded); NotImplementedError for "
+                          "rectilinear shards, as zarr-python.")
+    read_chunk_sizes = property(lambda self: chunk_sizes(self._snapshot().grid),
+                                doc="Per axis the length of every chunk (as zarr-python).")
+    write_chunk_sizes = property(lambda self: chunk_sizes(write_grid(self.metadata)),
+                                 doc="Per axis the length of every stored object (shard, "
+                                     "or chunk), as zarr-python.")
     dimension_names = property(lambda self: self.metadata.dimension_names)
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: math.prod(self.shape))
     nbytes = property(lambda self: self.size * self.dtype.itemsize)
-    cdata_shape = property(lambda self: ix.chunk_grid_shape(self.shape, self.chunks))
+    cdata_shape = property(lambda self: self._snapshot().grid.grid_shape)
     nchunks = property(lambda self: math.prod(self.cdata_shape))
 
     @property
@@ -306,7 +317,7 @@ class Array:
 
     def __repr__(self) -> str:
         return (f"<chunkstore.Array {self.name!r} shape={self.shape} dtype={self.dtype} "
-                f"chunks={self.chunks} zarr_format={self.zarr_format}>")
+                f"chunks={chunks_label(self.metadata)} zarr_format={self.zarr_format}>")
 
     def __len__(self) -> int:
         if not self.shape:
@@ -421,7 +432,8 @@ class Array:
         self._set(self._block_slices(selection), value, BASIC)
 
     def _block_slices(self, selection: Any) -> tuple[slice, ...]:
-        return block_slices(selection, self.shape, self.chunks, self.name)
+        snap = self._snapshot()
+        return block_slices(selection, snap.shape, snap.layout[1], self.name)
 
     oindex = property(lambda self: SelectionView(self, "orthogonal"))
     vindex = property(lambda self: SelectionView(self, "coordinate"))
@@ -439,9 +451,9 @@ class Array:
         """Iterate over the first axis, decoding each chunk row once."""
         if not self.shape:
             raise TypeError("iteration over a 0-d array")
-        step = self.chunks[0]
-        for start in range(0, self.shape[0], step):
-            yield from self[start:start + step]
+        grid = self._snapshot().grid
+        for c in range(grid.grid_shape[0]):
+            yield from self[grid.chunk_region((c,) + (0,) * (self.ndim - 1))[0]]
 
     # -- chunk primitives (the seam the Dask layer uses) ---------------------------------------
     def chunk_key(self, coords: tuple[int, ...]) -> str:
@@ -458,23 +470,25 @@ class Array:
             require_stored(self._store, snap.engine.layout,
                            [ix.ChunkProjection(coords, (), (), True)], self.name)
         chunk = snap.engine.read_chunk(coords)
-        extent = chunk_extent(coords, snap.shape, snap.layout[1])
+        extent = chunk_extent(coords, snap.grid)
         return chunk[tuple(slice(0, n) for n in extent)]
 
     def write_chunk(self, coords: tuple[int, ...], data: Any) -> None:
         """Replace one whole chunk; ``data`` has the chunk's (edge-clipped) shape."""
         self._check_writable()
         coords = checked_coords(coords, self.cdata_shape, self.name)
-        expected = chunk_extent(coords, self.shape, self.chunks)
+        snap = self._snapshot()
+        expected = chunk_extent(coords, snap.grid)
         data = np.asarray(data, dtype=self.dtype)
         if data.shape != expected:
             raise ValueError(f"array {self.name!r}: chunk {coords} needs data of shape "
                              f"{expected}, got {data.shape}")
-        if expected != self.chunks:
-            full = np.full(self.chunks, self._engine.read_fill, dtype=self.dtype)
+        full_shape = snap.grid.chunk_shape(coords)
+        if expected != full_shape:
+            full = np.full(full_shape, snap.engine.read_fill, dtype=self.dtype)
             full[tuple(slice(0, n) for n in expected)] = data
             data = full
-        self._engine.write_chunk(coords, data)
+        snap.engine.write_chunk(coords, data)
 
     def read_region(self, region: tuple[slice, ...]) -> np.ndarray:
         """``a[region]`` for a tuple of step-1 slices (chunk-aligned or not)."""

@@ -8,6 +8,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from chunkstore.array.grids import chunks_label, shards_label
 from chunkstore.codecs.pipeline import CodecPipeline
 from chunkstore.metadata import ArrayMetadata, join_path
 from chunkstore.nodes.info import InfoTable, array_codec_chain, dtype_name, human_bytes
@@ -61,10 +62,15 @@ def stored_chunk_keys(array: Array) -> list[str]:
 def chunks_initialized(array: Array) -> int:
     """Number of chunks present in the store; for a sharded array, as zarr-python counts:
     stored shards x inner chunks per shard."""
-    n = len(stored_chunk_keys(array))
-    if array.shards is not None:
-        return n * math.prod(s // c for s, c in zip(array.shards, array.chunks, strict=True))
-    return n
+    keys = stored_chunk_keys(array)
+    layout = array.layout
+    if layout.shards is None:
+        return len(keys)
+    if layout.edges is None:
+        return len(keys) * layout.chunks_per_unit
+    units = [u for u in map(layout.unit_of_key, keys) if u is not None]
+    return sum(math.prod(s // c for s, c in zip(layout.unit_shape(u), layout.chunks,
+                                                 strict=True)) for u in units)
 
 
 def nbytes_stored(array: Array) -> StoredBytes:
@@ -90,8 +96,8 @@ def info_table(array: Array) -> InfoTable:
         ("Name", array.name),
         ("Data type", dtype_name(array.dtype)),
         ("Shape", str(array.shape)),
-        *([("Shard shape", str(array.shards))] if array.shards is not None else []),
-        ("Chunk shape", str(array.chunks)),
+        *([("Shard shape", shards_label(meta))] if array.layout.shards is not None else []),
+        ("Chunk shape", chunks_label(meta)),
         ("Order", array.order),
         ("Read-only", str(array.read_only)),
         ("Fill value", str(array.fill_value)),

@@ -17,6 +17,7 @@ from chunkstore.storage.base import Store
 
 if TYPE_CHECKING:
     from chunkstore.array.array import Array
+    from chunkstore.grid.base import ChunkGrid
 
 
 class UnstorableValueError(ValueError, TypeError):
@@ -118,10 +119,9 @@ def broadcast_value(arr: np.ndarray, shape: tuple[int, ...], name: str) -> np.nd
                          f"assigned to a selection of shape {shape}") from None
 
 
-def chunk_extent(coords: tuple[int, ...], shape: tuple[int, ...], chunks: tuple[int, ...]
-                 ) -> tuple[int, ...]:
-    """The shape of the chunk at ``coords`` clipped to the array's bounds."""
-    return tuple(s.stop - s.start for s in ix.chunk_region(coords, shape, chunks))
+def chunk_extent(coords: tuple[int, ...], grid: ChunkGrid) -> tuple[int, ...]:
+    """The shape of the chunk at ``coords`` of ``grid`` clipped to the array's bounds."""
+    return tuple(s.stop - s.start for s in grid.chunk_region(coords))
 
 
 def require_stored(store: Store, layout: ChunkLayout, projections: Iterable[ChunkProjection],

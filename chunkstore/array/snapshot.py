@@ -15,22 +15,22 @@ from typing import Any
 
 import numpy as np
 
+from chunkstore.array.grids import read_grid
 from chunkstore.codecs import build_pipeline
-from chunkstore.codecs.sharding import inner_chunk_shape
 from chunkstore.io.engine import Engine, layout_of, open_engine
 from chunkstore.metadata.nodes import describe
 
 
 class Snapshot:
-    """``meta`` with its ``layout`` ((shape, chunks, dtype)) and ``engine`` (made on first
-    use by ``make(meta)``)."""
+    """``meta`` with its chunk ``grid``, ``layout`` ((shape, chunks per axis as the
+    indexers take them, dtype)) and ``engine`` (made on first use by ``make(meta)``)."""
 
-    __slots__ = ("meta", "layout", "_engine", "_make")
+    __slots__ = ("meta", "grid", "layout", "_engine", "_make")
 
     def __init__(self, meta: Any, make: Callable[[Any], Any]) -> None:
         self.meta = meta
-        chunks = inner_chunk_shape(meta) or tuple(meta.chunk_shape)
-        self.layout = (tuple(meta.shape), chunks, np.dtype(meta.dtype))
+        self.grid = read_grid(meta)
+        self.layout = (tuple(meta.shape), self.grid.axis_chunking, np.dtype(meta.dtype))
         self._engine: Any = None
         self._make = make
 

@@ -137,7 +137,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
     if warning:
         print(f"chunkstore {args.command}: warning: {warning}", file=sys.stderr)
     target = _create_npy(args, source) if to_npy else _create_target(args, source)
-    unit = tuple(target.shape) if to_npy else tuple(target.shards or target.chunks)
+    unit = tuple(target.shape) if to_npy else tuple(target.layout.write_shape)
     regions = list(blocks(tuple(source.shape), unit, source.dtype.itemsize))
     bar = progress.step("copy", "blocks")
     done = 0

@@ -19,6 +19,7 @@ import numpy as np
 from chunkstore.api.consolidation import consolidate_metadata
 from chunkstore.api.creation import jsonable_attrs, like_array_kwargs
 from chunkstore.api.opening import open_group
+from chunkstore.array.grids import grid_arguments
 from chunkstore.cli.args import storage_options
 from chunkstore.cli.errors import CLIError
 from chunkstore.cli.nodes import is_array, is_consolidated
@@ -48,10 +49,13 @@ def _refuse_array_options(args: argparse.Namespace) -> None:
 
 def _array_kwargs(array: Any, zarr_format: int, compressors: Any) -> dict[str, Any]:
     kwargs = like_array_kwargs(array, {"zarr_format": zarr_format})
-    if array.shards is not None and zarr_format == 3:
-        kwargs["shards"] = tuple(array.shards)
+    chunks = regular_chunks(array)
+    if zarr_format == 3 and (array.layout.shards is not None or array.layout.edges is not None):
+        chunks, shards = grid_arguments(array.metadata)  # the same grid (of shards)
+        if shards is not None:
+            kwargs["shards"] = shards
     return {"shape": tuple(array.shape), "dtype": array.dtype,
-            "chunks": regular_chunks(array), "compressors": compressors,
+            "chunks": chunks, "compressors": compressors,
             "attributes": jsonable_attrs(array, f"array {array.name!r}"), **kwargs}
 
 

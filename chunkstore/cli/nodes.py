@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from chunkstore.api.verify import chunks_in, stored_units, unit_grid
+from chunkstore.array.grids import chunks_label, shards_label
 from chunkstore.cli.args import add_level, add_node, add_store_options, storage_options
 from chunkstore.cli.stores import open_node, reading
 from chunkstore.nodes.info import InfoTable, array_codec_chain, dtype_name, human_bytes
@@ -20,8 +21,9 @@ MAX_MEMBERS_SHOWN = 20
 
 def layout_words(array: Any) -> str:
     """``chunks=(8, 8)``, or ``shards=(8, 10) chunks=(4, 5)`` for a sharded array."""
-    chunks = f"chunks={tuple(array.chunks)}"
-    return f"shards={tuple(array.shards)} {chunks}" if array.shards is not None else chunks
+    meta = array.metadata
+    chunks = f"chunks={chunks_label(meta)}"
+    return f"shards={shards_label(meta)} {chunks}" if array.layout.shards is not None else chunks
 
 
 def is_array(node: Any) -> bool:
@@ -56,13 +58,17 @@ def array_table(array: Any, path: str) -> InfoTable:
     rows = [("Name", array.name), ("Type", f"array (Zarr v{array.zarr_format})"),
             ("Data type", dtype_name(array.dtype)), ("Shape", str(tuple(array.shape))),
             ("Dimension names", ", ".join(names) if names else "-")]
-    if array.shards is not None:
-        per_shard = " x ".join(str(s // c) for s, c in zip(array.shards, array.chunks,
+    layout = array.layout
+    if layout.shards is not None and layout.edges is None:
+        per_shard = " x ".join(str(s // c) for s, c in zip(layout.shards, layout.chunks,
                                                           strict=True))
-        rows += [("Shard shape", str(tuple(array.shards))),
-                 ("Chunk shape", f"{tuple(array.chunks)} ({per_shard} chunks per shard)")]
+        rows += [("Shard shape", str(tuple(layout.shards))),
+                 ("Chunk shape", f"{tuple(layout.chunks)} ({per_shard} chunks per shard)")]
+    elif layout.shards is not None:
+        rows += [("Shard shape", shards_label(array.metadata)),
+                 ("Chunk shape", str(tuple(layout.chunks)))]
     else:
-        rows.append(("Chunk shape", str(tuple(array.chunks))))
+        rows.append(("Chunk shape", chunks_label(array.metadata)))
     rows += [("Order", str(array.order)), ("Fill value", str(array.fill_value)),
              ("Codecs", array_codec_chain(array.metadata.to_json())),
              ("Attributes", _attrs_text(array, path)), ("Store", repr(array.store)),
@@ -70,7 +76,7 @@ def array_table(array: Any, path: str) -> InfoTable:
              ("No. bytes stored", f"{nstored} ({human_bytes(nstored)})"),
              ("Storage ratio", f"{nbytes / nstored:.1f}" if nstored else "-")]
     chunks_stored = sum(chunks_in(array, coords) for coords, _ in stored)
-    if array.shards is not None:
+    if layout.shards is not None:
         rows.append(("Shards initialized", f"{len(stored)}/{math.prod(unit_grid(array))}"))
     rows.append(("Chunks initialized", f"{chunks_stored}/{array.nchunks}"))
     return InfoTable(rows)

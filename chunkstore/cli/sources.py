@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from chunkstore.api import hdf5
+from chunkstore.array.grids import grid_arguments
 from chunkstore.array.hdf5_files import allowed_directories, resolve
 from chunkstore.cli.errors import CLIError
 from chunkstore.cli.stores import open_node
@@ -132,6 +133,6 @@ def open_source(path: str, node: str | None, options: dict[str, Any] | None, *,
     if suffix in HDF5_SUFFIXES:
         return open_hdf5(path, node, zarr_format=zarr_format, allow_external=allow_external)
     array = open_node(path, options, node, kind="array")
-    return Source(array, chunks=tuple(array.chunks), zarr_format=array.zarr_format,
+    return Source(array, chunks=grid_arguments(array.metadata)[0], zarr_format=array.zarr_format,
                   fill_value=array.fill_value, attributes=array.attrs.asdict(),
                   dimension_names=array.dimension_names)

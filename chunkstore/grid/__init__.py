@@ -1,1 +1,1 @@
-"""The chunk grid: chunks per axis, the region a chunk covers, every chunk's coordinates."""
+"""The chunk grid: how an array's extent is cut into chunks (regular or rectilinear)."""

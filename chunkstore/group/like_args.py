@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from chunkstore.array.array import Array
+from chunkstore.array.grids import grid_arguments
 from chunkstore.metadata.dtypes_extra import user_dtype
 
 #: arguments that choose codecs: given any of them, none of the source's are carried
@@ -19,7 +20,10 @@ CODEC_ARGS = ("codecs", "compressors", "compressor", "filters", "serializer", "c
 def regular_chunks(source: Any) -> tuple[int, ...] | None:
     """The regular chunk shape of an array-like (Array, h5py dataset), or None: a dask
     array's chunks (a tuple of tuples) or an unchunked dataset's give no answer."""
-    chunks = getattr(source, "chunks", None)
+    try:
+        chunks = getattr(source, "chunks", None)
+    except NotImplementedError:  # an Array of rectilinear chunks
+        return None
     if isinstance(chunks, tuple) and all(isinstance(c, int | np.integer) for c in chunks):
         return tuple(int(c) for c in chunks)
     return None
@@ -43,6 +47,10 @@ def like_arguments(a: Any, kwargs: dict[str, Any], *, keep_fill: bool = False
     chunks = regular_chunks(a)
     if chunks is not None and len(chunks) == _ndim(kwargs["shape"]):
         kwargs.setdefault("chunks", chunks)
+    elif (isinstance(a, Array) and a.layout.edges is not None and a.layout.shards is None
+          and not isinstance(kwargs["shape"], int | np.integer)
+          and tuple(kwargs["shape"]) == a.shape):
+        kwargs.setdefault("chunks", grid_arguments(a.metadata)[0])  # the same lengths
     if not isinstance(a, Array):
         return kwargs
     if kwargs.get("zarr_format") is None:
@@ -60,9 +68,10 @@ def like_arguments(a: Any, kwargs: dict[str, Any], *, keep_fill: bool = False
         if same:
             kwargs["filters"] = meta.filters  # type: ignore[union-attr]
         return kwargs
-    if same and a.shards is None:
+    if same and a.layout.shards is None:
         kwargs["codecs"] = list(meta.codecs)  # type: ignore[union-attr]
-    elif same and kwargs.get("chunks") == a.chunks and "shards" not in kwargs:
+    elif (same and a.layout.edges is None and kwargs.get("chunks") == a.chunks
+          and "shards" not in kwargs):
         sharding = meta.codecs[0]["configuration"]  # type: ignore[union-attr]
         kwargs["shards"] = {"shape": a.shards,
                             "index_location": sharding.get("index_location", "end")}

@@ -8,7 +8,6 @@ correspond, and whether the chunk is covered entirely (so a write needs no read)
 ``numpy_rules`` (which indexer gives NumPy's answer), ``blocks`` (block selections).
 """
 
-from chunkstore.grid.regular import all_chunk_coords, chunk_grid_shape, chunk_region
 from chunkstore.indexing.axes import Selection, expand_ellipsis, normalize_int
 from chunkstore.indexing.blocks import block_selection_to_basic
 from chunkstore.indexing.numpy_rules import BASIC, COORDINATE, ORTHOGONAL, numpy_selection
@@ -20,6 +19,6 @@ from chunkstore.indexing.projections import (
 )
 
 __all__ = ["BASIC", "COORDINATE", "ORTHOGONAL", "BasicIndexer", "ChunkProjection",
-           "CoordinateIndexer", "OrthogonalIndexer", "Selection", "all_chunk_coords",
-           "block_selection_to_basic", "chunk_grid_shape", "chunk_region", "expand_ellipsis",
+           "CoordinateIndexer", "OrthogonalIndexer", "Selection",
+           "block_selection_to_basic", "expand_ellipsis",
            "normalize_int", "numpy_selection"]

@@ -60,6 +60,8 @@ def expand_ellipsis(selection: Selection, ndim: int) -> tuple[Any, ...]:
 
 
 # -- per-axis indexers -------------------------------------------------------------------
+# ``chunk_len`` is the chunk length of a regular axis, or (a rectilinear axis) an int64
+# array of the chunk starts followed by the last chunk's end (``ChunkGrid.axis_chunking``)
 # each yields parts ``(chunk, chunk_sel, out_sel, complete)``: the chunk's number along the
 # axis, what to take from it (int | slice | ndarray), where it goes in the output (None when
 # the axis is dropped | slice | ndarray) and whether the chunk's whole extent is taken
@@ -70,19 +72,24 @@ class IntAxis:
     drop = True
     nitems = 1
 
-    def __init__(self, i: Any, dim_len: int, chunk_len: int, axis: int) -> None:
+    def __init__(self, i: Any, dim_len: int, chunk_len: Any, axis: int) -> None:
         i = int(i)
         if not 0 <= i < dim_len:
             i = normalize_int(i, dim_len, axis)
-        c, off = divmod(i, chunk_len)
-        self.part = (c, off, None, chunk_len == 1)
+        if type(chunk_len) is not np.ndarray:
+            c, off = divmod(i, chunk_len)
+            self.part = (c, off, None, chunk_len == 1)
+        else:
+            c = int(np.searchsorted(chunk_len, i, side="right")) - 1
+            start = int(chunk_len[c])
+            self.part = (c, i - start, None, min(int(chunk_len[c + 1]), dim_len) - start == 1)
 
     def parts(self) -> list[AxisPart]:
         return [self.part]
 
 
 class SliceAxis:
-    def __init__(self, s: slice, dim_len: int, chunk_len: int, axis: int) -> None:
+    def __init__(self, s: slice, dim_len: int, chunk_len: Any, axis: int) -> None:
         if s.step == 0:
             raise ValueError(f"slice step cannot be zero (axis {axis})")
         start, stop, step = s.indices(dim_len)
@@ -103,6 +110,9 @@ class SliceAxis:
     def _parts(self) -> Iterator[AxisPart]:
         cl, step = self.chunk_len, self.step
         last = self.start + (self.nitems - 1) * step
+        if type(cl) is np.ndarray:
+            yield from self._varying_parts(last)
+            return
         for c in range(self.start // cl, last // cl + 1):
             cs = c * cl
             first = self.start if self.start >= cs else self.start + -(-(cs - self.start) // step) * step
@@ -120,11 +130,33 @@ class SliceAxis:
             complete = step == 1 and first == cs and count == min(cl, self.dim_len - cs)
             yield (c, slice(first - cs, limit - cs, step), out_sel, complete)
 
+    def _varying_parts(self, last: int) -> Iterator[AxisPart]:
+        """``_parts`` of a rectilinear axis (chunk starts in ``chunk_len``)."""
+        bounds, step = self.chunk_len, self.step
+        lo = int(np.searchsorted(bounds, self.start, side="right")) - 1
+        hi = int(np.searchsorted(bounds, last, side="right")) - 1
+        for c, (cs, ce) in enumerate(zip(bounds[lo:hi + 1].tolist(),
+                                         bounds[lo + 1:hi + 2].tolist(), strict=True), lo):
+            first = self.start if self.start >= cs else self.start + -(-(cs - self.start) // step) * step
+            limit = min(last + 1, ce)
+            if first >= limit:
+                continue
+            count = -(-(limit - first) // step)
+            o = (first - self.start) // step
+            if self.reverse:
+                top = self.nitems - 1 - o
+                bottom = top - count
+                out_sel = slice(top, bottom if bottom >= 0 else None, -1)
+            else:
+                out_sel = slice(o, o + count)
+            complete = step == 1 and first == cs and count == min(ce, self.dim_len) - cs
+            yield (c, slice(first - cs, limit - cs, step), out_sel, complete)
+
 
 class ArrayAxis:
     """Integer array (any order, repeats, negatives) or bool mask along one axis."""
 
-    def __init__(self, idx: Any, dim_len: int, chunk_len: int, axis: int) -> None:
+    def __init__(self, idx: Any, dim_len: int, chunk_len: Any, axis: int) -> None:
         arr = np.asarray(idx)
         if arr.dtype == bool:
             if arr.shape != (dim_len,):
@@ -154,7 +186,11 @@ class ArrayAxis:
         return list(self._parts()) if self.nitems else []
 
     def _parts(self) -> Iterator[AxisPart]:
-        chunks = self.idx // self.chunk_len
+        varying = type(self.chunk_len) is np.ndarray
+        if varying:
+            chunks = np.searchsorted(self.chunk_len, self.idx, side="right") - 1
+        else:
+            chunks = self.idx // self.chunk_len
         if np.all(chunks[1:] >= chunks[:-1]):
             order = None
             sorted_chunks = chunks
@@ -166,18 +202,23 @@ class ArrayAxis:
         stops = np.concatenate((bounds, [sorted_chunks.size]))
         for lo, hi in zip(starts.tolist(), stops.tolist(), strict=True):
             c = int(sorted_chunks[lo])
+            if varying:
+                cs = int(self.chunk_len[c])
+                valid = min(int(self.chunk_len[c + 1]), self.dim_len) - cs
+            else:
+                cs = c * self.chunk_len
+                valid = min(self.chunk_len, self.dim_len - cs)
             if order is None:
                 positions = slice(lo, hi)
-                local = self.idx[lo:hi] - c * self.chunk_len
+                local = self.idx[lo:hi] - cs
             else:
                 positions = order[lo:hi]
-                local = self.idx[positions] - c * self.chunk_len
-            valid = min(self.chunk_len, self.dim_len - c * self.chunk_len)
+                local = self.idx[positions] - cs
             complete = local.size == valid and np.array_equal(local, np.arange(valid))
             yield (c, local, positions, bool(complete))
 
 
-def axis_indexer(sel: Any, dim_len: int, chunk_len: int, axis: int, allow_arrays: bool):
+def axis_indexer(sel: Any, dim_len: int, chunk_len: Any, axis: int, allow_arrays: bool):
     if type(sel) is int or is_int(sel):
         return IntAxis(sel, dim_len, chunk_len, axis)
     if isinstance(sel, slice):

@@ -158,20 +158,25 @@ class CoordinateIndexer:
                                        f"size {n}")
             coords.append(a)
         self.coords, self.chunks, self.array_shape = coords, tuple(chunks), tuple(shape)
+        # ``chunks``: per axis a chunk length, or a rectilinear axis's chunk starts and
+        # end (``ChunkGrid.axis_chunking``)
 
     def __iter__(self) -> Iterator[ChunkProjection]:
         npoints = int(np.prod(self.shape, dtype=np.int64))
         if npoints == 0:
             return
-        chunk_idx = [c // cl for c, cl in zip(self.coords, self.chunks, strict=True)]
-        grid = [math.ceil(n / cl) for n, cl in zip(self.array_shape, self.chunks, strict=True)]
+        chunk_idx = [c // cl if type(cl) is not np.ndarray else np.searchsorted(cl, c, side="right") - 1
+                     for c, cl in zip(self.coords, self.chunks, strict=True)]
+        grid = [math.ceil(n / cl) if type(cl) is not np.ndarray else len(cl) - 1
+                for n, cl in zip(self.array_shape, self.chunks, strict=True)]
         linear = np.ravel_multi_index(chunk_idx, grid) if grid else np.zeros(npoints, np.intp)
         order = np.argsort(linear, kind="stable")  # stable: repeated points keep their order
         sorted_lin = linear[order]
         bounds = (np.flatnonzero(np.diff(sorted_lin)) + 1).tolist()
         starts, stops = [0, *bounds], [*bounds, npoints]
         # sort once, then every chunk's part is a slice (a view, no per-chunk fancy indexing)
-        local = [(c % cl)[order] for c, cl in zip(self.coords, self.chunks, strict=True)]
+        local = [((c % cl) if type(cl) is not np.ndarray else c - cl[ci])[order]
+                 for c, cl, ci in zip(self.coords, self.chunks, chunk_idx, strict=True)]
         firsts = order[starts]
         chunk_coords = list(zip(*(ci[firsts].tolist() for ci in chunk_idx), strict=True))
         for cc, lo, hi in zip(chunk_coords, starts, stops, strict=True):

@@ -13,6 +13,7 @@ from chunkstore.codecs.sharding import inner_chunk_shape
 from chunkstore.indexing import ChunkProjection
 from chunkstore.io.layout import ChunkLayout
 from chunkstore.io.plain import PlainEngine
+from chunkstore.io.rectilinear import RectilinearEngine
 from chunkstore.io.sharded import ShardEngine, is_sharded
 from chunkstore.storage.base import Store
 
@@ -48,7 +49,8 @@ def layout_of(metadata: Any, path: str) -> ChunkLayout:
     stored = tuple(metadata.chunk_shape)
     return ChunkLayout(tuple(metadata.shape), inner or stored,
                        stored if inner is not None else None,
-                       lambda coords: prefix + key_of(coords))
+                       lambda coords: prefix + key_of(coords),
+                       getattr(metadata, "chunk_edges", None))
 
 
 def open_engine(store: Store, layout: ChunkLayout, pipeline: Pipeline, metadata: Any,
@@ -58,5 +60,8 @@ def open_engine(store: Store, layout: ChunkLayout, pipeline: Pipeline, metadata:
     ``cache``: the decoded-chunk cache (``io.chunk_cache.resolve``: None for the shared
     one, whose budget is ``config["cache.chunk_bytes"]``, off by default)."""
     cls: Any = ShardEngine if is_sharded(pipeline) else PlainEngine
+    if layout.edges is not None:
+        return RectilinearEngine(cls, store, layout, pipeline, metadata, name,
+                                 synchronizer, write_empty_chunks, cache)
     return cls(store, layout, pipeline, metadata.dtype, metadata.fill_value, name,
                synchronizer, write_empty_chunks, cache)

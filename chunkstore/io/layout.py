@@ -7,6 +7,10 @@ without reading; anything less is a read-modify-write of that unit. Every layer 
 cuts work into pieces (the IO engines, copies, ``to_store``, the rechunk planner, the
 synchronizer's locks) asks this object, so they all agree on what may be written
 independently.
+
+The grids are regular, or (zarr's ``rectilinear`` grid, ``edges``) give every chunk of an
+unsharded array, or every shard of a sharded one, its own lengths; the inner chunks of
+shards stay regular. Regular grids keep their arithmetic (no grid object on the hot paths).
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
+
+from chunkstore.grid.base import AxisSpec, ChunkGrid
+from chunkstore.grid.rectilinear import RectilinearGrid
+from chunkstore.grid.regular import RegularGrid
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,41 @@ class ChunkLayout:
     shards: tuple[int, ...] | None
     #: store key (relative to the store root) of a write unit's grid coordinates
     unit_key: Callable[[tuple[int, ...]], str]
+    #: the write units' rectilinear grid (per axis a length or every unit's length); None:
+    #: regular. ``chunks`` (unsharded) or ``shards`` then hold the largest unit's shape; a
+    #: sharded array's inner chunks stay regular (every shard length is a multiple)
+    edges: tuple[AxisSpec, ...] | None = None
+
+    # -- grids ---------------------------------------------------------------------------
+    @cached_property
+    def read_grid(self) -> ChunkGrid:
+        """The grid of the chunks (the read units)."""
+        if self.edges is not None and self.shards is None:
+            return RectilinearGrid(self.shape, self.edges)
+        return RegularGrid(self.shape, self.chunks)
+
+    @cached_property
+    def write_grid(self) -> ChunkGrid:
+        """The grid of the write units (shards, or chunks)."""
+        if self.edges is not None:
+            return RectilinearGrid(self.shape, self.edges)
+        return RegularGrid(self.shape, self.write_shape)
+
+    def unit_shape(self, unit: Sequence[int]) -> tuple[int, ...]:
+        """The (unclipped) shape of the write unit at ``unit``."""
+        return self.write_shape if self.edges is None else self.write_grid.chunk_shape(unit)
+
+    def with_unit_shape(self, shape: Sequence[int]) -> ChunkLayout:
+        """This rectilinear layout as seen by the engine of its units of ``shape``: the
+        same grids and keys, ``chunks`` (or ``shards``) that shape."""
+        shape = tuple(shape)
+        if self.shards is None:
+            out = ChunkLayout(self.shape, shape, None, self.unit_key, self.edges)
+        else:
+            out = ChunkLayout(self.shape, self.chunks, shape, self.unit_key, self.edges)
+        # the same grids: shared, not worked out again per unit shape
+        out.__dict__.update(read_grid=self.read_grid, write_grid=self.write_grid)
+        return out
 
     # -- units ---------------------------------------------------------------------------
     @property
@@ -55,11 +98,24 @@ class ChunkLayout:
         """Grid coordinates of the write unit holding the chunk at ``chunk``."""
         if self.shards is None:
             return tuple(chunk)
+        if self.edges is not None:
+            grid = self.write_grid
+            return tuple(grid.chunk_of(a, c * n)
+                         for a, (c, n) in enumerate(zip(chunk, self.chunks, strict=True)))
         return tuple(c // r for c, r in zip(chunk, self.ratio, strict=True))
 
     def inner_index(self, chunk: Sequence[int]) -> int:
         """C-order number of the chunk inside its write unit (0 when not sharded)."""
         local = 0
+        if self.edges is not None:
+            if self.shards is None:
+                return 0
+            grid = self.write_grid
+            unit = self.unit_of(chunk)
+            for a, (c, n, u) in enumerate(zip(chunk, self.chunks, unit, strict=True)):
+                r = grid.chunk_shape(unit)[a] // n
+                local = local * r + c - grid.chunk_start(a, u) // n
+            return local
         for c, r in zip(chunk, self.ratio, strict=True):
             local = local * r + c % r
         return local
@@ -80,6 +136,9 @@ class ChunkLayout:
     @cached_property
     def _edge_limits(self) -> tuple[float, ...]:
         """Per axis, the first chunk index that reaches past the edge."""
+        grid = self.read_grid
+        if not grid.is_regular:
+            return tuple(_first_past(grid, a, n) for a, n in enumerate(self.shape))
         return tuple(n // size if size else math.inf
                      for n, size in zip(self.shape, self.chunks, strict=True))
 
@@ -89,33 +148,52 @@ class ChunkLayout:
             return projection._replace(is_complete=False)
         return projection
 
-    # -- grids ---------------------------------------------------------------------------
+    # -- grid shapes ---------------------------------------------------------------------
     @property
     def chunk_grid(self) -> tuple[int, ...]:
+        if self.edges is not None:
+            return self.read_grid.grid_shape
         return _grid(self.shape, self.chunks)
 
     @property
     def unit_grid(self) -> tuple[int, ...]:
+        if self.edges is not None:
+            return self.write_grid.grid_shape
         return _grid(self.shape, self.write_shape)
 
     def unit_region(self, unit: Sequence[int]) -> tuple[slice, ...]:
         """The part of the array a write unit covers (clipped at the array's edge)."""
+        if self.edges is not None:
+            return self.write_grid.chunk_region(unit)
         return tuple(slice(u * w, min(n, (u + 1) * w))
                      for u, w, n in zip(unit, self.write_shape, self.shape, strict=True))
 
+    def unit_outside(self, unit: Sequence[int], new_shape: Sequence[int]) -> bool:
+        """Whether the write unit at ``unit`` lies wholly outside ``new_shape``."""
+        grid = self.write_grid
+        return any(grid.chunk_start(a, u) >= n
+                   for a, (u, n) in enumerate(zip(unit, new_shape, strict=True)))
+
+    def _kept_units(self, new_shape: Sequence[int]) -> tuple[int, ...]:
+        """Per axis, how many write units start inside ``new_shape``."""
+        if self.edges is None:
+            return tuple(min(g, n) for g, n in zip(self.unit_grid,
+                                                   _grid(new_shape, self.write_shape),
+                                                   strict=True))
+        grid = self.write_grid
+        return tuple(len(grid.chunks_on_axis(a, 0, min(n, o)))
+                     for a, (n, o) in enumerate(zip(new_shape, self.shape, strict=True)))
+
     def units_outside(self, new_shape: Sequence[int]) -> Iterator[tuple[int, ...]]:
         """Write units of the current shape that lie wholly outside ``new_shape``."""
-        new_grid = _grid(new_shape, self.write_shape)
+        kept = self._kept_units(new_shape)
         for unit in itertools.product(*(range(g) for g in self.unit_grid)):
-            if any(u >= g for u, g in zip(unit, new_grid, strict=True)):
+            if any(u >= k for u, k in zip(unit, kept, strict=True)):
                 yield unit
 
     def count_outside(self, new_shape: Sequence[int]) -> int:
         """How many write units ``units_outside`` yields (without making them)."""
-        kept = math.prod(min(g, n) for g, n in zip(self.unit_grid,
-                                                    _grid(new_shape, self.write_shape),
-                                                    strict=True))
-        return math.prod(self.unit_grid) - kept
+        return math.prod(self.unit_grid) - math.prod(self._kept_units(new_shape))
 
     # -- keys ----------------------------------------------------------------------------
     @cached_property
@@ -136,6 +214,10 @@ class ChunkLayout:
         """True when ``region`` covers every write unit it touches whole (its edges lie on
         write-unit edges or on the array's edge): writing it reads nothing back, and two
         such regions that do not overlap never share a write unit."""
+        if self.edges is not None:
+            grid = self.write_grid
+            return all(_on_edge(grid, a, s.start, n) and _on_edge(grid, a, s.stop, n)
+                       for a, (s, n) in enumerate(zip(region, self.shape, strict=True)))
         for s, w, n in zip(region, self.write_shape, self.shape, strict=True):
             if s.start % w or (s.stop % w and s.stop != n):
                 return False
@@ -154,8 +236,13 @@ class ChunkLayout:
         unit = self.write_shape
         # unit-grid edges inside the region, per axis, plus the region's own ends
         edges = []
-        for s, w in zip(region, unit, strict=True):
-            inner = range((s.start // w + 1) * w, s.stop, w)
+        for a, (s, w) in enumerate(zip(region, unit, strict=True)):
+            if self.edges is not None:
+                grid = self.write_grid
+                inner = [grid.chunk_start(a, c)
+                         for c in grid.chunks_on_axis(a, s.start, s.stop)][1:]
+            else:
+                inner = range((s.start // w + 1) * w, s.stop, w)
             edges.append([s.start, *inner, s.stop] if s.stop > s.start else [s.start, s.stop])
         row_bytes = math.prod(s.stop - s.start for s in region[1:]) * itemsize
         first = edges[0]
@@ -186,6 +273,19 @@ def parse_unit_key(key: str, zero_key: str, grid: Sequence[int]) -> tuple[int, .
         return None
     coords = tuple(int(p) for p in parts)
     return coords if all(c < g for c, g in zip(coords, grid, strict=True)) else None
+
+
+def _first_past(grid: RectilinearGrid, axis: int, n: int) -> float:
+    """The first chunk along ``axis`` that reaches past ``n``."""
+    if not n:
+        return 0
+    c = grid.chunk_of(axis, n - 1)
+    return c if grid.chunk_start(axis, c + 1) > n else c + 1
+
+
+def _on_edge(grid: ChunkGrid, axis: int, x: int, n: int) -> bool:
+    """Whether ``x`` is the start of a unit along ``axis`` or the array's end ``n``."""
+    return x >= n or grid.chunk_start(axis, grid.chunk_of(axis, x)) == x
 
 
 def _grid(shape: Sequence[int], unit: Sequence[int]) -> tuple[int, ...]:

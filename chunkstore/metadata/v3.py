@@ -22,6 +22,13 @@ from chunkstore.metadata.json_io import (
     require,
     shape_tuple,
 )
+from chunkstore.metadata.rectilinear import (
+    AxisEdges,
+    edges_from_json,
+    edges_to_json,
+    grown_edges,
+    max_lengths,
+)
 
 _ARRAY_FIELDS = {
     "zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
@@ -144,10 +151,16 @@ class ArrayMetadataV3:
     #: a record dtype read as the legacy ``structured`` (fill value base64): written back
     #: as it was, so the readers of the array (zarr-python < 3.2) keep reading it
     legacy_struct: bool = False
+    #: a ``rectilinear`` chunk grid: per axis a regular chunk length or every chunk's
+    #: length (None: the ``regular`` grid of ``chunk_shape``); ``chunk_shape`` then holds
+    #: the longest chunk along each axis
+    chunk_edges: tuple[AxisEdges, ...] | None = None
 
     zarr_format = 3
 
     def __post_init__(self) -> None:
+        if self.chunk_edges is not None:
+            object.__setattr__(self, "chunk_shape", max_lengths(self.chunk_edges))
         shape, chunks, zeros = zero_chunks(self.shape, self.chunk_shape, self.zero_chunk_axes)
         object.__setattr__(self, "chunk_shape", chunks)
         object.__setattr__(self, "zero_chunk_axes", zeros)
@@ -178,7 +191,25 @@ class ArrayMetadataV3:
         return sep.join(map(str, coords)) if coords else "0"
 
     def replace(self, **changes: Any) -> ArrayMetadataV3:
+        """A copy with ``changes``; a new shape grows a rectilinear grid's explicit axes
+        to cover it (``grown_edges``)."""
+        if self.chunk_edges is not None and "shape" in changes and "chunk_edges" not in changes:
+            edges = grown_edges(self.chunk_edges, changes["shape"])
+            inner = self._inner_chunks()
+            for axis, (old, new) in enumerate(zip(self.chunk_edges, edges, strict=True)):
+                if inner and new != old and new[-1] % inner[axis]:  # type: ignore[index]
+                    raise ValueError(
+                        f"cannot resize to {tuple(changes['shape'])}: the shard added on "
+                        f"axis {axis} would have length {new[-1]}, not a multiple of the "
+                        f"inner chunk length {inner[axis]}")  # type: ignore[index]
+            changes["chunk_edges"] = edges
         return replace(self, **changes)
+
+    def _inner_chunks(self) -> list[int] | None:
+        """The inner chunk shape of a sharded array (None: not sharded)."""
+        if len(self.codecs) == 1 and self.codecs[0].get("name") == "sharding_indexed":
+            return list((self.codecs[0].get("configuration") or {}).get("chunk_shape", []))
+        return None
 
     # -- JSON ----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -188,7 +219,8 @@ class ArrayMetadataV3:
             "node_type": "array",
             "shape": list(self.shape),
             "data_type": v3_name_of(self.dtype, legacy_struct=self.legacy_struct),
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": stored_chunks(
+            "chunk_grid": edges_to_json(self.chunk_edges) if self.chunk_edges is not None
+            else {"name": "regular", "configuration": {"chunk_shape": stored_chunks(
                 self.shape, self.chunk_shape, self.zero_chunk_axes)}},
             "chunk_key_encoding": {"name": name, "configuration": {"separator": sep}},
             # v3 stores records little-endian: so are the bytes of a legacy (base64) fill
@@ -218,11 +250,16 @@ class ArrayMetadataV3:
         data_type = require(doc, "data_type", (str, dict), where)
         dtype = dtype_from_v3(data_type, where)
         grid = require(doc, "chunk_grid", dict, where)
-        if grid.get("name") != "regular":
-            raise UnsupportedError(f"{where}: field 'chunk_grid': only 'regular' is supported, "
-                                   f"got {grid.get('name')!r}")
-        chunk_shape = shape_tuple((grid.get("configuration") or {}).get("chunk_shape"),
-                                  "chunk_grid.chunk_shape", where)
+        edges = None
+        if grid.get("name") == "rectilinear":
+            edges = edges_from_json(grid.get("configuration"), shape, where)
+            chunk_shape = max_lengths(edges)
+        elif grid.get("name") != "regular":
+            raise UnsupportedError(f"{where}: field 'chunk_grid': unknown chunk grid "
+                                   f"{grid.get('name')!r} (known: 'regular', 'rectilinear')")
+        else:
+            chunk_shape = shape_tuple((grid.get("configuration") or {}).get("chunk_shape"),
+                                      "chunk_grid.chunk_shape", where)
         if len(chunk_shape) != len(shape):
             raise MetadataError(f"{where}: field 'chunk_grid': chunk_shape {list(chunk_shape)} "
                                 f"does not match the {len(shape)}-d shape")
@@ -256,6 +293,7 @@ class ArrayMetadataV3:
             extra=extra,
             legacy_struct=isinstance(data_type, dict)
             and data_type.get("name") == LEGACY_STRUCT_NAME,
+            chunk_edges=edges,
         )
 
 

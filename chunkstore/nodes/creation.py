@@ -23,6 +23,7 @@ from chunkstore.metadata import (
 from chunkstore.metadata.dtypes import dtype_from_v2, v2_str_of, v3_name_of
 from chunkstore.metadata.dtypes_extra import refine_v2_object_dtype, user_dtype, with_object_codec
 from chunkstore.metadata.json_io import check_json_value
+from chunkstore.metadata.rectilinear import max_lengths
 
 
 class _DefaultFill:
@@ -113,6 +114,47 @@ def normalize_chunks(chunks: Any, shape: tuple[int, ...], itemsize: int) -> tupl
     return tuple(out)
 
 
+def is_rectilinear_spec(chunks: Any) -> bool:
+    """Whether user ``chunks`` (or ``shards``) give some axis a list of chunk lengths
+    (dask's ``((10, 10, 5), (15, 15))``): a rectilinear grid."""
+    if isinstance(chunks, dict):
+        chunks = chunks.get("shape")
+    if isinstance(chunks, str | bytes | int | np.integer) or not hasattr(chunks, "__iter__"):
+        return False
+    return any(not isinstance(c, str | bytes) and hasattr(c, "__iter__") for c in chunks)
+
+
+def normalize_edges(chunks: Any, shape: tuple[int, ...], what: str, where: str
+                    ) -> tuple[int | tuple[int, ...], ...]:
+    """User per-axis chunk lengths -> a rectilinear grid's edges: per axis an int (or
+    None / -1: the whole axis) stays one regular length, a list gives every chunk's
+    length and must sum to the axis length (zarr-python's rule; here the last may also
+    reach past it, as in a shrunk array's grid)."""
+    items = tuple(chunks)
+    if len(items) != len(shape):
+        raise ValueError(f"{where}: {what} {items} do not match the {len(shape)}-d shape "
+                         f"{shape}")
+    out: list[int | tuple[int, ...]] = []
+    for axis, (c, n) in enumerate(zip(items, shape, strict=True)):
+        if c is None or (isinstance(c, int | np.integer) and c == -1):
+            out.append(max(1, n))
+            continue
+        if isinstance(c, int | np.integer):
+            if c < 1:
+                raise ValueError(f"{where}: {what} lengths must be positive, got {items}")
+            out.append(int(c))
+            continue
+        lengths = tuple(_as_int(e, what, items) for e in c)
+        if not lengths or any(e < 1 for e in lengths):
+            raise ValueError(f"{where}: {what} on axis {axis} must be positive lengths, got "
+                             f"{list(lengths)}")
+        if n and not sum(lengths[:-1]) < n <= sum(lengths):
+            raise ValueError(f"{where}: {what} on axis {axis} sum to {sum(lengths)}: they "
+                             f"must cover the axis length {n}, only the last reaching past it")
+        out.append(lengths)
+    return tuple(out)
+
+
 def _normalize_shards(shards: Any, shape: tuple[int, ...], where: str
                       ) -> tuple[tuple[int, ...], str]:
     """User ``shards`` (a shape, or ``{"shape": ..., "index_location": ...}``) ->
@@ -169,15 +211,41 @@ def build_array_metadata(
     shape = normalize_shape(shape)
     np_dtype = user_dtype(dtype, where)  # str -> StringDType, bytes -> object (vlen)
     shard_shape, index_location = None, "end"
+    edges = None  # a rectilinear grid's edges (of the chunks, or of the shards)
+    if (is_rectilinear_spec(chunks) or is_rectilinear_spec(shards)) and zarr_format != 3:
+        raise ValueError(f"{where}: a rectilinear chunk grid (chunk lengths per axis) needs "
+                         f"zarr_format=3 (Zarr v2 has only regular chunks), got "
+                         f"zarr_format={zarr_format!r}")
     if shards is not None:
         if zarr_format != 3:
             raise ValueError(f"{where}: shards= needs zarr_format=3 (Zarr v2 has no sharding), "
                              f"got zarr_format={zarr_format!r}")
-        shard_shape, index_location = _normalize_shards(shards, shape, where)
+        if is_rectilinear_spec(chunks):
+            raise ValueError(f"{where}: the chunks inside shards must be regular; give the "
+                             f"shards per-axis lengths instead, got chunks={chunks!r}")
+        if is_rectilinear_spec(shards):
+            location = shards.get("index_location", "end") if isinstance(shards, dict) else "end"
+            edges = normalize_edges(shards["shape"] if isinstance(shards, dict) else shards,
+                                    shape, "shards", where)
+            shard_shape, index_location = max_lengths(edges), location
+            if index_location not in ("start", "end"):
+                raise ValueError(f"{where}: shards index_location must be 'start' or 'end', "
+                                 f"got {index_location!r}")
+        else:
+            shard_shape, index_location = _normalize_shards(shards, shape, where)
         if chunks is None:
             chunks = auto_chunks(shard_shape, np_dtype.itemsize)
+    elif is_rectilinear_spec(chunks):
+        edges = normalize_edges(chunks, shape, "chunks", where)
+        chunks = max_lengths(edges)
     chunk_shape = normalize_chunks(chunks, shape, np_dtype.itemsize)
-    if shard_shape is not None and any(
+    if shard_shape is not None and edges is not None:
+        bad = [(a, e) for a, (axis, c) in enumerate(zip(edges, chunk_shape, strict=True))
+               for e in ((axis,) if isinstance(axis, int) else axis) if e % c]
+        if bad:
+            raise ValueError(f"{where}: every shard length must be a multiple of the chunk "
+                             f"length {chunk_shape} (axis {bad[0][0]}: {bad[0][1]})")
+    elif shard_shape is not None and any(
             s % c for s, c in zip(shard_shape, chunk_shape, strict=True)):
         raise ValueError(f"{where}: shards {shard_shape} must be a multiple of chunks "
                          f"{chunk_shape} in every dimension")
@@ -213,7 +281,7 @@ def build_array_metadata(
             shape=shape, dtype=np_dtype, chunk_shape=chunk_shape,
             fill_value=fill, codecs=tuple(chain),
             chunk_key_encoding=_key_encoding(chunk_key_encoding, dimension_separator),
-            attributes=attributes, dimension_names=dimension_names)
+            attributes=attributes, dimension_names=dimension_names, chunk_edges=edges)
     if zarr_format == 2:
         if codecs is not None:
             raise ValueError(f"{where}: 'codecs' is for Zarr v3; use compressors/filters for v2")
