@@ -16,7 +16,7 @@ from chunkstore.codecs.pipeline import Pipeline, build_pipeline
 from chunkstore.indexing import ChunkProjection
 from chunkstore.io.layout import ChunkLayout
 from chunkstore.io.resize import clear_outside
-from chunkstore.runtime.pool import run_batched
+from chunkstore.runtime import current
 from chunkstore.storage.base import Store
 
 #: the most chunks of one shape for the groups of a read or write to go side by side
@@ -72,7 +72,7 @@ class RectilinearEngine:
         inline there; otherwise one after the other, each spread over the pool."""
         groups = list(self._split(projections).items())
         if len(groups) > 1 and max(len(g) for _, g in groups) <= SMALL_GROUP:
-            run_batched(lambda item: self._engine_of(item[0]).read(item[1], out), groups)
+            current().pool.run_batched(lambda item: self._engine_of(item[0]).read(item[1], out), groups)
             return
         for shape, group in groups:
             self._engine_of(shape).read(group, out)
@@ -94,7 +94,7 @@ class RectilinearEngine:
         (many small groups side by side, as ``read``: they hold distinct chunks)."""
         groups = list(self._split(projections).items())
         if len(groups) > 1 and max(len(g) for _, g in groups) <= SMALL_GROUP:
-            run_batched(lambda item: self._engine_of(item[0]).write(item[1], value, scalar),
+            current().pool.run_batched(lambda item: self._engine_of(item[0]).write(item[1], value, scalar),
                         groups)
             return
         for shape, group in groups:

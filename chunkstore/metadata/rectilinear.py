@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from chunkstore.config import config
+from chunkstore.runtime import current
 from chunkstore.errors import MetadataError
 from chunkstore.metadata.json_io import INT64_MAX
 
@@ -55,7 +55,7 @@ def edges_from_json(configuration: Any, shape: tuple[int, ...], where: str) -> t
                             f"per axis of the {len(shape)}-d shape")
     # a run of a huge count is a few bytes: the lengths it stands for count as the JSON
     # values they would be, under the same cap (``metadata.max_elements``)
-    cap, total = int(config.get("metadata.max_elements")), 0
+    cap, total = current().budgets.metadata_max_elements, 0
     out: list[AxisEdges] = []
     for axis, (spec, n) in enumerate(zip(specs, shape, strict=True)):
         if _positive(spec):
