@@ -8,9 +8,9 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from chunkstore.runtime import current
 from chunkstore.errors import MetadataError
 from chunkstore.metadata.json_io import INT64_MAX
+from chunkstore.runtime import current
 
 #: one axis: a regular chunk length, or every chunk's length
 AxisEdges = int | tuple[int, ...]
