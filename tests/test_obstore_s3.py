@@ -29,7 +29,8 @@ from chunkstore.storage import FsspecStore, InvalidStoreError, StoreError  # noq
 from chunkstore.storage.base import ABSENT, ANY  # noqa: E402
 from chunkstore.storage.local.temp import temp_name  # noqa: E402
 from chunkstore.storage.obstore.store import ObstoreStore  # noqa: E402
-from chunkstore.storage.resolve import BACKEND_VARIABLE, resolve_store  # noqa: E402
+from chunkstore.storage.resolve import resolve_store  # noqa: E402
+from chunkstore.storage.s3_backend import BACKEND_VARIABLE  # noqa: E402
 from chunkstore.storage.s3_conditional import ETag  # noqa: E402
 from tests.storage import test_conditional as _conditional  # noqa: E402
 from tests.storage import test_stores as _contract  # noqa: E402
@@ -214,7 +215,7 @@ def test_group_and_consolidated_metadata(s3_bucket):
 # -- conditional writes ----------------------------------------------------------------------
 def test_conditional_put_conflicts(obs):
     st, _, _ = obs
-    assert st.supports_conditional_writes and st.supports_conditional_delete
+    assert st.capabilities.conditional_writes and st.capabilities.conditional_delete
     assert st.get_versioned("k") == (None, ABSENT)
     assert st.commit_many([("k", b"1", ABSENT)]) == [True]
     assert st.commit_many([("k", b"2", ABSENT)]) == [False]  # If-None-Match: * refused

@@ -48,14 +48,14 @@ def store(request, tmp_path):
 
 
 def test_capability_flags(store):
-    assert store.supports_conditional_writes is CAS[store.kind]
-    assert store.supports_conditional_delete is CAS[store.kind]
+    assert store.capabilities.conditional_writes is CAS[store.kind]
+    assert store.capabilities.conditional_delete is CAS[store.kind]
 
 
 def test_absent_creates_once(store):
     assert store.commit_many([("a/k", b"first", ABSENT)]) == [True]
     second = store.commit_many([("a/k", b"second", ABSENT)])
-    if store.supports_conditional_writes:
+    if store.capabilities.conditional_writes:
         assert second == [False] and store.get("a/k") == b"first"
     else:
         assert second == [True] and store.get("a/k") == b"second"
@@ -67,7 +67,7 @@ def test_stale_generation_fails_fresh_one_applies(store):
     assert value == b"v1"
     store.set("c/0", b"v2")  # another writer replaces the object
     applied = store.set_if("c/0", b"from-v1", generation)
-    if not store.supports_conditional_writes:
+    if not store.capabilities.conditional_writes:
         assert applied and store.get("c/0") == b"from-v1"
         return
     assert not applied and store.get("c/0") == b"v2"
@@ -84,7 +84,7 @@ def test_same_size_same_content_replacement(store):
     store.set("k", b"aaaa")
     _, generation = store.get_versioned("k")
     store.set("k", b"bbbb")
-    if store.supports_conditional_writes:
+    if store.capabilities.conditional_writes:
         assert not store.set_if("k", b"cccc", generation)
         assert store.get("k") == b"bbbb"
 
@@ -101,7 +101,7 @@ def test_delete_with_generation(store):
     _, old = store.get_versioned("d/k")
     store.set("d/k", b"v2")
     _, current = store.get_versioned("d/k")
-    if store.supports_conditional_delete:
+    if store.capabilities.conditional_delete:
         assert store.set_if("d/k", None, old) is False and store.get("d/k") == b"v2"
         assert store.set_if("d/k", None, current) is True
         assert store.get("d/k") is None and store.get_versioned("d/k") == (None, ABSENT)
@@ -117,7 +117,7 @@ def test_batch_reports_each_item(store):
     store.set("b/2", b"changed")
     result = store.commit_many([("b/1", b"1+", found[0][1]), ("b/2", b"2+", found[1][1]),
                                 ("b/missing", b"new", ABSENT), ("b/3", b"3", ANY)])
-    if store.supports_conditional_writes:
+    if store.capabilities.conditional_writes:
         assert result == [True, False, True, True]
         assert store.get("b/2") == b"changed"
     else:

@@ -318,7 +318,7 @@ def test_zip_slip_names(tmp_path):
 def test_zip_deflated_ranges(tmp_path):
     value = bytes(range(256)) * 40
     with ZipStore(tmp_path / "c.zip", mode="w", compression=zipfile.ZIP_DEFLATED) as z:
-        assert not z.supports_partial_reads
+        assert not z.capabilities.partial_reads
         z.set("v", value)
         assert z.get("v", (1000, 1010)) == value[1000:1010]
     z = ZipStore(tmp_path / "c.zip")

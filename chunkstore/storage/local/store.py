@@ -47,6 +47,7 @@ from chunkstore.storage.base import (
     validate_prefix,
 )
 from chunkstore.storage.bounds import too_large
+from chunkstore.storage.capabilities import Capabilities
 from chunkstore.storage.local.clock import FileVersion, Stamps, probe, version
 from chunkstore.storage.local.commit import commit
 from chunkstore.storage.local.maps import _maps, signature
@@ -86,16 +87,16 @@ def _note_escape(w: Walk, key: str, outside: dict[str, str]) -> None:
 class LocalStore(Store):
     """Keys as files below ``root`` (a directory, created on first write)."""
 
-    supports_partial_reads = True
-    zero_copy_views = True
-    #: commits block the calling thread on file IO: writers fan out on every pool thread
-    blocking_commits = True
-    request_cost_bytes = 16 * 1024  # a pread more costs about as much as copying 16 KB
-    supports_conditional_writes = True
-    supports_conditional_delete = True
-    snapshot_ranges = True  # get_ranges opens each file once for all its ranges
-    writes_arrays = True  # strided blocks' rows are written straight (local_temp)
-    reads_arrays = True  # files are read straight into arrays' rows (read_session)
+    capabilities = Capabilities(
+        partial_reads=True, zero_copy_views=True,
+        request_cost_bytes=16 * 1024,  # a pread more costs about as much as copying 16 KB
+        conditional_writes=True, conditional_delete=True, conditional_writes_ignored=False,
+        writes_arrays=True,  # strided blocks' rows are written straight (local_temp)
+        reads_arrays=True,  # files are read straight into arrays' rows (read_session)
+        snapshot_ranges=True,  # get_ranges opens each file once for all its ranges
+        remote=False, process_local=False,
+        blocking_commits=True,  # commits block on file IO: writers use every pool thread
+        write_batch_bytes=None, cache_tokens=True, timestamped_tokens=True)
 
     def __init__(self, root: str | os.PathLike[str], read_only: bool = False) -> None:
         super().__init__(read_only)
@@ -352,6 +353,14 @@ class LocalStore(Store):
         items = list(items)
         if not items:
             return []
+        if not self.capabilities.cache_tokens:  # a subclass without them: say so
+            try:
+                return self._commit_files(items, session)
+            finally:
+                self._notify_written([key for key, _, _ in items])
+        return self._commit_files(items, session)
+
+    def _commit_files(self, items: list[Commit], session: SharedWalk | None) -> list[bool]:
         for key, _, _ in items:
             self._check_writable(key)
         located = self._locate([key for key, _, _ in items])
