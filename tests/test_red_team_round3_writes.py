@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.codecs import scratch
+from chunkstore.runtime import scratch
 
 zarr = pytest.importorskip("zarr")
 

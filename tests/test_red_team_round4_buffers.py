@@ -1,4 +1,4 @@
-"""Red team, round 4: per-thread scratch buffers (``codecs/scratch.py``), read-ahead
+"""Red team, round 4: per-thread scratch buffers (``runtime/scratch.py``), read-ahead
 (``io/prefetch.py``) and bounded write batching (``threading.write_bytes``).
 
 Scratch: a result handed to the user must never be a buffer decoded into again later
@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.codecs import scratch
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.io import plain
+from chunkstore.runtime import scratch
 
 CODECS = {
     "v3-none": dict(zarr_format=3, compressors=None),

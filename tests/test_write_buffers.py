@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.codecs import scratch
 from chunkstore.io import chunk_codec
+from chunkstore.runtime import scratch
 
 
 @pytest.mark.parametrize("endian", ["little", "big"])

@@ -23,9 +23,9 @@ from chunkstore.codecs.compressors import BloscCodec, blosc_copy_ok, blosc_decod
 from chunkstore.codecs.limits import over_cap, variable_cap
 from chunkstore.codecs.numcodecs_adapter import numcodecs_from_config
 from chunkstore.codecs.registry import codec_from_json
-from chunkstore.codecs.scratch import contiguous
 from chunkstore.codecs.v2_pipeline import V2Pipeline
 from chunkstore.errors import ChunkDecodeError, CodecError
+from chunkstore.runtime.scratch import contiguous
 
 _BLOSC_MAX_BYTES = 2**31 - 1  # numcodecs' max_buffer_size for blosc
 

@@ -14,9 +14,9 @@ from chunkstore.codecs.bytes_codec import raw_bytes
 from chunkstore.codecs.compressors import blosc_copy_ok, blosc_decode_into
 from chunkstore.codecs.filter_specs import filter_output_spec
 from chunkstore.codecs.limits import over_cap, variable_cap
-from chunkstore.codecs.scratch import contiguous
 from chunkstore.codecs.vlen import VLEN_IDS, check_item_count
 from chunkstore.errors import ChunkDecodeError
+from chunkstore.runtime.scratch import contiguous
 
 
 def _flat_bytes(arr: np.ndarray) -> memoryview:

@@ -22,7 +22,6 @@ from dask.highlevelgraph import HighLevelGraph
 from chunkstore.api import create_array, open_array
 from chunkstore.array.array import Array
 from chunkstore.array.sources import refuse_reader_of
-from chunkstore.codecs import scratch
 from chunkstore.dask.memory import active_client, configure_workers, refuse_copied
 from chunkstore.group.group import Group
 from chunkstore.metadata import join_path
@@ -36,6 +35,7 @@ from chunkstore.rechunk.planner import (
     parse_bytes,
     pieces_of,
 )
+from chunkstore.runtime import scratch
 from chunkstore.storage.resolve import resolve_store
 
 

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from chunkstore.array.array import Array
-from chunkstore.codecs import scratch
 from chunkstore.dask.permute import copy_permuted
 from chunkstore.rechunk.planner import pieces_of
 from chunkstore.runtime import buffers as buffer_pool
+from chunkstore.runtime import scratch
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ import numpy as np
 
 from chunkstore.codecs import Pipeline
 from chunkstore.codecs.fill import is_all_fill
-from chunkstore.codecs.scratch import scratch_buffer
 from chunkstore.errors import ChunkDecodeError, ChunkstoreError, CodecError
 from chunkstore.indexing import ChunkProjection
+from chunkstore.runtime.scratch import scratch_buffer
 
 OBJECT_HINT = (". Arbitrary Python objects need zarr_format=2, an object codec filter "
                "(e.g. numcodecs.Pickle()) and allow_unsafe_codecs=True")

@@ -32,7 +32,6 @@ import numpy as np
 from chunkstore.codecs import Pipeline
 from chunkstore.codecs.bounded import stored_bound
 from chunkstore.codecs.bytes_codec import has_long_rows, long_rows
-from chunkstore.codecs.scratch import scratch_buffer
 from chunkstore.config import config
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.indexing import ChunkProjection
@@ -54,6 +53,7 @@ from chunkstore.runtime.pool import (
     run_streamed,
     windows,
 )
+from chunkstore.runtime.scratch import scratch_buffer
 from chunkstore.storage.base import Reader, Store
 from chunkstore.storage.bounds import (
     ObjectSizeError,

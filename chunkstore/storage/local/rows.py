@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from chunkstore.codecs.scratch import contiguous
+from chunkstore.runtime.scratch import contiguous
 from chunkstore.storage.local.paths import read_exact
 
 # 1 MiB chunks of 2 KiB rows, 4 writer threads: writes 5-10% faster staged than by writev
