@@ -147,10 +147,11 @@ def test_the_checker_sees_function_local_and_package_edges():
 
 
 # The layers, top to bottom (DESIGN.md "Layers"): a unit imports only units below it.
+# ``testing`` (test support: the store contract suite) sits on top: it tests the stores.
 LAYERS = [
-    ["__main__"], ["cli"], ["xarray_backend"], ["dask"], ["api"], ["group"], ["array"],
-    ["nodes"], ["io"], ["indexing"], ["grid"], ["rechunk"], ["codecs"], ["metadata"],
-    ["storage"], ["runtime"], ["config"], ["progress"], ["sizes"], ["errors"], ["testing"],
+    ["__main__", "testing"], ["cli"], ["xarray_backend"], ["dask"], ["api"], ["group"],
+    ["array"], ["nodes"], ["io"], ["indexing"], ["grid"], ["rechunk"], ["codecs"], ["metadata"],
+    ["storage"], ["runtime"], ["config"], ["progress"], ["sizes"], ["errors"],
 ]
 RANK = {unit: i for i, row in enumerate(LAYERS) for unit in row}
 # What the dask layer may use (issue 31: a thin executor over public primitives).
