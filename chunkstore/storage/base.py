@@ -266,7 +266,7 @@ class Store(ABC):
         is ``generation`` (``ANY``: always; ``ABSENT``: only if the key is missing).
         Each item is atomic on its own; returns, per item, whether it was applied.
 
-        The default (``supports_conditional_writes`` False) applies every item without
+        The default (``capabilities.conditional_writes`` False) applies every item without
         checking."""
         self._check_writable(items[0][0] if items else "")
         to_set = [(k, v) for k, v, _ in items if v is not None]
@@ -347,7 +347,7 @@ class Store(ABC):
         ``max_bytes`` as for ``get_many``).
 
         A view shows the value stored when it was looked up (writes replace values, they
-        do not change a view handed out). Only ``zero_copy_views`` stores avoid copies;
+        do not change a view handed out). Only ``capabilities.zero_copy_views`` stores avoid copies;
         the default is ``get_many``.
         """
         return bounded_get_many(self, keys, max_bytes)

@@ -20,7 +20,7 @@ Atomicity, per backend:
   archive through its path (a ZipStore).
 * other filesystems: whatever their ``pipe_file`` guarantees (often nothing).
 
-Conditional commits (``supports_conditional_writes``) are real on S3 only (see
+Conditional commits (``capabilities.conditional_writes``) are real on S3 only (see
 ``s3_conditional``: ``If-Match`` / ``If-None-Match`` PUTs and ``If-Match`` DELETEs), and
 only once a probe found the server honouring them; elsewhere ``commit_many`` writes
 unchecked and writers of one object need a synchronizer.

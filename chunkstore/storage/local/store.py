@@ -260,7 +260,7 @@ class LocalStore(Store):
 
     def _view(self, w: Walk, dir_fd: int, head: str, name: str, key: str,
               max_bytes: int | None = None, read_first: bool = True) -> BytesLike | None:
-        """``local_reads.file_view``, a memory map kept in the map cache."""
+        """``local.reads.file_view``, a memory map kept in the map cache."""
         view, st = file_view(w, dir_fd, head, name, key, max_bytes, read_first)
         if st is not None:
             _maps.put(self._prefix + key, signature(st), view, self._prefix)
