@@ -40,9 +40,7 @@ loop instead of inheriting the parent's.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
-import re
 import threading
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -66,6 +64,13 @@ from chunkstore.storage.base import (
 from chunkstore.storage.bounds import too_large, wrong_size
 from chunkstore.storage.capabilities import Capabilities
 from chunkstore.storage.errors import BadArchiveError, MissingBackendError, StoreError
+from chunkstore.storage.fsspec.calls import (
+    GLOB_MAGIC,
+    PASS_THROUGH,
+    backend_errors,
+    cat_kwargs,
+    is_missing,
+)
 from chunkstore.storage.fsspec.listing import keys_below, names_in
 from chunkstore.storage.fsspec.setup import (
     check_backends,
@@ -84,10 +89,6 @@ from chunkstore.storage.fsspec.sized import (
 from chunkstore.storage.fsspec.writes import put, remove
 from chunkstore.storage.location import remote_location
 
-_GLOB_MAGIC = re.compile(r"[*?\[]")  # fsspec's batched calls expand these as globs
-#: precise errors (s3fs's translation of AccessDenied, NoSuchKey...) that stay as they are
-_PASS_THROUGH = (PermissionError, FileNotFoundError, FileExistsError, IsADirectoryError,
-                 NotADirectoryError)
 #: outer protocols of archives that fsspec can only read
 _ARCHIVES = {"zip", "tar", "libarchive"}
 #: what an FsspecStore can do; the conditional fields on S3 are probed (``capabilities``)
@@ -98,20 +99,6 @@ _CAPABILITIES = Capabilities(
     process_local=False, blocking_commits=False,
     # encoded chunks wait in memory until sent: a few PUT windows, so writes stream
     write_batch_bytes=64 * 2**20, cache_tokens=False, timestamped_tokens=False)
-
-
-def _is_missing(err: BaseException) -> bool:
-    return isinstance(err, FileNotFoundError | KeyError)
-
-
-def _backend_errors() -> tuple[type[BaseException], ...]:
-    """What a backend raises when a request fails: OSError (s3fs translates most S3
-    errors to it, aiohttp's connection errors are OSErrors) and botocore's own."""
-    try:
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError:
-        return (OSError,)
-    return (OSError, BotoCoreError, ClientError)
 
 
 class FsspecStore(Store):
@@ -306,9 +293,9 @@ class FsspecStore(Store):
         """Backend errors raised inside, as a StoreError naming the keys and endpoint."""
         try:
             yield
-        except (ChunkstoreError, *_PASS_THROUGH):
+        except (ChunkstoreError, *PASS_THROUGH):
             raise
-        except _backend_errors() as e:
+        except backend_errors() as e:
             raise self._failure(action, keys, e) from e
 
     @property
@@ -319,20 +306,12 @@ class FsspecStore(Store):
 
     @property
     def _cat_kwargs(self) -> dict[str, Any]:
-        """Extra arguments of cat/cat_ranges: s3fs would otherwise send a HEAD before
-        each whole-object GET (to decide on a multi-part download), doubling requests."""
+        """``calls.cat_kwargs`` of the filesystem, worked out once per filesystem."""
         fs = self.fs
         cached = self.__dict__.get("_cat_kw")
-        if cached is not None and cached[0] is fs:
-            return cached[1]
-        cat_file = getattr(fs, "_cat_file", None) or fs.cat_file
-        try:
-            params = inspect.signature(cat_file).parameters
-        except (TypeError, ValueError):
-            params = {}  # type: ignore[assignment]
-        kwargs = {"max_concurrency": 1} if "max_concurrency" in params else {}
-        self._cat_kw = (fs, kwargs)
-        return kwargs
+        if cached is None or cached[0] is not fs:
+            cached = self._cat_kw = (fs, cat_kwargs(fs))
+        return cached[1]
 
     @property
     def _atomic_rename(self) -> bool:
@@ -368,7 +347,7 @@ class FsspecStore(Store):
         if max_bytes is not None:
             return self._read_bounded(keys, max_bytes)
         paths = [self._path(k) for k in keys]
-        plain = [p for p in paths if not _GLOB_MAGIC.search(p)]
+        plain = [p for p in paths if not GLOB_MAGIC.search(p)]
         found: dict[str, Any] = {}
         if plain:
             with self._remote("reading", keys):
@@ -376,7 +355,7 @@ class FsspecStore(Store):
             found = {self.fs._strip_protocol(p): v for p, v in out.items()}
         results: list[bytes | None] = []
         for key, path in zip(keys, paths, strict=True):
-            if _GLOB_MAGIC.search(path):  # literal name with glob characters
+            if GLOB_MAGIC.search(path):  # literal name with glob characters
                 results.append(self._read([(key, None)])[0])
                 continue
             results.append(self._value(key, found.get(self.fs._strip_protocol(path),
@@ -425,13 +404,13 @@ class FsspecStore(Store):
 
     def _value(self, key: str, value: Any) -> bytes | None:
         if isinstance(value, BaseException):
-            if _is_missing(value):
+            if is_missing(value):
                 return None
             raise self._failure("reading", [key], value) from value
         return bytes(value)
 
     def _ranged_value(self, key: str, value: Any, start: int | None) -> bytes | None:
-        if (isinstance(value, BaseException) and not _is_missing(value)
+        if (isinstance(value, BaseException) and not is_missing(value)
                 and start is not None and start >= 0):
             # a range starting past the end (HTTP 416): empty, if the key exists
             size = self._size(key)
