@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from chunkstore.storage import LocalStore
@@ -35,8 +36,8 @@ class NoCasLocalStore(LocalStore):
     """A LocalStore whose commits do not check generations (what a store without
     compare-and-swap does): the control group."""
 
-    supports_conditional_writes = False
-    supports_conditional_delete = False
+    capabilities = replace(LocalStore.capabilities, conditional_writes=False,
+                           conditional_delete=False)
 
     def get_versioned_many(self, keys):
         return Store.get_versioned_many(self, keys)

@@ -29,7 +29,7 @@ from chunkstore.codecs import build_pipeline
 from chunkstore.codecs.bounded import shard_bound, stored_bound
 from chunkstore.codecs.limits import compressed_bound
 from chunkstore.errors import ChunkDecodeError
-from chunkstore.storage.base import ObjectSizeError
+from chunkstore.storage.bounds import ObjectSizeError
 from chunkstore.storage.zip.store import ZipStore
 
 MiB = 2**20

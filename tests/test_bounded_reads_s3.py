@@ -10,7 +10,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.errors import ChunkDecodeError
-from chunkstore.storage.base import ObjectSizeError
+from chunkstore.storage.bounds import ObjectSizeError
 from chunkstore.storage.obstore.setup import available
 
 pytest.importorskip("s3fs")

@@ -1,4 +1,4 @@
-"""The pool of large buffers Dask tasks borrow (``chunkstore/buffer_pool.py``): reused
+"""The pool of large buffers Dask tasks borrow (``chunkstore/runtime/buffers.py``): reused
 between tasks, never lent twice, never reused while anything still refers to it, within
 the running tasks' budgets, freed when idle; and the rechunks that use it give exact
 results, also when a store keeps what it is given."""

@@ -219,7 +219,7 @@ def test_writes_by_the_store_objects_own_set(tmp_path, kind):
 
 def test_writes_by_an_fsspec_store_objects_own_set():
     """fsspec memory:// is not revalidated per hit: its own set / delete tell the cache
-    (``storage.write_events``)."""
+    (``Store._notify_written``)."""
     root = f"memory://shcache-{uuid.uuid4().hex[:12]}"
     data = _data()
     a = _array(root, data)

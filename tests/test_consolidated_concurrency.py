@@ -45,7 +45,7 @@ def test_update_node_on_s3_loses_nothing(s3_bucket_both):
     url, options = s3_bucket_both  # options name the backend
     where = f"{url}/g.zarr"
     store = resolve_store(where, mode="a", storage_options=options)
-    if not store.supports_conditional_writes:
+    if not store.capabilities.conditional_writes:
         pytest.skip(f"{store!r} has no conditional commits: concurrent writers of one S3 "
                     "object need a synchronizer")
     cs.create_array(store, "x", shape=(0,), chunks=(10,), dtype="i4")
@@ -158,7 +158,7 @@ def test_consolidate_then_nested_consolidation_both_follow(tmp_path):
 def test_s3_appenders_keep_the_root_copy_current(s3_bucket_both):
     url, options = s3_bucket_both  # options name the backend
     where = f"{url}/g.zarr"
-    if not resolve_store(where, mode="a", storage_options=options).supports_conditional_writes:
+    if not resolve_store(where, mode="a", storage_options=options).capabilities.conditional_writes:
         pytest.skip("FsspecStore has no conditional commits yet (storage/fsspec_store.py)")
     _consolidated_group(where, 3, options)
     _run(_appender, lambda i: (where, options, f"a{i}"))

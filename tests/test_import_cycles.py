@@ -147,12 +147,13 @@ def test_the_checker_sees_function_local_and_package_edges():
 
 
 # The layers, top to bottom (DESIGN.md "Layers"): a unit imports only units below it.
+# ``testing`` (test support: the store contract suite) sits on top: it tests the stores.
 # ``rechunk`` sits above ``io``: its memory model adds up the engine's own description of
 # its buffers (``io.buffers``), not a copy of it (issue 31).
 LAYERS = [
-    ["__main__"], ["cli"], ["xarray_backend"], ["dask"], ["api"], ["group"], ["array"],
-    ["nodes"], ["rechunk"], ["io"], ["indexing"], ["grid"], ["codecs"], ["metadata"],
-    ["storage"], ["runtime"], ["config"], ["progress"], ["sizes"], ["errors"], ["testing"],
+    ["__main__", "testing"], ["cli"], ["xarray_backend"], ["dask"], ["api"], ["group"],
+    ["array"], ["nodes"], ["rechunk"], ["io"], ["indexing"], ["grid"], ["codecs"], ["metadata"],
+    ["storage"], ["runtime"], ["config"], ["progress"], ["sizes"], ["errors"],
 ]
 RANK = {unit: i for i, row in enumerate(LAYERS) for unit in row}
 # What the dask layer may use (issue 31: a thin executor over public primitives).

@@ -8,6 +8,7 @@ reads of uncompressed chunks fetch byte ranges, not whole chunks.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -90,7 +91,7 @@ class RangedLocalStore(CountingLocalStore):
     """Without zero-copy views: uncompressed chunks are read by byte ranges (as from a
     remote store, with a local file's request cost)."""
 
-    zero_copy_views = False
+    capabilities = replace(cs.LocalStore.capabilities, zero_copy_views=False)
 
 
 def _is_metadata(key: str) -> bool:
@@ -320,7 +321,7 @@ def test_ranges_merge_by_request_cost(local_uncompressed):
     assert store.bytes_read["get_many"] == 0
 
     class Remote(RangedLocalStore):
-        request_cost_bytes = 2**20
+        capabilities = replace(RangedLocalStore.capabilities, request_cost_bytes=2**20)
 
     b = cs.open_array(Remote(store.root), mode="r")
     b.store.bytes_read.update(get=0)

@@ -47,10 +47,8 @@ IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset
              re.Pattern, struct.Struct, np.dtype, np.generic, logging.Logger, typing.TypeVar,
              types.MappingProxyType, type, types.FunctionType, types.BuiltinFunctionType)
 CONSTANT = re.compile(r"_*[A-Z][A-Z0-9_]*")
-# State owned by work under way elsewhere, each removed by its owner when moved:
-# storage/write_events.py (the listeners of store writes) is being replaced by the
-# storage helper's change; its registration mechanics stay until then.
-KNOWN: set[tuple[str, str]] = {("storage/write_events.py", "_listeners")}
+# State owned by work under way elsewhere, each removed by its owner when moved.
+KNOWN: set[tuple[str, str]] = set()
 # Registries of types that declarations fill as their modules are imported (a decorator):
 # what the program is, not run-time state, so a Runtime reset must not forget them.
 REGISTRIES: set[tuple[str, str]] = {("codecs/registry.py", "NATIVE_CODECS")}

@@ -1,17 +1,14 @@
 """ObstoreStore (the optional obstore backend of s3:// URLs) against a real moto S3 server
 on 127.0.0.1 (nothing mocked).
 
-The store contract suites of ``tests/storage/test_stores.py`` and
-``tests/storage/test_conditional.py`` run here again on ObstoreStore (their tests that
-take a ``store`` or ``make_store`` fixture, with this module's fixtures), then what is
-specific to the backend: selecting it, round trips through arrays in both directions
+The store contract suite (``chunkstore.testing.store_contract``) runs here on
+ObstoreStore, then what is specific to the backend: selecting it, round trips through arrays in both directions
 with the fsspec backend, conditional-write conflicts and deletes, listings, missing keys,
 errors naming the key, pickling, and writer processes racing on one object.
 """
 
 from __future__ import annotations
 
-import inspect
 import multiprocessing as mp
 import pickle
 import uuid
@@ -29,55 +26,23 @@ from chunkstore.storage import FsspecStore, InvalidStoreError, StoreError  # noq
 from chunkstore.storage.base import ABSENT, ANY  # noqa: E402
 from chunkstore.storage.local.temp import temp_name  # noqa: E402
 from chunkstore.storage.obstore.store import ObstoreStore  # noqa: E402
-from chunkstore.storage.resolve import BACKEND_VARIABLE, resolve_store  # noqa: E402
+from chunkstore.storage.resolve import resolve_store  # noqa: E402
+from chunkstore.storage.s3_backend import BACKEND_VARIABLE  # noqa: E402
 from chunkstore.storage.s3_conditional import ETag  # noqa: E402
-from tests.storage import test_conditional as _conditional  # noqa: E402
-from tests.storage import test_stores as _contract  # noqa: E402
+from chunkstore.testing.store_contract import StoreContract  # noqa: E402
 
 
-def _store_tests(module) -> dict:
-    """The tests of ``module`` that only need a ``store`` / ``make_store`` fixture (and
-    pytest's own parametrization)."""
-    found = {}
-    for name in dir(module):
-        fn = getattr(module, name)
-        if not name.startswith("test_") or not callable(fn):
-            continue
-        params = set(inspect.signature(fn).parameters)
-        marks = {m.name for m in getattr(fn, "pytestmark", [])}
-        if params & {"store", "make_store"} and params <= {"store", "make_store", "bad"} and (
-                "bad" not in params or "parametrize" in marks):
-            found[name] = fn
-    return found
+class TestObstoreContract(StoreContract):
+    """The store contract suite on ObstoreStore (signed requests: full compare-and-swap)."""
 
+    conditional_writes = conditional_delete = True
 
-# the contract suites, collected in this module (so with this module's fixtures)
-for _name, _fn in {**{f"{n}_contract": f for n, f in _store_tests(_contract).items()},
-                   **{f"{n}_cas": f for n, f in _store_tests(_conditional).items()}}.items():
-    globals()[_name.replace("test_", "test_obstore_", 1)] = _fn
-del _name, _fn
+    def location(self, request: pytest.FixtureRequest) -> tuple[str, dict]:
+        url, options = request.getfixturevalue("s3_bucket")
+        return url + "/root.zarr", options
 
-
-@pytest.fixture
-def make_store(s3_bucket):
-    """Fresh ObstoreStores on one location (the contract suite's factory)."""
-    url, options = s3_bucket
-    made = []
-
-    def factory():
-        st = ObstoreStore(url + "/root.zarr", options)
-        st.kind = "s3"  # the conditional suite's capability table: full compare-and-swap
-        made.append(st)
-        return st
-
-    yield factory
-    for st in made:
-        st.close()
-
-
-@pytest.fixture
-def store(make_store):
-    return make_store()
+    def make_store(self, location: tuple[str, dict]) -> ObstoreStore:
+        return ObstoreStore(location[0], location[1])
 
 
 @pytest.fixture
@@ -214,7 +179,7 @@ def test_group_and_consolidated_metadata(s3_bucket):
 # -- conditional writes ----------------------------------------------------------------------
 def test_conditional_put_conflicts(obs):
     st, _, _ = obs
-    assert st.supports_conditional_writes and st.supports_conditional_delete
+    assert st.capabilities.conditional_writes and st.capabilities.conditional_delete
     assert st.get_versioned("k") == (None, ABSENT)
     assert st.commit_many([("k", b"1", ABSENT)]) == [True]
     assert st.commit_many([("k", b"2", ABSENT)]) == [False]  # If-None-Match: * refused

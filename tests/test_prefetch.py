@@ -4,6 +4,7 @@ reach the reader."""
 
 import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -90,8 +91,8 @@ def test_depth_errors_reach_the_reader_in_order():
 
 
 class _RemoteMemory(cs.MemoryStore):
-    remote = True  # reads keep several batches in flight ...
-    zero_copy_views = False  # ... through the fetch path, as S3 does
+    # reads keep several batches in flight through the fetch path, as S3 does
+    capabilities = replace(cs.MemoryStore.capabilities, remote=True, zero_copy_views=False)
 
 
 def test_remote_reads_with_several_batches_ahead_are_exact(monkeypatch):
@@ -122,7 +123,7 @@ def test_many_batches_on_a_non_view_store_read_exactly(monkeypatch):
 class _SlowRemote(cs.MemoryStore):
     """A memory store that answers like a remote one: every commit takes 20 ms."""
 
-    remote = True
+    capabilities = replace(cs.MemoryStore.capabilities, remote=True)
 
     def __init__(self):
         super().__init__()

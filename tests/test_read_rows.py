@@ -14,7 +14,7 @@ import pytest
 import chunkstore as cs
 from chunkstore.errors import ChunkDecodeError, InvalidKeyError
 from chunkstore.storage import LocalStore, MemoryStore
-from chunkstore.storage.base import ObjectSizeError
+from chunkstore.storage.bounds import ObjectSizeError
 from chunkstore.storage.local import rows as local_rows
 
 SHAPE, CHUNKS = (256, 768), (64, 256)  # 64 KiB chunks of f4, rows of 1 KiB

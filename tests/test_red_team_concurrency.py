@@ -73,8 +73,8 @@ def _s3_store(s3_bucket, name):
     url, options = s3_bucket
     where = f"{url}/{name}"
     store = resolve_store(where, storage_options=options)
-    if not store.supports_conditional_writes:
-        pytest.skip(f"{store!r}.supports_conditional_writes is False: this S3 client "
+    if not store.capabilities.conditional_writes:
+        pytest.skip(f"{store!r}.capabilities.conditional_writes is False: this S3 client "
                     "cannot send If-Match/If-None-Match, S3 writers need a synchronizer")
     return where, options, store
 

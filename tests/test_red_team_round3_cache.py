@@ -642,7 +642,7 @@ def test_node_replaced_same_metadata_reads_fill_not_cached(route):
 def test_store_level_writes_invalidate_cache(op):
     """Store.delete_many / delete_prefix / set called on the store object of a store
     that is not revalidated per read (fsspec memory://) reach the decoded-chunk cache
-    (storage.write_events)."""
+    (Store._notify_written)."""
     root = f"memory://rt3b-{_uid()}"
     g, r, shared = _cached_on(root)
     if op == "delete_many":

@@ -374,7 +374,7 @@ def test_s3_four_processes_distinct_elements_of_shared_chunks(s3_bucket_both, la
     a = cs.create_array(url, storage_options=options, shape=(80,), dtype="i4", fill_value=0,
                         **S3_LAYOUTS[layout])
     a[64:80] = 5
-    if not a.store.supports_conditional_writes:
+    if not a.store.capabilities.conditional_writes:
         pytest.skip(f"{a.store!r} has no conditional commits")
     run_together(_s3_elements, lambda p: (url, options, p), n=N, timeout=120)
     want = np.zeros(80, "i4")
@@ -404,7 +404,7 @@ def test_s3_four_processes_append(s3_bucket_both, layout):
     a = cs.create_array(url, storage_options=options, shape=(2, 5), dtype="i4",
                         fill_value=-1, **kw)
     a[:] = 7
-    if not a.store.supports_conditional_writes:
+    if not a.store.capabilities.conditional_writes:
         pytest.skip(f"{a.store!r} has no conditional commits")
     run_together(_s3_appender, lambda p: (url, options, p), n=N, timeout=120)
     got = cs.open_array(url, mode="r", storage_options=options, cache=0)[:]
@@ -440,7 +440,7 @@ def test_s3_four_processes_attributes_under_a_consolidated_root(s3_bucket_both, 
                          attributes={"keep": 0})
     root.create_group("sub").create_array("arr", shape=(3,), dtype="u1",
                                           attributes={"keep": 1})
-    if not root.store.supports_conditional_writes:
+    if not root.store.capabilities.conditional_writes:
         pytest.skip(f"{root.store!r} has no conditional commits")
     cs.consolidate_metadata(url, storage_options=options)
     run_together(_s3_attrs, lambda p: (url, options, p), n=N, timeout=120)
@@ -473,7 +473,7 @@ def test_s3_four_processes_create_and_delete_members_of_a_consolidated_group(s3_
     url += "/m.zarr"
     root = cs.open_group(url, mode="w", storage_options=options)
     root.create_group("sub")
-    if not root.store.supports_conditional_writes:
+    if not root.store.capabilities.conditional_writes:
         pytest.skip(f"{root.store!r} has no conditional commits")
     cs.consolidate_metadata(url, storage_options=options)
     run_together(_s3_members, lambda p: (url, options, p), n=N, timeout=120)

@@ -47,7 +47,7 @@ def test_server_honours_conditional_put_and_delete(s3_bucket):
     assert is_conflict(_client_error(lambda: fs.call_s3(
         "delete_object", Bucket=bucket, Key="raw/k", IfMatch=etag)))  # stale now
     assert st.get("k") == b"2"
-    assert st.supports_conditional_writes and st.supports_conditional_delete
+    assert st.capabilities.conditional_writes and st.capabilities.conditional_delete
 
 
 def test_generations_are_etags(s3_bucket):

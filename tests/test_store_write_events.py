@@ -1,5 +1,6 @@
 """Writes made through a store object's own methods (not through an Array) reach the
-decoded-chunk cache of every array on the same data (``storage.write_events``)."""
+decoded-chunk cache of every array on the same data (``Store._notify_written``, heard
+through ``runtime.writes``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.storage import write_events
+from chunkstore.runtime.writes import WRITE_LISTENERS
 from chunkstore.storage.base import Store
 
 
@@ -77,7 +78,8 @@ def test_zip_store(tmp_path):
 
 
 class DictLike(Store):
-    """A user's own store without cache tokens: its writes are heard too."""
+    """A user's own store without cache tokens: it reports its writes, which are heard
+    too."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -101,10 +103,14 @@ class DictLike(Store):
         return value[start:stop]
 
     def set(self, key, value):
-        self.data[key] = bytes(value)
+        try:
+            self.data[key] = bytes(value)
+        finally:
+            self._notify_written([key])
 
     def delete(self, key):
         self.data.pop(key, None)
+        self._notify_written([key])
 
     def list_prefix(self, prefix) -> Iterator[str]:
         return iter(sorted(k for k in self.data if k.startswith(prefix)))
@@ -123,21 +129,41 @@ def test_user_store_subclass(edit):
 def test_listener_runs_after_a_failed_write_too():
     heard = []
     store = DictLike()
-    write_events.add_listener(lambda st, keys, prefix: heard.append((st, keys, prefix)))
+    def listener(st, keys, prefix):
+        heard.append((st, keys, prefix))
+
+    WRITE_LISTENERS.add(listener)
     try:
         with pytest.raises(TypeError):
             store.set("k", object())  # bytes(object()) fails inside the write
     finally:
-        write_events._listeners.pop()
+        WRITE_LISTENERS.remove(listener)
     assert (store, ["k"], None) in heard
 
 
-def test_revalidated_stores_are_not_wrapped():
-    """LocalStore and MemoryStore revalidate cached chunks by their tokens: no wrapper on
-    their hot write paths."""
+def test_revalidated_stores_do_not_report_writes(tmp_path):
+    """LocalStore and MemoryStore revalidate cached chunks by their tokens: their hot
+    write paths report nothing; a user's store without tokens reports each write (the
+    base class's batched calls go through its ``set`` and ``delete``)."""
     from chunkstore.storage.local.store import LocalStore
     from chunkstore.storage.memory import MemoryStore
 
-    for cls in (LocalStore, MemoryStore):
-        assert not getattr(cls.commit_many, "_notifies", False), cls
-    assert getattr(DictLike.set, "_notifies", False)
+    heard = []
+
+    def listener(st, keys, prefix):
+        heard.append((type(st).__name__, keys, prefix))
+
+    WRITE_LISTENERS.add(listener)
+    try:
+        for store in (LocalStore(tmp_path / "x"), MemoryStore()):
+            assert store.capabilities.cache_tokens
+            store.set_many({"a": b"1", "b": b"2"})
+            store.commit_many([("a", None, cs.storage.base.ANY)])
+        assert heard == []
+        user = DictLike()
+        assert not user.capabilities.cache_tokens
+        user.set_many({"a": b"1"})
+        user.delete_prefix("")
+    finally:
+        WRITE_LISTENERS.remove(listener)
+    assert heard == [("DictLike", ["a"], None), ("DictLike", ["a"], None)]

@@ -62,7 +62,7 @@ def test_aligned_writers_of_one_shard_on_s3_lose_nothing(s3_bucket_both):
     url, options = s3_bucket_both  # options name the backend, each process opens it
     where = f"{url}/shard.zarr"
     store = resolve_store(where, storage_options=options)
-    if not store.supports_conditional_writes:
+    if not store.capabilities.conditional_writes:
         pytest.skip("this S3 client/server pair offers no conditional PUT")
     cs.create_array(store, shape=SHARD_SHAPE, chunks=INNER, shards=SHARD_SHAPE, dtype="i4")
     _run(_shard_writer, lambda i: ("s3", where, options, i))

@@ -12,7 +12,7 @@ from chunkstore.errors import ChunkDecodeError, CodecError
 
 NATIVE = sys.byteorder
 #: a strided block whose rows (its last axis) are contiguous and at least this long may
-#: be handed as it is to a store that writes arrays (``Store.writes_arrays``): the store
+#: be handed as it is to a store that writes arrays (``Capabilities.writes_arrays``): the store
 #: writes its rows straight from the source, saving the copy into new bytes
 MIN_ROW_BYTES = 1024
 _ROW_KINDS = frozenset("biufc")  # dtypes whose rows export a plain buffer

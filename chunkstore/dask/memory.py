@@ -165,10 +165,10 @@ def other_processes(collection: Any = None) -> bool:
 
 
 def refuse_copied(store: Any, what: str, collection: Any = None) -> None:
-    """``PlanError`` when ``store`` lives in this process only (``Store.process_local``,
+    """``PlanError`` when ``store`` lives in this process only (``Capabilities.process_local``,
     e.g. ``MemoryStore``) and the scheduler would hand its tasks copies of it: their
     writes would be lost without an error."""
-    if getattr(store, "process_local", False) and other_processes(collection):
+    if store.capabilities.process_local and other_processes(collection):
         raise PlanError(f"{what}: {store!r} lives in this process only, and the scheduler "
                         "runs tasks on copies of it (a distributed cluster, or processes): "
                         "what they wrote would be lost. Write to a directory or object "

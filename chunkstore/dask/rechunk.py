@@ -139,7 +139,7 @@ def _shares_write_units(store: Any, path: str, stage: Stage | None, probe: Array
     threaded scheduler; PlanError when a ``distributed`` client is active (the locks of
     one process cannot serve its workers) unless a ``ProcessSynchronizer`` is given."""
     unit = tuple(probe.layout.write_shape)
-    if store.supports_conditional_writes or stage is None or not any(
+    if store.capabilities.conditional_writes or stage is None or not any(
             b < n and b % u for b, u, n in zip(stage.block, unit, stage.shape, strict=True)):
         return False
     sync = create_kwargs.get("synchronizer")

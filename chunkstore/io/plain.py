@@ -81,9 +81,10 @@ class PlainEngine:
         self.key_of = layout.unit_key
         self._label = f"array {name!r}"  # names the array in a write unit's errors
         # the store writes strided blocks' rows itself (raw chunks: no copy first)
-        self._strided_ok = bool(getattr(store, "writes_arrays", False))
+        capabilities = store.capabilities
+        self._strided_ok = capabilities.writes_arrays
         # ... and reads whole raw chunks straight into the output's rows
-        self._reads_rows = bool(getattr(store, "reads_arrays", False))
+        self._reads_rows = capabilities.reads_arrays
         #: the largest a stored chunk may be (None: unknown, e.g. variable-length items)
         self.max_stored = stored_bound(pipeline)
         # chunks stored as raw C-ordered bytes: read in place through views of a
@@ -93,9 +94,10 @@ class PlainEngine:
         if pipeline.fixed_size and self.dtype.kind != "O":
             self.raw_dtype = (pipeline.array_bytes._stored_dtype(self.dtype)
                               if pipeline.zarr_format == 3 else self.dtype)
-            if not store.zero_copy_views and store.supports_partial_reads:
+            if not capabilities.zero_copy_views and capabilities.partial_reads:
                 # where two requests may see two versions of a chunk, one range per chunk
-                cost = store.request_cost_bytes if store.snapshot_ranges else self.chunk_nbytes
+                cost = (capabilities.request_cost_bytes if capabilities.snapshot_ranges
+                        else self.chunk_nbytes)
                 self.ranges = RangePlanner(tuple(self.chunk_shape), self.raw_dtype, cost)
         # whole raw chunks of long rows are handed to such a store as views of the
         # written array (``raw_bytes``): built, they hold no memory of their own
@@ -124,14 +126,15 @@ class PlainEngine:
             for batch in self._batches(projections, batch_bytes):
                 self._read_cached(batch, out)
             return
-        if self.store.zero_copy_views:
+        if self.store.capabilities.zero_copy_views:
             self._read_in_place(projections, out)
             return
         # other stores: later batches are fetched while this one decodes; remote ones
         # keep several smaller batches in flight (a batch's slowest request then stalls
         # only its share), and the batches held at once weigh what one did
-        depth = REMOTE_READ_AHEAD if self.store.remote else 1
-        size = max(READ_BATCH_BYTES // (depth + 1), 2 * current().pool.threads(True) * self.chunk_nbytes)
+        depth = REMOTE_READ_AHEAD if self.store.capabilities.remote else 1
+        size = max(READ_BATCH_BYTES // (depth + 1),
+                   2 * current().pool.threads(True) * self.chunk_nbytes)
         for _batch, fetched in ahead(self._batches(projections, size), self._fetch, depth):
             self._place(fetched, out)
 
@@ -332,7 +335,7 @@ class PlainEngine:
         """Write ``value`` (already broadcast to the selection shape) into every chunk."""
         scalar_cache: dict[Any, Any] | None = {} if scalar else None
         # a remote store holds a batch's encoded chunks until they are sent: smaller batches
-        per_batch = max(1, getattr(self.store, "write_batch_bytes", BATCH_BYTES)
+        per_batch = max(1, (self.store.capabilities.write_batch_bytes or BATCH_BYTES)
                         // self.chunk_nbytes)
         # an indexer makes its projections on demand: a batch is a window of it
         parts = (windows(projections, per_batch) if isinstance(projections, Sequence)

@@ -25,7 +25,7 @@ from chunkstore.io.coalesce import coalesce
 #: read the whole chunk when the selection needs more than this fraction of it (gathering
 #: from many ranges would cost more CPU than the IO saved)
 MAX_FRACTION = 0.25
-#: what one more request costs, in bytes (stores say theirs: ``Store.request_cost_bytes``)
+#: what one more request costs, in bytes (stores say theirs: ``Capabilities.request_cost_bytes``)
 REQUEST_COST = 4096
 
 

@@ -9,12 +9,12 @@ re-read and rebuilt, with a growing back-off, until it commits. Writers of disti
 of one object (inner chunks of one shard, halves of one chunk, two attributes of one
 document) therefore never lose an update, across threads and processes, without locks.
 
-Stores without compare-and-swap (``supports_conditional_writes`` False: zip, plain
+Stores without compare-and-swap (``capabilities.conditional_writes`` False: zip, plain
 fsspec file systems) commit unchecked; writers sharing an object there need a
 synchronizer, whose lock is then held around each read-modify-write (and around whole
 replacements too, which would otherwise slip between a locked read and its write).
 An S3 store whose server was found to ignore conditional requests
-(``conditional_writes_ignored``) commits unchecked too, where users expect checks: a
+(``capabilities.conditional_writes_ignored``) commits unchecked too, where users expect checks: a
 batch with a unit that reads its old value is refused there without a synchronizer
 (SynchronizerRequiredError), before anything of it is written, unless the caller accepts
 unchecked commits (metadata documents, which the probe's warning covers).
@@ -109,13 +109,13 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
     under its key's lock; on a store with it, only the read-modify-writes take the lock
     (to avoid retries), whole replacements need none.
 
-    On a store whose server ignores conditions (``store.conditional_writes_ignored``),
+    On a store whose server ignores conditions (``store.capabilities.conditional_writes_ignored``),
     units that read their old value need a synchronizer: without one the batch is
     refused (SynchronizerRequiredError) unless ``unchecked_ok``.
     """
     if not units:
         return []
-    if synchronizer is None and not unchecked_ok and store.conditional_writes_ignored:
+    if synchronizer is None and not unchecked_ok and store.capabilities.conditional_writes_ignored:
         _refuse_unchecked(store, units)
     results: list[Any] = ([None] if keep_values else _Outcomes([None])) * len(units)
     everything = list(range(len(units)))
@@ -125,7 +125,7 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
     # whole replacements need no lock where commits are checked (a racing locked
     # read-modify-write notices them and redoes its work); elsewhere every unit is locked
     free = [i for i in everything if not units[i].needs_old] \
-        if store.supports_conditional_writes else []
+        if store.capabilities.conditional_writes else []
     if free:
         _in_runs(store, units, free, results, cpu_bound, item_bytes, built_bytes)
     taken = set(free)
@@ -170,7 +170,7 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     # so a core left idle by a blocked writer is taken by another run's encoding (more
     # only take turns at the GIL and evict each other's chunks from the cache); else
     # (memory, or remote stores with their own concurrent requests) one per core
-    wide = cpu_bound and getattr(store, "blocking_commits", False)
+    wide = cpu_bound and store.capabilities.blocking_commits
     fan_cpu = cpu_bound and not wide
     n_threads = max(1, min(len(pending), current().pool.threads(fan_cpu)))
     if wide:
@@ -194,7 +194,7 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
         current().pool.run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
                                                    item_bytes, commit),
                     runs, cpu_bound=fan_cpu, max_threads=n_threads,
-                    item_bytes=None if store.remote else item_bytes, weight=size)
+                    item_bytes=None if store.capabilities.remote else item_bytes, weight=size)
 
 
 def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[int],
@@ -225,7 +225,7 @@ def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[i
                 continue
             generation = olds[j][1]
             if value is None and generation is not ABSENT and generation is not ANY and (
-                    not store.supports_conditional_delete):
+                    not store.capabilities.conditional_delete):
                 if run[j].fallback is not None:
                     value = run[j].fallback()
                     results[i] = value

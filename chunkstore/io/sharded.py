@@ -237,7 +237,8 @@ class ShardEngine:
         # GET each) gets one covering range per shard, so a shard replaced meanwhile is
         # never read half from each version (an unchanged index cannot tell them apart
         # when the inner chunks keep their sizes)
-        gap = self.store.request_cost_bytes if self.store.snapshot_ranges else _ONE_RANGE
+        capabilities = self.store.capabilities
+        gap = capabilities.request_cost_bytes if capabilities.snapshot_ranges else _ONE_RANGE
         for key, (_, items), index in zip(keys, batch, indexes, strict=True):
             if index is None:
                 fills.extend((p, key, local) for p, local in items)

@@ -1,6 +1,7 @@
 """Key-value stores: the byte layer under arrays and groups."""
 
 from chunkstore.storage.base import ByteRange, Store, validate_key
+from chunkstore.storage.capabilities import Capabilities
 from chunkstore.storage.errors import (
            BadArchiveError,
            InvalidStoreError,
@@ -12,6 +13,6 @@ from chunkstore.storage.local.store import LocalStore
 from chunkstore.storage.memory import MemoryStore
 from chunkstore.storage.zip.store import ZipStore
 
-__all__ = ["BadArchiveError", "ByteRange", "FsspecStore", "InvalidStoreError", "LocalStore",
-           "MemoryStore", "MissingBackendError", "Store", "StoreError", "ZipStore",
-           "validate_key"]
+__all__ = ["BadArchiveError", "ByteRange", "Capabilities", "FsspecStore", "InvalidStoreError",
+           "LocalStore", "MemoryStore", "MissingBackendError", "Store", "StoreError",
+           "ZipStore", "validate_key"]

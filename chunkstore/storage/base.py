@@ -26,14 +26,14 @@ from typing import Any
 import numpy as np
 
 from chunkstore.errors import InvalidKeyError, ReadOnlyError
-from chunkstore.storage import write_events
-from chunkstore.storage.bounds import (  # noqa: F401 (ObjectSizeError: re-exported)
-    ObjectSizeError,
+from chunkstore.runtime.writes import WRITE_LISTENERS
+from chunkstore.storage.bounds import (
     bounded_get,
     bounded_get_many,
     check_sizes,
     wrong_size,
 )
+from chunkstore.storage.capabilities import Capabilities
 
 ByteRange = tuple[int, int | None]
 BytesLike = bytes | bytearray | memoryview
@@ -151,50 +151,16 @@ class Store(ABC):
     """A key-value store of bytes.
 
     Subclasses implement ``get``, ``set``, ``delete``, ``list_prefix`` and ``list_dir``
-    and ``_description`` (what pickling sends, so a worker can re-open the store);
-    batched calls default to loops and are overridden where a backend can do better
-    (thread pool for files, concurrent requests for remote stores).
+    and ``_description`` (what pickling sends, so a worker can re-open the store), and
+    declare their :class:`Capabilities`; batched calls default to loops and are
+    overridden where a backend can do better (thread pool for files, concurrent
+    requests for remote stores). A store without ``capabilities.cache_tokens`` calls
+    :meth:`_notify_written` after each of its writes (also a failed one: part of it may
+    have landed), so caches above forget what it touched.
     """
 
-    #: the backend can read a byte range without fetching the whole value cheaply
-    supports_partial_reads: bool = True
-    #: ``get_views`` hands out values in place (e.g. memory maps of files): picking a few
-    #: elements out of a large value then costs no more than fetching byte ranges of it
-    zero_copy_views: bool = False
-    #: what one more request costs, in bytes read: ranged reads merge ranges closer than
-    #: this, so many tiny ranges become a few larger ones (remote stores: ~1 MB)
-    request_cost_bytes: int = 4096
-    #: ``commit_many`` really checks generations (compare-and-swap): concurrent
-    #: read-modify-writes of one object never lose an update. When False, the checks are
-    #: skipped and writers of one object need a synchronizer.
-    supports_conditional_writes: bool = False
-    #: a conditional commit may delete (value None); else the caller writes a value
-    supports_conditional_delete: bool = False
-    #: the store sends conditional commits but its server was found to ignore them (an
-    #: S3 server behind a gateway stripping ``If-Match``, see ``s3_conditional``): its
-    #: commits are unchecked, and a partial chunk write without a synchronizer is refused
-    #: (``io.rmw``). On S3 stores these three flags are verified by a probe of the server
-    #: when first read from a writable store.
-    conditional_writes_ignored: bool = False
-    #: ``commit_many`` also takes strided numpy arrays of contiguous rows as values and
-    #: stores their C-ordered bytes (writing rows one by one, without a copy first)
-    writes_arrays: bool = False
-    #: a ``read_session``'s ``read_into`` reads values straight into the caller's array
-    reads_arrays: bool = False
-    #: ``get_ranges`` reads all ranges of one key from one version of its value (else a
-    #: writer replacing it between two requests could mix versions: callers then read
-    #: one covering range per key)
-    snapshot_ranges: bool = False
-    #: every call is a network round trip (milliseconds): batches of small values are
-    #: never run inline one after another to probe their cost
-    remote: bool = False
-    #: the contents live in this process only (a pickled copy is another store): tasks
-    #: run in other processes would write into copies (``dask.memory.refuse_copied``)
-    process_local: bool = False
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        write_events.instrument(cls)  # writes reach the chunk cache (see write_events)
+    #: what the store can do (see :class:`Capabilities`); every store declares its own
+    capabilities: Capabilities = Capabilities()
 
     def __init__(self, read_only: bool = False) -> None:
         self._read_only = bool(read_only)
@@ -250,6 +216,24 @@ class Store(ABC):
     def close(self) -> None:
         """Release resources (files, sessions). Further use may re-open lazily."""
 
+    def _notify_written(self, keys: Iterable[str] | None = None,
+                        prefix: str | None = None) -> None:
+        """Tell the process's write listeners (``runtime.writes``: the decoded-chunk
+        cache) that ``keys`` (or everything below the directory ``prefix``, "" for all)
+        may have changed. Called after the write, so that a read started before it
+        cannot be kept as current."""
+        WRITE_LISTENERS.notify(self, None if keys is None else list(keys), prefix)
+
+    def cache_tokens(self, keys: Sequence[str]) -> list[Any]:
+        """What identifies the stored version of each key (``capabilities.cache_tokens``
+        stores only)."""
+        raise NotImplementedError(f"{type(self).__name__} has no cache tokens")
+
+    def timestamp_probe(self) -> Any:
+        """How fine the timestamps of the cache tokens are (``capabilities.
+        timestamped_tokens`` stores only); None when unknown."""
+        return None
+
     # -- single-key operations -----------------------------------------------------
     @abstractmethod
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
@@ -284,7 +268,7 @@ class Store(ABC):
         is ``generation`` (``ANY``: always; ``ABSENT``: only if the key is missing).
         Each item is atomic on its own; returns, per item, whether it was applied.
 
-        The default (``supports_conditional_writes`` False) applies every item without
+        The default (``capabilities.conditional_writes`` False) applies every item without
         checking."""
         self._check_writable(items[0][0] if items else "")
         to_set = [(k, v) for k, v, _ in items if v is not None]
@@ -365,7 +349,7 @@ class Store(ABC):
         ``max_bytes`` as for ``get_many``).
 
         A view shows the value stored when it was looked up (writes replace values, they
-        do not change a view handed out). Only ``zero_copy_views`` stores avoid copies;
+        do not change a view handed out). Only ``capabilities.zero_copy_views`` stores avoid copies;
         the default is ``get_many``.
         """
         return bounded_get_many(self, keys, max_bytes)

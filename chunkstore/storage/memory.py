@@ -19,6 +19,7 @@ from chunkstore.storage.base import (
     validate_prefix,
 )
 from chunkstore.storage.bounds import too_large, wrong_size
+from chunkstore.storage.capabilities import Capabilities
 
 
 class MemoryStore(Store):
@@ -30,12 +31,12 @@ class MemoryStore(Store):
 
     #: values are handed out in place (``get_views``): a few elements of a large raw
     #: chunk are copied out of it, and its size is checked as on local files
-    zero_copy_views = True
-    supports_partial_reads = True
-    supports_conditional_writes = True
-    supports_conditional_delete = True
-    snapshot_ranges = True
-    process_local = True
+    capabilities = Capabilities(
+        partial_reads=True, zero_copy_views=True, request_cost_bytes=4096,
+        conditional_writes=True, conditional_delete=True, conditional_writes_ignored=False,
+        writes_arrays=False, reads_arrays=False, snapshot_ranges=True, remote=False,
+        process_local=True, blocking_commits=False, write_batch_bytes=None,
+        cache_tokens=True, timestamped_tokens=False)
 
     def __init__(self, data: MutableMapping[str, bytes] | None = None, read_only: bool = False):
         super().__init__(read_only)
@@ -142,11 +143,15 @@ class MemoryStore(Store):
         value = bytes(value)
         with self._lock:
             self._data[validate_key(key)] = value
+        if not self.capabilities.cache_tokens:  # a subclass without them: say so
+            self._notify_written([key])
 
     def delete(self, key: str) -> None:
         self._check_writable(key)
         with self._lock:
             self._data.pop(validate_key(key), None)
+        if not self.capabilities.cache_tokens:
+            self._notify_written([key])
 
     def get_versioned_many(self, keys: Sequence[str], max_bytes: int | None = None
                            ) -> list[tuple[bytes | None, Any]]:
@@ -179,6 +184,8 @@ class MemoryStore(Store):
                     done.append(True)
                 else:
                     done.append(False)
+        if not self.capabilities.cache_tokens:
+            self._notify_written([key for key, _, _ in items])
         return done
 
     def location(self) -> Any:

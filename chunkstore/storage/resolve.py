@@ -12,7 +12,7 @@ from chunkstore.storage.errors import InvalidStoreError
 from chunkstore.storage.fsspec.setup import protocols
 from chunkstore.storage.local.store import LocalStore
 from chunkstore.storage.memory import MemoryStore
-from chunkstore.storage.s3_backend import BACKEND_VARIABLE, BACKENDS, s3_store  # noqa: F401 (re-exported)
+from chunkstore.storage.s3_backend import s3_store
 from chunkstore.storage.zarr_stores import from_zarr_store
 from chunkstore.storage.zip.store import ZipStore
 

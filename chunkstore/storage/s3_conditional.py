@@ -10,7 +10,7 @@ conditional write won) when the object changed, which means "not applied". An
 Verified, not assumed: some S3-compatible servers (older MinIO, gateways that strip the
 headers) accept conditional requests and apply them unconditionally, so writers of one
 object would silently undo each other's updates. Before an S3 store's first conditional
-commit (:class:`ProbedConditions`), a probe object under its root is created with
+commit (:func:`honoured`), a probe object under its root is created with
 ``If-None-Match: *``, created again (which must be refused), overwritten with a stale
 ``If-Match`` (refused) and deleted with one (refused) before it is removed; the result
 is kept per process, endpoint and bucket in :func:`conditional_probes`. A server that
@@ -266,63 +266,26 @@ def conditional_probes() -> ConditionalProbes:
     return current().part(ConditionalProbes)
 
 
-class ProbedConditions:
-    """The capability flags of an S3 store, verified by a probe before they are relied on
-    (a mixin placed before ``Store``). The store sets ``_conditional_requests`` (its
-    client can send conditional PUTs) and ``_conditional_delete`` (and DELETEs), and
-    provides ``location()``, ``read_only``, ``_where()``, ``_failure()`` and
-    ``_probe_conditions()`` (the probe through its own client, see
-    :func:`probe_conditions`). A read-only store
-    never probes: it reports what is known in this process, else what the client can
-    send."""
+def probe_location(location: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``(endpoint, bucket)`` of an S3 store's canonical ``location()`` (``("s3",
+    "bucket/prefix", endpoint)``): the key of :func:`conditional_probes`."""
+    return (location[2], location[1].split("/", 1)[0])
 
-    _conditional_requests: bool = False
-    _conditional_delete: bool = False
 
-    @property
-    def supports_conditional_writes(self) -> bool:  # type: ignore[override]
-        """``commit_many`` checks generations (the server was found to honour them)."""
-        return self._conditional_requests and self._conditions().writes
+def honoured(key: tuple[Any, ...], read_only: bool, probe: Callable[[], Conditions],
+             where: str) -> Conditions:
+    """What the server at ``key`` (:func:`probe_location`) honours: probed with
+    ``probe()`` the first time in this process (see :class:`ConditionalProbes`). A
+    read-only store never probes: it gets what is known in this process, else what the
+    client can send."""
+    if read_only:
+        return conditional_probes().known(key) or _ASSUMED
+    return conditional_probes().get(key, probe, where)
 
-    @property
-    def supports_conditional_delete(self) -> bool:  # type: ignore[override]
-        """A conditional commit may delete (the server honours ``If-Match`` there too)."""
-        return self._conditional_delete and self._conditions().deletes
 
-    @property
-    def conditional_writes_ignored(self) -> bool:  # type: ignore[override]
-        """The client sends conditions but the server was found to ignore them."""
-        return self._conditional_requests and not self._conditions().writes
-
-    def _commits_checked(self, keys: Sequence[str]) -> bool:
-        """``supports_conditional_writes`` before committing ``keys``: a failed probe
-        (e.g. an unreachable endpoint) is reported as a failure to write them."""
-        try:
-            return self.supports_conditional_writes
-        except Exception as e:
-            raise self._failure("writing", keys, e) from e  # type: ignore[attr-defined]
-
-    @property
-    def _versioned_reads(self) -> bool:
-        """Whether versioned reads return ETags: where conditions can be sent, unless
-        the server is already known to ignore them (reads never probe: an ETag is a
-        true generation anyway, and commits decide whether to use it)."""
-        if not self._conditional_requests:
-            return False
-        known = conditional_probes().known(self._probe_location())
-        return known is None or known.writes
-
-    def _probe_location(self) -> tuple[Any, ...]:
-        """``(endpoint, bucket)``, canonical (``location()``): the registry's key."""
-        key = self.__dict__.get("_probed_at")
-        if key is None:
-            where: Any = self.location()  # type: ignore[attr-defined]
-            key = self.__dict__["_probed_at"] = (where[2], where[1].split("/", 1)[0])
-        return key
-
-    def _conditions(self) -> Conditions:
-        key = self._probe_location()
-        if self.read_only:  # type: ignore[attr-defined]
-            return conditional_probes().known(key) or _ASSUMED
-        return conditional_probes().get(key, self._probe_conditions,  # type: ignore[attr-defined]
-                                      self._where())  # type: ignore[attr-defined]
+def versioned_reads(key: tuple[Any, ...]) -> bool:
+    """Whether versioned reads of a store that can send conditions return ETags: unless
+    the server at ``key`` is already known to ignore conditions (reads never probe: an
+    ETag is a true generation anyway, and commits decide whether to use it)."""
+    known = conditional_probes().known(key)
+    return known is None or known.writes

@@ -1,128 +1,27 @@
 """Versioned reads and conditional commits (``get_versioned_many`` / ``commit_many``).
 
-One conformance suite runs on every store; stores without compare-and-swap (zip, plain
-fsspec file systems) must say so and then apply every item. Real processes then race
-on one object through ``chunkstore.io.rmw.update_object`` on LocalStore and on S3
+Their conformance on every store is part of the store contract suite
+(``chunkstore.testing.store_contract``, run in ``test_stores.py``). Here: real processes
+race on one object through ``chunkstore.io.rmw.update_object`` on LocalStore and on S3
 (moto's server), and the final content must be exact.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
-import uuid
 
 import pytest
 
 from chunkstore.io.rmw import update_object
-from chunkstore.storage import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
+from chunkstore.storage import FsspecStore, LocalStore, MemoryStore, Store
 from chunkstore.storage.base import ABSENT, ANY
-
-KINDS = ["memory", "local", "zip", "fsspec-memory", "s3"]
-CAS = {"memory": True, "local": True, "zip": False, "fsspec-memory": False, "s3": True}
 
 
 def open_store(kind: str, where: str, options: dict | None = None) -> Store:
-    """A store of ``kind`` at ``where`` (a directory, an archive path or a URL)."""
+    """A store of ``kind`` at ``where`` (a directory or a URL)."""
     if kind == "local":
         return LocalStore(where)
-    if kind == "zip":
-        return ZipStore(where, mode="a")
     return FsspecStore(where, storage_options=options)
-
-
-@pytest.fixture(params=KINDS)
-def store(request, tmp_path):
-    kind = request.param
-    if kind == "memory":
-        st: Store = MemoryStore()
-    elif kind == "s3":
-        url, options = request.getfixturevalue("s3_bucket")
-        st = open_store("s3", url + "/cas.zarr", options)
-    elif kind == "fsspec-memory":
-        st = open_store(kind, f"memory://cas-{uuid.uuid4().hex}")
-    else:
-        st = open_store(kind, str(tmp_path / ("cas.zip" if kind == "zip" else "cas.zarr")))
-    st.kind = kind  # type: ignore[attr-defined]
-    yield st
-    st.close()
-
-
-def test_capability_flags(store):
-    assert store.supports_conditional_writes is CAS[store.kind]
-    assert store.supports_conditional_delete is CAS[store.kind]
-
-
-def test_absent_creates_once(store):
-    assert store.commit_many([("a/k", b"first", ABSENT)]) == [True]
-    second = store.commit_many([("a/k", b"second", ABSENT)])
-    if store.supports_conditional_writes:
-        assert second == [False] and store.get("a/k") == b"first"
-    else:
-        assert second == [True] and store.get("a/k") == b"second"
-
-
-def test_stale_generation_fails_fresh_one_applies(store):
-    store.set("c/0", b"v1")
-    value, generation = store.get_versioned("c/0")
-    assert value == b"v1"
-    store.set("c/0", b"v2")  # another writer replaces the object
-    applied = store.set_if("c/0", b"from-v1", generation)
-    if not store.supports_conditional_writes:
-        assert applied and store.get("c/0") == b"from-v1"
-        return
-    assert not applied and store.get("c/0") == b"v2"
-    value, generation = store.get_versioned("c/0")
-    assert value == b"v2"
-    assert store.set_if("c/0", b"from-v2", generation)
-    assert store.get("c/0") == b"from-v2"
-    assert not store.set_if("c/0", b"again", generation)  # used up by the commit
-
-
-def test_same_size_same_content_replacement(store):
-    """A replacement by identical bytes may pass the check (harmless); different bytes
-    of the same size must not."""
-    store.set("k", b"aaaa")
-    _, generation = store.get_versioned("k")
-    store.set("k", b"bbbb")
-    if store.supports_conditional_writes:
-        assert not store.set_if("k", b"cccc", generation)
-        assert store.get("k") == b"bbbb"
-
-
-def test_any_always_applies(store):
-    assert store.commit_many([("x", b"1", ANY), ("y/z", b"2", ANY)]) == [True, True]
-    assert store.commit_many([("x", b"3", ANY), ("y/z", None, ANY)]) == [True, True]
-    assert store.get("x") == b"3" and store.get("y/z") is None
-    assert store.commit_many([("never/was", None, ANY)]) == [True]
-
-
-def test_delete_with_generation(store):
-    store.set("d/k", b"v1")
-    _, old = store.get_versioned("d/k")
-    store.set("d/k", b"v2")
-    _, current = store.get_versioned("d/k")
-    if store.supports_conditional_delete:
-        assert store.set_if("d/k", None, old) is False and store.get("d/k") == b"v2"
-        assert store.set_if("d/k", None, current) is True
-        assert store.get("d/k") is None and store.get_versioned("d/k") == (None, ABSENT)
-        assert store.set_if("d/k", b"x", current) is False  # gone: If-Match fails
-    else:
-        assert store.set_if("d/k", None, current) is True and store.get("d/k") is None
-
-
-def test_batch_reports_each_item(store):
-    store.set_many({"b/1": b"1", "b/2": b"2"})
-    found = store.get_versioned_many(["b/1", "b/2", "b/missing"])
-    assert [v for v, _ in found] == [b"1", b"2", None] and found[2][1] is ABSENT
-    store.set("b/2", b"changed")
-    result = store.commit_many([("b/1", b"1+", found[0][1]), ("b/2", b"2+", found[1][1]),
-                                ("b/missing", b"new", ABSENT), ("b/3", b"3", ANY)])
-    if store.supports_conditional_writes:
-        assert result == [True, False, True, True]
-        assert store.get("b/2") == b"changed"
-    else:
-        assert result == [True] * 4
-    assert store.get("b/1") == b"1+" and store.get("b/missing") == b"new"
 
 
 def test_local_commits_leave_no_temp_or_lock_files(tmp_path):

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from chunkstore.errors import InvalidKeyError
-from chunkstore.storage.local.reads import _INLINE_READ_BYTES
+from chunkstore.storage.local.reads import INLINE_READ_BYTES
 from chunkstore.storage.local.store import LocalStore
 
 
@@ -54,7 +54,7 @@ def test_get_many_follows_symlink_inside_root(tmp_path, store):
 
 def test_get_many_large_values_use_the_pool_and_keep_order(tmp_path):
     st = LocalStore(tmp_path / "big")
-    big = {f"b/{i}": bytes([i]) * (_INLINE_READ_BYTES + 1 + i) for i in range(20)}
+    big = {f"b/{i}": bytes([i]) * (INLINE_READ_BYTES + 1 + i) for i in range(20)}
     st.set_many(big)
     keys = ["b/missing", "b/0"] + [f"b/{i}" for i in range(19, 0, -1)] + ["b/missing2"]
     got = st.get_many(keys)

@@ -141,7 +141,7 @@ def test_locations_name_the_real_directory(tmp_path):
 def test_file_urls_resolve_to_confined_stores(tmp_path):
     st = resolve_store(f"file://{tmp_path}/u.zarr")
     assert isinstance(st, LocalStore) and st.root == tmp_path / "u.zarr"
-    assert st.supports_conditional_writes
+    assert st.capabilities.conditional_writes
     assert isinstance(resolve_store(f"file://{tmp_path}/u.zip", mode="w"), ZipStore)
     assert resolve_store(f"file://{tmp_path}/u.zarr", mode="r").read_only
     with pytest.raises(TypeError, match="storage_options"):

@@ -17,7 +17,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.storage import FsspecStore
-from chunkstore.storage.fsspec import store as fsspec_store_module
+from chunkstore.storage.fsspec import writes as fsspec_writes_module
 
 N = 6  # arrays per group
 
@@ -167,8 +167,8 @@ def test_set_many_streams_through_a_bounded_window(s3, monkeypatch):
     store, counter = s3
     st = store()
     fs = st.fs
-    monkeypatch.setattr(fsspec_store_module, "PUT_WINDOW_REQUESTS", 3)
-    monkeypatch.setattr(fsspec_store_module, "PUT_WINDOW_BYTES", 2500)
+    monkeypatch.setattr(fsspec_writes_module, "PUT_WINDOW_REQUESTS", 3)
+    monkeypatch.setattr(fsspec_writes_module, "PUT_WINDOW_BYTES", 2500)
     real = fs._pipe_file
     active = peak = 0
 
@@ -189,7 +189,7 @@ def test_set_many_streams_through_a_bounded_window(s3, monkeypatch):
     assert counter.take() == {"PUT": 20}
     assert st.get_many(list(values)) == list(values.values())
     peak = 0
-    monkeypatch.setattr(fsspec_store_module, "PUT_WINDOW_BYTES", 1 << 20)
+    monkeypatch.setattr(fsspec_writes_module, "PUT_WINDOW_BYTES", 1 << 20)
     st.set_many(values)
     assert peak == 3
     counter.take()

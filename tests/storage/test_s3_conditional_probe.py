@@ -195,14 +195,14 @@ def test_probe_finds_ignored_conditions_once(s3_bucket_both, s3_bucket, proxy_to
     reader = resolve_store(url, mode="r", storage_options=options)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConditionalWritesWarning)
-        assert reader.supports_conditional_writes  # what the client can send: not probed
-        assert not reader.conditional_writes_ignored and reader.get("k") == b"v"
+        assert reader.capabilities.conditional_writes  # what the client can send: not probed
+        assert not reader.capabilities.conditional_writes_ignored and reader.get("k") == b"v"
     assert proxy.writes() == []
 
     st = resolve_store(url + "/x.zarr", storage_options=options)
     with pytest.warns(ConditionalWritesWarning, match=r"does not honour conditional"):
-        assert st.supports_conditional_writes is False
-    assert st.supports_conditional_delete is False and st.conditional_writes_ignored
+        assert st.capabilities.conditional_writes is False
+    assert st.capabilities.conditional_delete is False and st.capabilities.conditional_writes_ignored
     assert ("PUT", ["if-none-match"]) in proxy.probes()  # sent, and stripped on the way
     probed = len(proxy.log)
     other = "fsspec" if options["backend"] == "obstore" else "obstore"
@@ -211,14 +211,14 @@ def test_probe_finds_ignored_conditions_once(s3_bucket_both, s3_bucket, proxy_to
         for backend in (options["backend"], other):
             again = resolve_store(url + "/y.zarr", storage_options={**options,
                                                                     "backend": backend})
-            assert not again.supports_conditional_writes and again.conditional_writes_ignored
-        assert not reader.supports_conditional_writes  # now known in this process
+            assert not again.capabilities.conditional_writes and again.capabilities.conditional_writes_ignored
+        assert not reader.capabilities.conditional_writes  # now known in this process
     assert len(proxy.log) == probed  # no second probe
 
     half = proxy_to(strip=("if-match",))
     st = resolve_store(url, storage_options=_through(half, s3_bucket_both)[1])
     with pytest.warns(ConditionalWritesWarning):
-        assert not st.supports_conditional_writes
+        assert not st.capabilities.conditional_writes
     assert ("PUT", ["if-match"]) in half.probes()
     assert _left_objects(s3_bucket) == ["k"]
 
@@ -230,7 +230,7 @@ def test_server_answering_not_implemented(s3_bucket, proxy_to):
     url, options = _through(proxy, (s3_bucket[0], {"backend": "fsspec"}))
     st = resolve_store(url, storage_options=options)
     with pytest.warns(ConditionalWritesWarning):
-        assert not st.supports_conditional_writes
+        assert not st.capabilities.conditional_writes
     assert st.set_if("k", b"v", ABSENT)  # unchecked now: no 501 reaches it
     assert st.get("k") == b"v" and _left_objects(s3_bucket) == ["k"]
 
@@ -269,8 +269,8 @@ def test_probe_passes_on_a_server_honouring_conditions(s3_bucket_both, s3_bucket
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConditionalWritesWarning)
         st = resolve_store(url, storage_options=options)
-        assert st.supports_conditional_writes and st.supports_conditional_delete
-        assert not st.conditional_writes_ignored
+        assert st.capabilities.conditional_writes and st.capabilities.conditional_delete
+        assert not st.capabilities.conditional_writes_ignored
         _new_sharded(url, options)
         assert _race(url, options, total=16) == [None] * WRITERS
     expected = np.zeros(TOTAL, "i4")

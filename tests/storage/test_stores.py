@@ -1,7 +1,9 @@
-"""One contract suite that every Store runs, then store-specific tests.
+"""The store contract suite (``chunkstore.testing.store_contract``) on every store, then
+store-specific tests.
 
-The same assertions run on MemoryStore, LocalStore, ZipStore, FsspecStore on
-``memory://`` and FsspecStore on a real S3 HTTP endpoint (moto's server mode).
+The contract runs on MemoryStore, LocalStore, ZipStore, FsspecStore on ``memory://`` and
+FsspecStore on a real S3 HTTP endpoint (moto's server mode); ObstoreStore's run is in
+``tests/test_obstore_s3.py``.
 """
 
 from __future__ import annotations
@@ -11,206 +13,54 @@ import pickle
 import threading
 import uuid
 import zipfile
+from typing import Any
 
-import numpy as np
 import pytest
 
 from chunkstore.errors import InvalidKeyError, ReadOnlyError
 from chunkstore.storage import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
-
-KINDS = ["memory", "local", "zip", "fsspec-memory", "s3"]
-
-
-@pytest.fixture(params=KINDS)
-def kind(request):
-    return request.param
+from chunkstore.testing.store_contract import StoreContract
 
 
-@pytest.fixture
-def make_store(kind, tmp_path, request):
-    """A factory of fresh, empty stores of one kind (all on the same location)."""
-    made: list[Store] = []
-    if kind == "s3":
+class TestMemoryStore(StoreContract):
+    conditional_writes = conditional_delete = True
+
+    def location(self, request: pytest.FixtureRequest) -> dict:
+        return {}
+
+    def make_store(self, location: dict) -> Store:
+        return MemoryStore(location)
+
+
+class TestLocalStore(StoreContract):
+    conditional_writes = conditional_delete = True
+
+    def make_store(self, location: Any) -> Store:
+        return LocalStore(location / "root.zarr")
+
+
+class TestZipStore(StoreContract):
+    def make_store(self, location: Any) -> Store:
+        return ZipStore(location / "root.zip", mode="a")
+
+
+class TestFsspecMemory(StoreContract):
+    def location(self, request: pytest.FixtureRequest) -> str:
+        return f"memory://contract-{uuid.uuid4().hex}"
+
+    def make_store(self, location: str) -> Store:
+        return FsspecStore(location)
+
+
+class TestFsspecS3(StoreContract):
+    conditional_writes = conditional_delete = True
+
+    def location(self, request: pytest.FixtureRequest) -> tuple[str, dict]:
         url, options = request.getfixturevalue("s3_bucket")
-        url += "/root.zarr"
-    elif kind == "fsspec-memory":
-        url, options = f"memory://contract-{uuid.uuid4().hex}", None
-    data: dict = {}
+        return url + "/root.zarr", options
 
-    def factory() -> Store:
-        if kind == "memory":
-            st = MemoryStore(data)
-        elif kind == "local":
-            st = LocalStore(tmp_path / "root.zarr")
-        elif kind == "zip":
-            st = ZipStore(tmp_path / "root.zip", mode="a")
-        else:
-            st = FsspecStore(url, storage_options=options)
-        made.append(st)
-        return st
-
-    yield factory
-    for st in made:
-        st.close()
-
-
-@pytest.fixture
-def store(make_store):
-    return make_store()
-
-
-def fill(store: Store) -> dict[str, bytes]:
-    items = {"zarr.json": b"{}", "a/zarr.json": b'{"x": 1}', "a/c/0/0": bytes(range(10)),
-             "a/c/0/1": b"second", "a/cc": b"sibling", "b/deep/er/key": b"deep"}
-    store.set_many(items)
-    return items
-
-
-# -- the contract -------------------------------------------------------------------------
-def test_set_get_exists_getsize_delete(store):
-    assert store.get("k/v") is None
-    assert not store.exists("k/v")
-    assert store.getsize("k/v") is None
-    store.set("k/v", b"hello")
-    assert store.get("k/v") == b"hello"
-    assert store.exists("k/v") and store.getsize("k/v") == 5
-    assert not store.exists("k")  # a "directory" is not a key
-    store.set("k/v", b"replaced, longer")
-    assert store.get("k/v") == b"replaced, longer"
-    store.delete("k/v")
-    assert store.get("k/v") is None and not store.exists("k/v")
-    store.delete("k/v")  # missing: not an error
-
-
-def test_values_accept_buffers(store):
-    arr = np.arange(6, dtype="<u2")
-    store.set("np", arr)
-    store.set("mv", memoryview(b"abc"))
-    store.set("ba", bytearray(b"xyz"))
-    assert store.get("np") == arr.tobytes()
-    assert store.get("mv") == b"abc" and store.get("ba") == b"xyz"
-    assert isinstance(store.get("np"), bytes)
-
-
-def test_empty_value(store):
-    store.set("empty", b"")
-    assert store.get("empty") == b"" and store.exists("empty")
-    assert store.get("empty", (0, None)) == b"" and store.get("empty", (-4, None)) == b""
-    assert store.get_ranges([("empty", (0, 10))]) == [b""]
-    assert store.getsize("empty") == 0
-
-
-def test_listing(store):
-    items = fill(store)
-    assert sorted(store.list()) == sorted(items)
-    assert sorted(store.list_prefix("a/")) == ["a/c/0/0", "a/c/0/1", "a/cc", "a/zarr.json"]
-    assert sorted(store.list_prefix("a/c")) == ["a/c/0/0", "a/c/0/1", "a/cc"]
-    assert sorted(store.list_prefix("a/c/")) == ["a/c/0/0", "a/c/0/1"]
-    assert list(store.list_prefix("nope/")) == []
-    assert sorted(store.list_dir("")) == ["a", "b", "zarr.json"]
-    assert sorted(store.list_dir("a")) == ["c", "cc", "zarr.json"]
-    assert sorted(store.list_dir("a/")) == ["c", "cc", "zarr.json"]
-    assert sorted(store.list_dir("b/deep")) == ["er"]
-    assert list(store.list_dir("missing")) == []
-
-
-def test_byte_ranges(store):
-    value = bytes(range(10))
-    store.set("r", value)
-    assert store.get("r", (0, 3)) == value[:3]
-    assert store.get("r", (2, None)) == value[2:]
-    assert store.get("r", (4, 7)) == value[4:7]
-    assert store.get("r", (-3, None)) == value[-3:]          # suffix range
-    assert store.get("r", (-100, None)) == value             # suffix longer than value
-    assert store.get("r", (5, 5)) == b""
-    assert store.get("r", (8, 100)) == value[8:]            # stop past the end
-    assert store.get("r", (20, None)) == b""                 # start past the end
-    assert store.get("missing", (0, 3)) is None
-
-
-def test_get_ranges_batch(store):
-    store.set_many({"x": b"0123456789", "y": b"abcdef"})
-    out = store.get_ranges([("x", (1, 3)), ("missing", (0, 2)), ("y", None), ("x", (-2, None)),
-                            ("y", (2, 4))])
-    assert out == [b"12", None, b"abcdef", b"89", b"cd"]
-
-
-def test_get_many_with_missing_keys(store):
-    items = fill(store)
-    keys = ["a/c/0/1", "nope", "zarr.json", "a/c/9/9", "a/c/0/1"]
-    assert store.get_many(keys) == [items["a/c/0/1"], None, b"{}", None, items["a/c/0/1"]]
-    assert store.get_many([]) == []
-    assert store.get_many(["only/missing"]) == [None]
-
-
-def test_keys_with_glob_characters_are_literal(store):
-    store.set_many({"g/x[1]": b"bracket", "g/x1": b"plain", "g/star*?": b"star"})
-    assert store.get_many(["g/x[1]", "g/star*?", "g/x*"]) == [b"bracket", b"star", None]
-    assert sorted(store.list_dir("g")) == ["star*?", "x1", "x[1]"]
-
-
-def test_set_many_mapping_and_pairs(store):
-    store.set_many({"m/1": b"one", "m/2": b"two"})
-    store.set_many([("p/1", b"uno"), ("m/1", b"ONE")])
-    assert store.get_many(["m/1", "m/2", "p/1"]) == [b"ONE", b"two", b"uno"]
-
-
-def test_delete_many_and_prefix(store):
-    fill(store)
-    store.set("ab/x", b"not under a/")
-    store.delete_many(["zarr.json", "not-there"])
-    assert store.get("zarr.json") is None
-    store.delete_prefix("a")
-    assert sorted(store.list()) == ["ab/x", "b/deep/er/key"]
-    assert list(store.list_dir("a")) == []
-    store.delete_prefix("")
-    assert list(store.list()) == []
-
-
-def test_read_only_refuses_writes(store):
-    fill(store)
-    ro = store.with_read_only()
-    assert ro.read_only and not store.read_only
-    assert ro.get("a/cc") == b"sibling"
-    for call in (lambda: ro.set("a/cc", b"x"), lambda: ro.delete("a/cc"),
-                 lambda: ro.set_many({"n": b"1"}), lambda: ro.delete_prefix("a"),
-                 lambda: ro.delete_many(["a/cc"])):
-        with pytest.raises(ReadOnlyError):
-            call()
-    assert store.get("a/cc") == b"sibling" and store.get("n") is None
-
-
-BAD_KEYS = ["", "/abs/key", "a/../b", "..", "../escape", "a\\b", "a//b", "./a", "a/", "C:/x",
-            "nul\x00byte"]
-
-
-@pytest.mark.parametrize("bad", BAD_KEYS)
-def test_invalid_keys_are_refused_and_named(store, bad):
-    with pytest.raises(InvalidKeyError) as info:
-        store.set(bad, b"x")
-    if bad:
-        assert repr(bad) in str(info.value)
-    with pytest.raises(InvalidKeyError):
-        store.get(bad)
-    assert list(store.list()) == []
-
-
-def test_pickle_round_trip(store):
-    items = fill(store)
-    store.close()  # a ZipStore commits its session here; others just drop resources
-    clone = pickle.loads(pickle.dumps(store))
-    assert type(clone) is type(store) and clone.read_only == store.read_only
-    assert clone.get_many(sorted(items)) == [items[k] for k in sorted(items)]
-    ro = pickle.loads(pickle.dumps(store.with_read_only()))
-    assert ro.read_only and ro.get("a/cc") == b"sibling"
-
-
-def test_reopen_sees_data(make_store):
-    first = make_store()
-    items = fill(first)
-    first.close()
-    second = make_store()
-    assert sorted(second.list()) == sorted(items)
+    def make_store(self, location: tuple[str, dict]) -> Store:
+        return FsspecStore(location[0], storage_options=location[1])
 
 
 # -- LocalStore ---------------------------------------------------------------------------
@@ -318,7 +168,7 @@ def test_zip_slip_names(tmp_path):
 def test_zip_deflated_ranges(tmp_path):
     value = bytes(range(256)) * 40
     with ZipStore(tmp_path / "c.zip", mode="w", compression=zipfile.ZIP_DEFLATED) as z:
-        assert not z.supports_partial_reads
+        assert not z.capabilities.partial_reads
         z.set("v", value)
         assert z.get("v", (1000, 1010)) == value[1000:1010]
     z = ZipStore(tmp_path / "c.zip")

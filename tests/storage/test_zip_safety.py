@@ -19,7 +19,7 @@ from chunkstore.storage.resolve import resolve_store
 
 def test_capabilities_and_location(tmp_path):
     z = ZipStore(tmp_path / "a.zip", mode="w")
-    assert not z.supports_conditional_writes and not z.supports_conditional_delete
+    assert not z.capabilities.conditional_writes and not z.capabilities.conditional_delete
     assert z.location() == ("zip", os.path.realpath(tmp_path / "a.zip"))
     z.close()
 

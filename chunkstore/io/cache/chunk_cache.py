@@ -67,8 +67,8 @@ from chunkstore.io.cache.lru import LRUCache
 from chunkstore.io.cache.place import Place, _immutable, _same, fingerprint, store_id
 from chunkstore.io.cache.stamps import DEFAULT_WINDOW_NS, StampWindows
 from chunkstore.runtime import current
+from chunkstore.runtime.writes import WRITE_LISTENERS
 from chunkstore.sizes import whole_number
-from chunkstore.storage import write_events
 
 __all__ = ["DEFAULT_WINDOW_NS", "FILL", "ChunkCache", "Place", "clear", "fingerprint",
            "forget_prefix", "from_argument", "off", "resolve", "shared", "store_id", "tokens"]
@@ -387,7 +387,7 @@ def forget_prefix(store: Any, prefix: str) -> None:
 
 
 def _on_store_write(store: Any, keys: list[str] | None, prefix: str | None) -> None:
-    """A write through a store's own methods (``write_events``): forget what it touched."""
+    """A write through a store's own methods (``Store._notify_written``): forget what it touched."""
     if prefix is not None:
         forget_prefix(store, prefix)
         return
@@ -396,7 +396,7 @@ def _on_store_write(store: Any, keys: list[str] | None, prefix: str | None) -> N
         shared().invalidate(place, keys)  # every cache of the process, not only this one
 
 
-write_events.add_listener(_on_store_write)
+WRITE_LISTENERS.add(_on_store_write)
 
 
 def _caches() -> list[ChunkCache]:
@@ -422,14 +422,14 @@ def tokens(store: Any, keys: Sequence[str], cache: ChunkCache | None = None
     local file's version changed too recently to be told from the next one is
     :class:`~chunkstore.io.cache.stamps.Unsettled` (what is read with it is not kept),
     by the windows ``cache`` (default: the process-wide one) measured."""
-    fn = getattr(store, "cache_tokens", None)
-    if fn is None:
+    capabilities = store.capabilities
+    if not capabilities.cache_tokens:
         return None
-    if getattr(store, "timestamp_probe", None) is None:
-        return fn(keys)
+    if not capabilities.timestamped_tokens:
+        return store.cache_tokens(keys)
     since = time.time_ns()  # before the stats: a token is judged by its age then
     stamps = (cache if cache is not None else shared()).stamps
-    return stamps.settle(store, fn(keys), since)
+    return stamps.settle(store, store.cache_tokens(keys), since)
 
 
 def scatter(hits: Sequence[tuple[Any, Any]], out: np.ndarray, fill: Any, item_bytes: int

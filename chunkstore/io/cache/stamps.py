@@ -92,8 +92,7 @@ class StampWindows:
         with self._lock:
             entry = self._roots.get(key)
             if entry is None:
-                probe = getattr(store, "timestamp_probe", None)
-                stamps = None if probe is None else probe()
+                stamps = store.timestamp_probe()
                 entry = (None, DEFAULT_WINDOW_NS) if stamps is None else (
                     stamps.device, stamps.resolution_ns + stamps.lag_ns + TICK_NS)
                 while len(self._roots) >= _MAX_ROOTS:

@@ -13,7 +13,7 @@
 
 Each function returns, per item, its result or the exception raised for it (as
 ``cat_ranges(on_error="return")`` does), run concurrently on s3fs's event loop.
-:class:`FsspecSizedReads` is the part of FsspecStore that uses them.
+FsspecStore uses them.
 """
 
 from __future__ import annotations
@@ -22,10 +22,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from chunkstore.errors import ChunkstoreError
-from chunkstore.storage.base import ABSENT, ANY, ByteRange, Store
-from chunkstore.storage.bounds import too_large, wrong_size
-from chunkstore.storage.fsspec.writes import FsspecWrites
+from chunkstore.storage.base import ABSENT, ANY
 from chunkstore.storage.s3_conditional import ETag
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
@@ -170,7 +167,7 @@ def object_size(fs: Any, path: str) -> int | None:
     return size
 
 
-def _is_invalid_range(error: BaseException) -> bool:
+def is_invalid_range(error: BaseException) -> bool:
     """Whether ``error`` (as s3fs raises it, botocore's error as its cause) is S3's 416
     InvalidRange: no range fits an empty object."""
     seen: BaseException | None = error
@@ -185,74 +182,3 @@ def _is_invalid_range(error: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-class FsspecSizedReads(FsspecWrites):
-    """The reads of FsspecStore that check sizes (a mixin: the store provides ``fs``,
-    ``_path``, ``_read``, ``_remote`` and ``_failure``)."""
-
-    def get_versioned_many(self, keys: Sequence[str], max_bytes: int | None = None
-                           ) -> list[tuple[bytes | None, Any]]:
-        """As FsspecWrites'; with ``max_bytes`` on S3, GETs of at most ``max_bytes + 1``
-        bytes whose object size is read from their headers before the body (a larger
-        object: ObjectSizeError, its body never downloaded)."""
-        if max_bytes is None:
-            return super().get_versioned_many(keys)
-        if not self._versioned_reads:
-            return Store.get_versioned_many(self, keys, max_bytes)
-        paths = [self._path(k) for k in keys]
-        with self._remote("reading", keys):
-            found = s3_get_versioned_bounded(self.fs, paths, max_bytes)
-        for key, item in zip(keys, found, strict=True):
-            if isinstance(item, BaseException) and (
-                    isinstance(item, ChunkstoreError) or not _is_invalid_range(item)):
-                raise item if isinstance(item, ChunkstoreError) else (
-                    self._failure("reading", [key], item)) from item
-        empty = [i for i, item in enumerate(found) if isinstance(item, BaseException)]
-        if empty:  # an empty object, which no range fits (416): read whole
-            again = super().get_versioned_many([keys[i] for i in empty])
-            for i, item in zip(empty, again, strict=True):
-                found[i] = item
-        for key, (value, generation) in zip(keys, found, strict=True):
-            if value is None and type(generation) is int:
-                raise too_large(self, key, generation, max_bytes)
-        return found
-
-    def _check_sizes(self, requests: Sequence[tuple[str, ByteRange | None]],
-                     results: list[bytes | None], sizes: dict[str, int | None],
-                     object_size: int) -> None:
-        """Every key found holds ``object_size`` bytes (sizes not learned from the reads
-        are asked for, concurrently), else ObjectSizeError naming it."""
-        found = list(dict.fromkeys(k for (k, _), v in zip(requests, results, strict=True)
-                                   if v is not None))
-        unknown = [k for k in found if k not in sizes]
-        if unknown:
-            with self._remote("reading", unknown):
-                got = object_sizes(self.fs, [self._path(k) for k in unknown])
-            for key, size in zip(unknown, got, strict=True):
-                if isinstance(size, BaseException):
-                    raise self._failure("reading", [key], size) from size
-                sizes[key] = size
-        for key in found:
-            size = sizes[key]
-            if size is not None and size != object_size:
-                raise wrong_size(self, key, size, object_size)
-
-    def _read_bounded(self, keys: Sequence[str], max_bytes: int) -> list[bytes | None]:
-        """Whole values, each read as its first ``max_bytes + 1`` bytes: one more than
-        that means a larger object (refused, ObjectSizeError)."""
-        values = self._read([(k, (0, max_bytes + 1)) for k in keys])
-        for key, value in zip(keys, values, strict=True):
-            if value is not None and len(value) > max_bytes:
-                raise too_large(self, key, len(value), max_bytes, at_least=True)
-        return values
-
-    def _get_sized(self, keys: Sequence[str], paths: list[str], starts: list[Any],
-                   ends: list[Any], sizes: dict[str, int | None]) -> list[Any]:
-        """The ranges as ``cat_ranges`` returns them, each key's object size put in
-        ``sizes`` (S3: from the GETs' Content-Range)."""
-        out = s3_get_sized(self.fs, list(zip(paths, starts, ends, strict=True)))
-        for key, value in zip(keys, out, strict=True):
-            if isinstance(value, tuple):
-                sizes[key] = value[1]
-        return [v[0] if isinstance(v, tuple) else v for v in out]

@@ -20,13 +20,13 @@ Atomicity, per backend:
   archive through its path (a ZipStore).
 * other filesystems: whatever their ``pipe_file`` guarantees (often nothing).
 
-Conditional commits (``supports_conditional_writes``) are real on S3 only (see
+Conditional commits (``capabilities.conditional_writes``) are real on S3 only (see
 ``s3_conditional``: ``If-Match`` / ``If-None-Match`` PUTs and ``If-Match`` DELETEs), and
 only once a probe found the server honouring them; elsewhere ``commit_many`` writes
 unchecked and writers of one object need a synchronizer.
 Bounded reads (``max_bytes``) fetch at most ``max_bytes + 1`` bytes of each object (one
 ranged GET, as a whole read is one GET); ranged reads with an ``object_size`` learn the
-size from the same GET on S3, from ``info`` elsewhere (``fsspec_sized``).
+size from the same GET on S3, from ``info`` elsewhere (``fsspec.sized``).
 
 Errors of the backend while reading or writing (an unreachable endpoint, a refused
 request) become a StoreError naming the key, the URL and the endpoint; a URL whose
@@ -40,58 +40,68 @@ loop instead of inheriting the parent's.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
-import re
 import threading
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import fsspec
 
 from chunkstore.errors import ChunkstoreError, InvalidKeyError, ReadOnlyError
 from chunkstore.storage import s3_conditional
-from chunkstore.storage.base import ByteRange, validate_key
+from chunkstore.storage.base import (
+    ANY,
+    ByteRange,
+    BytesLike,
+    Commit,
+    Store,
+    normalize_prefix,
+    validate_key,
+    validate_prefix,
+)
+from chunkstore.storage.bounds import too_large, wrong_size
+from chunkstore.storage.capabilities import Capabilities
 from chunkstore.storage.errors import BadArchiveError, MissingBackendError, StoreError
-from chunkstore.storage.fsspec.listing import FsspecListing
+from chunkstore.storage.fsspec.calls import (
+    GLOB_MAGIC,
+    PASS_THROUGH,
+    backend_errors,
+    cat_kwargs,
+    is_missing,
+)
+from chunkstore.storage.fsspec.listing import keys_below, names_in
 from chunkstore.storage.fsspec.setup import (
     check_backends,
     explicit_endpoint,
     protocols,
     with_endpoint,
 )
-from chunkstore.storage.fsspec.sized import FsspecSizedReads, is_s3, object_size
-from chunkstore.storage.local.temp import temp_name
+from chunkstore.storage.fsspec.sized import (
+    is_invalid_range,
+    is_s3,
+    object_size,
+    object_sizes,
+    s3_get_sized,
+    s3_get_versioned_bounded,
+)
+from chunkstore.storage.fsspec.writes import put, remove
 from chunkstore.storage.location import remote_location
 
-_GLOB_MAGIC = re.compile(r"[*?\[]")  # fsspec's batched calls expand these as globs
-#: precise errors (s3fs's translation of AccessDenied, NoSuchKey...) that stay as they are
-_PASS_THROUGH = (PermissionError, FileNotFoundError, FileExistsError, IsADirectoryError,
-                 NotADirectoryError)
 #: outer protocols of archives that fsspec can only read
 _ARCHIVES = {"zip", "tar", "libarchive"}
-#: at most this many bytes of values are being sent at once by ``set_many`` ...
-PUT_WINDOW_BYTES = 64 * 2**20
-#: ... in at most this many concurrent requests (each holds a copy of its value)
-PUT_WINDOW_REQUESTS = 16
+#: what an FsspecStore can do; the conditional fields on S3 are probed (``capabilities``)
+_CAPABILITIES = Capabilities(
+    partial_reads=True, zero_copy_views=False, request_cost_bytes=4096,
+    conditional_writes=False, conditional_delete=False, conditional_writes_ignored=False,
+    writes_arrays=False, reads_arrays=False, snapshot_ranges=False, remote=True,
+    process_local=False, blocking_commits=False,
+    # encoded chunks wait in memory until sent: a few PUT windows, so writes stream
+    write_batch_bytes=64 * 2**20, cache_tokens=False, timestamped_tokens=False)
 
 
-def _is_missing(err: BaseException) -> bool:
-    return isinstance(err, FileNotFoundError | KeyError)
-
-
-def _backend_errors() -> tuple[type[BaseException], ...]:
-    """What a backend raises when a request fails: OSError (s3fs translates most S3
-    errors to it, aiohttp's connection errors are OSErrors) and botocore's own."""
-    try:
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError:
-        return (OSError,)
-    return (OSError, BotoCoreError, ClientError)
-
-
-class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListing):
+class FsspecStore(Store):
     """A Store on an fsspec URL, e.g. ``"s3://bucket/data.zarr"`` or ``"memory://x"``.
 
     ``storage_options`` are passed to the filesystem (credentials, ``endpoint_url``
@@ -103,12 +113,6 @@ class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListi
     >>> s.get_many(["a/b", "missing"])
     [b'hello', None]
     """
-
-    supports_partial_reads = True
-    #: decoded bytes per write batch of the chunk engine (its encoded chunks wait in
-    #: memory until sent): a few PUT windows, so writes stream with bounded memory
-    write_batch_bytes = 64 * 2**20
-    remote = True
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None,
                  read_only: bool = False) -> None:
@@ -124,7 +128,7 @@ class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListi
         conditional = len(chain) == 1 and chain[0] in ("s3", "s3a") and (
             s3_conditional.conditional_requests_supported())
         #: the client can send conditional requests; whether the server honours them is
-        #: probed before the first conditional commit (``s3_conditional.ProbedConditions``)
+        #: probed before the first conditional commit (``capabilities``)
         self._conditional_requests = self._conditional_delete = conditional
         self._fs: Any = None
         self._fs_pid: int | None = None
@@ -203,6 +207,55 @@ class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListi
             self.fs.rmdir(self.root)
         except (OSError, NotImplementedError):
             pass
+        finally:
+            self._notify_written(prefix="")
+
+    # -- capabilities (S3: conditions verified by a probe) -------------------------------
+    @property
+    def capabilities(self) -> Capabilities:  # type: ignore[override]
+        """What the store can do. On S3, conditional commits are what the server was
+        found to honour: probed once per process and bucket, before a writable store's
+        first use of them (``s3_conditional.honoured``)."""
+        if not self._conditional_requests:
+            return _CAPABILITIES
+        found = s3_conditional.honoured(self._probe_location(), self.read_only,
+                                        self._probe_conditions, self._where())
+        return replace(_CAPABILITIES, conditional_writes=found.writes,
+                       conditional_delete=self._conditional_delete and found.deletes,
+                       conditional_writes_ignored=not found.writes)
+
+    def _commits_checked(self, keys: Sequence[str]) -> bool:
+        """``capabilities.conditional_writes`` before committing ``keys``: a failed probe
+        (e.g. an unreachable endpoint) is reported as a failure to write them."""
+        try:
+            return self.capabilities.conditional_writes
+        except Exception as e:
+            raise self._failure("writing", keys, e) from e
+
+    @property
+    def _versioned_reads(self) -> bool:
+        """Whether versioned reads return ETags (``s3_conditional.versioned_reads``)."""
+        return self._conditional_requests and s3_conditional.versioned_reads(
+            self._probe_location())
+
+    def _probe_location(self) -> tuple[Any, ...]:
+        return s3_conditional.probe_location(self.location())
+
+    def _probe_conditions(self) -> s3_conditional.Conditions:
+        """Whether the S3 server honours conditional PUTs and DELETEs: a probe object at
+        the root (``s3_conditional.probe_conditions``)."""
+        key = s3_conditional.probe_key()
+        path = self._path(key)
+
+        def one(body: bytes | None, generation: Any) -> bool:
+            result = s3_conditional.commit(self.fs, [(path, body, generation)])[0]
+            if isinstance(result, BaseException):
+                raise result
+            return result
+
+        with self._remote("probing conditional writes with", [key]):
+            return s3_conditional.probe_conditions(
+                one, lambda: remove(self.fs, [path], self.root, self._atomic_rename), True)
 
     # -- filesystem ---------------------------------------------------------------------
     @property
@@ -240,9 +293,9 @@ class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListi
         """Backend errors raised inside, as a StoreError naming the keys and endpoint."""
         try:
             yield
-        except (ChunkstoreError, *_PASS_THROUGH):
+        except (ChunkstoreError, *PASS_THROUGH):
             raise
-        except _backend_errors() as e:
+        except backend_errors() as e:
             raise self._failure(action, keys, e) from e
 
     @property
@@ -253,20 +306,12 @@ class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListi
 
     @property
     def _cat_kwargs(self) -> dict[str, Any]:
-        """Extra arguments of cat/cat_ranges: s3fs would otherwise send a HEAD before
-        each whole-object GET (to decide on a multi-part download), doubling requests."""
+        """``calls.cat_kwargs`` of the filesystem, worked out once per filesystem."""
         fs = self.fs
         cached = self.__dict__.get("_cat_kw")
-        if cached is not None and cached[0] is fs:
-            return cached[1]
-        cat_file = getattr(fs, "_cat_file", None) or fs.cat_file
-        try:
-            params = inspect.signature(cat_file).parameters
-        except (TypeError, ValueError):
-            params = {}  # type: ignore[assignment]
-        kwargs = {"max_concurrency": 1} if "max_concurrency" in params else {}
-        self._cat_kw = (fs, kwargs)
-        return kwargs
+        if cached is None or cached[0] is not fs:
+            cached = self._cat_kw = (fs, cat_kwargs(fs))
+        return cached[1]
 
     @property
     def _atomic_rename(self) -> bool:
@@ -302,7 +347,7 @@ class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListi
         if max_bytes is not None:
             return self._read_bounded(keys, max_bytes)
         paths = [self._path(k) for k in keys]
-        plain = [p for p in paths if not _GLOB_MAGIC.search(p)]
+        plain = [p for p in paths if not GLOB_MAGIC.search(p)]
         found: dict[str, Any] = {}
         if plain:
             with self._remote("reading", keys):
@@ -310,7 +355,7 @@ class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListi
             found = {self.fs._strip_protocol(p): v for p, v in out.items()}
         results: list[bytes | None] = []
         for key, path in zip(keys, paths, strict=True):
-            if _GLOB_MAGIC.search(path):  # literal name with glob characters
+            if GLOB_MAGIC.search(path):  # literal name with glob characters
                 results.append(self._read([(key, None)])[0])
                 continue
             results.append(self._value(key, found.get(self.fs._strip_protocol(path),
@@ -359,13 +404,13 @@ class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListi
 
     def _value(self, key: str, value: Any) -> bytes | None:
         if isinstance(value, BaseException):
-            if _is_missing(value):
+            if is_missing(value):
                 return None
             raise self._failure("reading", [key], value) from value
         return bytes(value)
 
     def _ranged_value(self, key: str, value: Any, start: int | None) -> bytes | None:
-        if (isinstance(value, BaseException) and not _is_missing(value)
+        if (isinstance(value, BaseException) and not is_missing(value)
                 and start is not None and start >= 0):
             # a range starting past the end (HTTP 416): empty, if the key exists
             size = self._size(key)
@@ -387,27 +432,181 @@ class FsspecStore(s3_conditional.ProbedConditions, FsspecSizedReads, FsspecListi
     def _size_of(self, path: str) -> int | None:
         return object_size(self.fs, path)
 
-    # -- writes (sets, deletes and conditional commits: FsspecWrites) ----------------------
-    def _put(self, data: dict[str, bytes]) -> None:
-        if self._atomic_rename:
-            self._set_by_rename(data)
-        elif getattr(self.fs, "async_impl", False):  # a sliding window of concurrent PUTs
-            largest = max(len(v) for v in data.values())
-            window = max(1, min(PUT_WINDOW_REQUESTS, PUT_WINDOW_BYTES // max(1, largest)))
-            self.fs.pipe(data, batch_size=window)
-        else:
-            self.fs.pipe(data)
+    def _check_sizes(self, requests: Sequence[tuple[str, ByteRange | None]],
+                     results: list[bytes | None], sizes: dict[str, int | None],
+                     object_size: int) -> None:
+        """Every key found holds ``object_size`` bytes (sizes not learned from the reads
+        are asked for, concurrently), else ObjectSizeError naming it."""
+        found = list(dict.fromkeys(k for (k, _), v in zip(requests, results, strict=True)
+                                   if v is not None))
+        unknown = [k for k in found if k not in sizes]
+        if unknown:
+            with self._remote("reading", unknown):
+                got = object_sizes(self.fs, [self._path(k) for k in unknown])
+            for key, size in zip(unknown, got, strict=True):
+                if isinstance(size, BaseException):
+                    raise self._failure("reading", [key], size) from size
+                sizes[key] = size
+        for key in found:
+            size = sizes[key]
+            if size is not None and size != object_size:
+                raise wrong_size(self, key, size, object_size)
 
-    def _set_by_rename(self, data: dict[str, bytes]) -> None:
-        """Local files: write a temporary sibling and rename it over the key."""
-        for path, value in data.items():
-            parent = path.rsplit("/", 1)[0]
-            tmp = f"{parent}/{temp_name()}"
-            self.fs.makedirs(parent, exist_ok=True)
+    def _read_bounded(self, keys: Sequence[str], max_bytes: int) -> list[bytes | None]:
+        """Whole values, each read as its first ``max_bytes + 1`` bytes: one more than
+        that means a larger object (refused, ObjectSizeError)."""
+        values = self._read([(k, (0, max_bytes + 1)) for k in keys])
+        for key, value in zip(keys, values, strict=True):
+            if value is not None and len(value) > max_bytes:
+                raise too_large(self, key, len(value), max_bytes, at_least=True)
+        return values
+
+    def _get_sized(self, keys: Sequence[str], paths: list[str], starts: list[Any],
+                   ends: list[Any], sizes: dict[str, int | None]) -> list[Any]:
+        """The ranges as ``cat_ranges`` returns them, each key's object size put in
+        ``sizes`` (S3: from the GETs' Content-Range)."""
+        out = s3_get_sized(self.fs, list(zip(paths, starts, ends, strict=True)))
+        for key, value in zip(keys, out, strict=True):
+            if isinstance(value, tuple):
+                sizes[key] = value[1]
+        return [v[0] if isinstance(v, tuple) else v for v in out]
+
+    # -- versioned reads (S3: with ETags) -------------------------------------------------
+    def get_versioned_many(self, keys: Sequence[str], max_bytes: int | None = None
+                           ) -> list[tuple[bytes | None, Any]]:
+        """On S3: each body with its ETag, concurrently; with ``max_bytes``, GETs of at
+        most ``max_bytes + 1`` bytes whose object size is read from their headers before
+        the body (a larger object: ObjectSizeError, its body never downloaded).
+        Elsewhere: values with ``ANY``."""
+        if not self._versioned_reads:
+            return Store.get_versioned_many(self, keys, max_bytes)
+        if max_bytes is None:
+            return self._get_versioned(keys)
+        paths = [self._path(k) for k in keys]
+        with self._remote("reading", keys):
+            found = s3_get_versioned_bounded(self.fs, paths, max_bytes)
+        for key, item in zip(keys, found, strict=True):
+            if isinstance(item, BaseException) and (
+                    isinstance(item, ChunkstoreError) or not is_invalid_range(item)):
+                raise item if isinstance(item, ChunkstoreError) else (
+                    self._failure("reading", [key], item)) from item
+        empty = [i for i, item in enumerate(found) if isinstance(item, BaseException)]
+        if empty:  # an empty object, which no range fits (416): read whole
+            again = self._get_versioned([keys[i] for i in empty])
+            for i, item in zip(empty, again, strict=True):
+                found[i] = item
+        for key, (value, generation) in zip(keys, found, strict=True):
+            if value is None and type(generation) is int:
+                raise too_large(self, key, generation, max_bytes)
+        return found
+
+    def _get_versioned(self, keys: Sequence[str]) -> list[tuple[bytes | None, Any]]:
+        paths = [self._path(k) for k in keys]
+        with self._remote("reading", keys):
+            found = s3_conditional.get_versioned(self.fs, paths)
+        for key, item in zip(keys, found, strict=True):
+            if isinstance(item, BaseException):
+                if isinstance(item, ChunkstoreError):
+                    raise item
+                raise self._failure("reading", [key], item) from item
+        return found
+
+    # -- writes ---------------------------------------------------------------------------
+    def set(self, key: str, value: BytesLike) -> None:
+        self._write([(key, value)])
+
+    def set_many(self, items: Mapping[str, BytesLike] | Iterable[tuple[str, BytesLike]]) -> None:
+        """All values with one concurrent ``fs.pipe`` (one atomic PUT per object on S3)."""
+        self._write(list(items.items() if isinstance(items, Mapping) else items))
+
+    def _write(self, pairs: list[tuple[str, BytesLike]]) -> None:
+        for key, _ in pairs:
+            self._check_writable(key)
+        data = {self._path(k): bytes(v) for k, v in pairs}
+        if not data:
+            return
+        try:
+            with self._remote("writing", [k for k, _ in pairs]):
+                put(self.fs, data, self._atomic_rename)
+        finally:
+            self._notify_written([k for k, _ in pairs])
+
+    def commit_many(self, items: Sequence[Commit]) -> list[bool]:
+        """On S3: unconditional items through the batched writes and deletes, the others
+        as one conditional request each, concurrently (see ``s3_conditional``)."""
+        items = list(items)
+        if not self._conditional_requests or not items:
+            return Store.commit_many(self, items)
+        for key, _, _ in items:
+            self._check_writable(key)
+        if not self._commits_checked([k for k, _, _ in items]):  # the server ignores them
+            return Store.commit_many(self, items)
+        puts = [(k, v) for k, v, g in items if g is ANY and v is not None]
+        deletes = [k for k, v, g in items if g is ANY and v is None]
+        checked = [i for i, (_, _, g) in enumerate(items) if g is not ANY]
+        if puts:
+            self._write(puts)
+        if deletes:
+            self._delete(deletes)
+        done = [True] * len(items)
+        if checked:
+            requests = [(self._path(items[i][0]), None if items[i][1] is None
+                         else bytes(items[i][1]), items[i][2]) for i in checked]
+            keys = [items[i][0] for i in checked]
             try:
-                self.fs.pipe_file(tmp, value)
-                os.replace(tmp, path)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
+                with self._remote("writing", keys):
+                    outcome = s3_conditional.commit(self.fs, requests)
+            finally:
+                self._notify_written(keys)
+            for i, result in zip(checked, outcome, strict=True):
+                if isinstance(result, BaseException):
+                    raise self._failure("writing", [items[i][0]], result) from result
+                done[i] = result
+        return done
+
+    def delete(self, key: str) -> None:
+        self._delete([key])
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """One batched ``fs.rm`` (S3: bulk DELETE of up to 1000 keys per request)."""
+        self._delete(list(keys))
+
+    def _delete(self, keys: list[str]) -> None:
+        for key in keys:
+            self._check_writable(key)
+        paths = [self._path(k) for k in keys]
+        if not paths:
+            return
+        try:
+            with self._remote("deleting", keys):
+                remove(self.fs, paths, self.root, self._atomic_rename)
+        finally:
+            self._notify_written(keys)
+
+    def delete_prefix(self, prefix: str) -> None:
+        base = normalize_prefix(prefix)
+        self._check_writable(base or "/")
+        self._delete(list(self.list_prefix(base)))
+
+    # -- listing (from the deepest directory the prefix names) ----------------------------
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        head, _, _ = validate_prefix(prefix).rpartition("/")
+        start = self.root if not head else self._path(head)
+        self.fs.invalidate_cache(start)
+        with self._remote("listing", [prefix]):
+            try:
+                paths = self.fs.find(start)
+            except FileNotFoundError:
+                paths = []
+        return iter(keys_below(self.fs, self.root, paths, prefix))
+
+    def list_dir(self, prefix: str) -> Iterator[str]:
+        base = normalize_prefix(prefix)
+        start = self._path(base.rstrip("/")) if base else self.root
+        self.fs.invalidate_cache(start)
+        with self._remote("listing", [base]):
+            try:
+                entries = self.fs.ls(start, detail=False)
+            except FileNotFoundError:
+                return iter(())
+        return iter(names_in(self.fs, self.root, entries, base))

@@ -24,15 +24,17 @@ removed by :meth:`LocalStore.sweep_temp` and, below the prefix, by ``delete_pref
 
 from __future__ import annotations
 
-import errno
+import mmap
 import os
-import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from chunkstore.errors import InvalidKeyError
+from chunkstore.runtime import current
 from chunkstore.storage.base import (
     ANY,
     ByteRange,
@@ -44,11 +46,21 @@ from chunkstore.storage.base import (
     validate_key,
     validate_prefix,
 )
+from chunkstore.storage.bounds import too_large
+from chunkstore.storage.capabilities import Capabilities
 from chunkstore.storage.local.clock import FileVersion, Stamps, probe, version
 from chunkstore.storage.local.commit import commit
-from chunkstore.storage.local.maps import map_cache
+from chunkstore.storage.local.maps import map_cache, signature
 from chunkstore.storage.local.paths import DIRS_PER_SLICE, FILE_FLAGS, Root, Walk, dir_slices
-from chunkstore.storage.local.reads import LocalReader, LocalReads
+from chunkstore.storage.local.reads import (
+    INLINE_READ_BYTES,
+    file_value,
+    file_view,
+    key_ranges,
+    rows_from,
+    stat_in,
+    versioned_value,
+)
 from chunkstore.storage.local.session import SharedWalk
 from chunkstore.storage.local.temp import discard, is_stale, is_temp
 
@@ -72,19 +84,19 @@ def _note_escape(w: Walk, key: str, outside: dict[str, str]) -> None:
         os.close(fd)
 
 
-class LocalStore(LocalReads, Store):
+class LocalStore(Store):
     """Keys as files below ``root`` (a directory, created on first write)."""
 
-    supports_partial_reads = True
-    zero_copy_views = True
-    #: commits block the calling thread on file IO: writers fan out on every pool thread
-    blocking_commits = True
-    request_cost_bytes = 16 * 1024  # a pread more costs about as much as copying 16 KB
-    supports_conditional_writes = True
-    supports_conditional_delete = True
-    snapshot_ranges = True  # get_ranges opens each file once for all its ranges
-    writes_arrays = True  # strided blocks' rows are written straight (local_temp)
-    reads_arrays = True  # files are read straight into arrays' rows (read_session)
+    capabilities = Capabilities(
+        partial_reads=True, zero_copy_views=True,
+        request_cost_bytes=16 * 1024,  # a pread more costs about as much as copying 16 KB
+        conditional_writes=True, conditional_delete=True, conditional_writes_ignored=False,
+        writes_arrays=True,  # strided blocks' rows are written straight (local_temp)
+        reads_arrays=True,  # files are read straight into arrays' rows (read_session)
+        snapshot_ranges=True,  # get_ranges opens each file once for all its ranges
+        remote=False, process_local=False,
+        blocking_commits=True,  # commits block on file IO: writers use every pool thread
+        write_batch_bytes=None, cache_tokens=True, timestamped_tokens=True)
 
     def __init__(self, root: str | os.PathLike[str], read_only: bool = False) -> None:
         super().__init__(read_only)
@@ -139,17 +151,6 @@ class LocalStore(LocalReads, Store):
             located.append((head, name))
         return located
 
-    @staticmethod
-    def _open(walk: Walk, dir_fd: int, head: str, name: str, key: str) -> int | None:
-        try:
-            return os.open(name, FILE_FLAGS, dir_fd=dir_fd)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as e:
-            if e.errno != errno.ELOOP:
-                raise
-        return walk.open_file(dir_fd, head, name, key)  # a symlink: inside the root only
-
     def _stat(self, key: str) -> os.stat_result | None:
         """The stat of the regular file at ``key`` (None if missing), confined."""
         return self._stats([key])[0]
@@ -161,27 +162,8 @@ class LocalStore(LocalReads, Store):
             for key, (head, name) in zip(keys, located, strict=True):
                 if w.open_dirs > DIRS_PER_SLICE:
                     w.release()
-                found.append(self._stat_in(w, head, name, key))
+                found.append(stat_in(w, head, name, key))
         return found
-
-    @staticmethod
-    def _stat_in(w: Walk, head: str, name: str, key: str) -> os.stat_result | None:
-        dir_fd = w.dir(head, key)
-        if dir_fd is None:
-            return None
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        if stat.S_ISLNK(st.st_mode):
-            fd = w.open_file(dir_fd, head, name, key)
-            if fd is None:
-                return None
-            try:
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-        return st if stat.S_ISREG(st.st_mode) else None
 
     #: a file's version as its ``stat`` shows it (``local_clock.version``)
     _version = staticmethod(version)
@@ -218,6 +200,112 @@ class LocalStore(LocalReads, Store):
         if max_bytes is None:
             return self.get_ranges([(key, byte_range)])[0]
         return self._read_ranges([(key, byte_range)], max_bytes=max_bytes)[0]
+
+    def get_many(self, keys: Sequence[str], max_bytes: int | None = None
+                 ) -> list[bytes | None]:
+        """Files are read inline while they are small (the per-file work is syscalls
+        and Python; threads would only contend for the GIL); from the first large one
+        on, the rest are read in the pool. A file larger than ``max_bytes`` is refused
+        unread (ObjectSizeError)."""
+        located = self._locate(keys)
+        results: list[bytes | None] = []
+        with self._walk() as w:
+            def one(i: int) -> bytes | None:
+                return file_value(w, *located[i], keys[i], max_bytes)
+
+            for part in dir_slices(located):
+                for n, i in enumerate(part):
+                    data = one(i)
+                    results.append(data)
+                    if data is not None and len(data) > INLINE_READ_BYTES and len(part) - n > 8:
+                        results += current().pool.run_batched(one, part[n + 1:])
+                        break
+                w.release()
+        return results
+
+    def get_views(self, keys: Sequence[str], max_bytes: int | None = None
+                  ) -> list[BytesLike | None]:
+        """Memory maps of the files (cached, see the module docstring), the bytes of small
+        files; a directory or a missing file gives None; a file larger than ``max_bytes``
+        is an ObjectSizeError (before it is mapped)."""
+        located = self._locate(keys)
+        prefix, cached = self._prefix, map_cache().get
+        views: list[BytesLike | None] = []
+        read_first = True  # until a file proves large: the chunks of one call are alike
+        with self._walk() as w:
+            for key, (head, name) in zip(keys, located, strict=True):
+                if w.open_dirs > DIRS_PER_SLICE:
+                    w.release()
+                dir_fd = w.dir(head, key)
+                if dir_fd is None:
+                    views.append(None)
+                    continue
+                entry = cached(prefix + key)
+                if entry is not None and entry[2] == prefix:
+                    try:
+                        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    except (FileNotFoundError, NotADirectoryError):
+                        map_cache().discard(prefix + key)
+                        views.append(None)
+                        continue
+                    if signature(st) == entry[0]:
+                        if max_bytes is not None and st.st_size > max_bytes:
+                            raise too_large(self, key, st.st_size, max_bytes)
+                        views.append(entry[1])
+                        continue
+                view = self._view(w, dir_fd, head, name, key, max_bytes, read_first)
+                read_first = read_first and type(view) is not mmap.mmap
+                views.append(view)
+        return views
+
+    def _view(self, w: Walk, dir_fd: int, head: str, name: str, key: str,
+              max_bytes: int | None = None, read_first: bool = True) -> BytesLike | None:
+        """``local.reads.file_view``, a memory map kept in the map cache."""
+        view, st = file_view(w, dir_fd, head, name, key, max_bytes, read_first)
+        if st is not None:
+            map_cache().put(self._prefix + key, signature(st), view, self._prefix)
+        return view
+
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange | None]],
+                   object_size: int | None = None) -> list[bytes | None]:
+        """Each file is opened once for all of its ranges; files are read in parallel.
+        With ``object_size``, a file of another size is an ObjectSizeError."""
+        return self._read_ranges(requests, object_size=object_size)
+
+    def _read_ranges(self, requests: Sequence[tuple[str, ByteRange | None]],
+                     max_bytes: int | None = None, object_size: int | None = None
+                     ) -> list[bytes | None]:
+        """``get_ranges``; ``max_bytes`` bounds the files read whole (range None)."""
+        by_key: dict[str, list[int]] = {}
+        for i, (key, _) in enumerate(requests):
+            by_key.setdefault(key, []).append(i)
+        keys = list(by_key)
+        located = self._locate(keys)
+        results: list[bytes | None] = [None] * len(requests)
+        with self._walk() as w:
+            def read_key(j: int) -> None:
+                key_ranges(w, *located[j], keys[j], requests, by_key[keys[j]], results,
+                           max_bytes, object_size)
+
+            for part in dir_slices(located):
+                current().pool.run_batched(read_key, part, min_parallel=4)
+                w.release()
+        return results
+
+    def get_versioned_many(self, keys: Sequence[str], max_bytes: int | None = None
+                           ) -> list[tuple[bytes | None, Any]]:
+        """Values with their generation (signature and bytes, see ``local_locks``); a
+        file larger than ``max_bytes`` is refused unread (ObjectSizeError)."""
+        located = self._locate(keys)
+        with self._walk() as w:
+            def one(i: int) -> tuple[bytes | None, Any]:
+                return versioned_value(w, *located[i], keys[i], max_bytes)
+
+            found: list[tuple[bytes | None, Any]] = []
+            for part in dir_slices(located):
+                found += current().pool.run_batched(one, part, min_parallel=8)
+                w.release()
+            return found
 
     def exists(self, key: str) -> bool:
         return self._stat(key) is not None
@@ -265,6 +353,14 @@ class LocalStore(LocalReads, Store):
         items = list(items)
         if not items:
             return []
+        if not self.capabilities.cache_tokens:  # a subclass without them: say so
+            try:
+                return self._commit_files(items, session)
+            finally:
+                self._notify_written([key for key, _, _ in items])
+        return self._commit_files(items, session)
+
+    def _commit_files(self, items: list[Commit], session: SharedWalk | None) -> list[bool]:
         for key, _, _ in items:
             self._check_writable(key)
         located = self._locate([key for key, _, _ in items])
@@ -360,6 +456,30 @@ class LocalStore(LocalReads, Store):
             dir_fd = w.dir(base.rstrip("/"), base or "/")
             names = [] if dir_fd is None else os.listdir(dir_fd)
         return iter(sorted(n for n in names if not is_temp(n) and not _bad_name(n)))
+
+
+class LocalReader(Reader):
+    """The reads of one operation on a LocalStore (``LocalStore.read_session``): each
+    borrows the operation's walk, or uses its own beyond the session's bounds."""
+
+    def __init__(self, store: LocalStore, session: SharedWalk) -> None:
+        super().__init__(store)
+        self._local = store
+        self._session = session
+
+    def _run(self, key: str, fn: Callable[..., Any], *args: Any) -> Any:
+        ((head, name),) = self._local._locate((key,))
+        with self._session.borrow((head,), True) as shared:  # the first read opens it
+            if shared is not None:
+                return fn(shared, head, name, key, *args)
+        with self._local._walk() as w:
+            return fn(w, head, name, key, *args)
+
+    def get(self, key: str, max_bytes: int | None = None) -> bytes | None:
+        return self._run(key, file_value, max_bytes)
+
+    def read_into(self, key: str, array: np.ndarray) -> bool:
+        return self._run(key, rows_from, array)
 
 
 _COMMIT_MANY = LocalStore.commit_many

@@ -57,7 +57,7 @@ def is_temp(name: str) -> bool:
 
 def write_temp(dir_fd: int, value: BytesLike | np.ndarray) -> str:
     """Write ``value`` to a new temporary file in the directory ``dir_fd``; its name. A
-    strided array (``Store.writes_arrays``) is written row by row in C order.
+    strided array (``Capabilities.writes_arrays``) is written row by row in C order.
 
     Raises before creating anything when ``value`` is not a buffer; removes the file if
     writing fails."""

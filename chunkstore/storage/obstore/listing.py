@@ -1,64 +1,57 @@
-"""Listing keys of an obstore (S3) store: the ``ObstoreListing`` mixin of ObstoreStore
-(its client, root and key mapping come from the store). Temporary upload names and
-keys no Zarr node could have are not listed."""
+"""Listing keys of an obstore (S3) client below a root: what ObstoreStore's
+``list_prefix`` and ``list_dir`` keep. Temporary upload names and keys no Zarr node could
+have are not listed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 from typing import Any
 
-from chunkstore.storage.base import normalize_prefix, validate_prefix
+from chunkstore.errors import InvalidKeyError
+from chunkstore.storage.base import validate_key
 from chunkstore.storage.local.temp import TEMP_PREFIX
-from chunkstore.storage.obstore.setup import is_missing, obstore_module
-from chunkstore.storage.obstore.writes import is_listable_key
 
 
-class ObstoreListing:
-    """``list_prefix`` / ``list_dir`` through obstore's LIST calls."""
+def is_listable_key(key: str) -> bool:
+    """Whether ``key`` is a valid store key."""
+    try:
+        validate_key(key)
+    except InvalidKeyError:
+        return False
+    return True
 
-    _root: str
-    client: Any
 
-    def _key_of(self, path: str) -> str | None:
-        if not self._root:
-            return path or None
-        if path.startswith(self._root + "/"):
-            return path[len(self._root) + 1:]
-        return None
+def key_of(root: str, path: str) -> str | None:
+    """The key of an object ``path`` below ``root`` (None for paths outside it)."""
+    if not root:
+        return path or None
+    if path.startswith(root + "/"):
+        return path[len(root) + 1:]
+    return None
 
-    def list_prefix(self, prefix: str) -> Iterator[str]:
-        head, _, _ = validate_prefix(prefix).rpartition("/")
-        start = self._path(head) if head else self._root
-        try:
-            batches = obstore_module().list(self.client, prefix=start or None).collect()
-        except Exception as e:
-            if is_missing(e):
-                return iter(())
-            raise self._failure("listing", [prefix], e) from e
-        keys = []
-        for meta in batches:
-            key = self._key_of(meta["path"])
-            if (key is not None and key.startswith(prefix) and TEMP_PREFIX not in key
-                    and is_listable_key(key)):
-                keys.append(key)
-        return iter(sorted(keys))
 
-    def list_dir(self, prefix: str) -> Iterator[str]:
-        base = normalize_prefix(prefix)
-        start = self._path(base.rstrip("/")) if base else self._root
-        try:
-            found = obstore_module().list_with_delimiter(self.client, prefix=start or None)
-        except Exception as e:
-            if is_missing(e):
-                return iter(())
-            raise self._failure("listing", [base], e) from e
-        names = set()
-        paths = list(found["common_prefixes"]) + [m["path"] for m in found["objects"]]
-        for path in paths:
-            key = self._key_of(path.rstrip("/"))
-            if key is None or not key.startswith(base) or key == base.rstrip("/"):
-                continue
-            name = key[len(base):].split("/", 1)[0]
-            if name and TEMP_PREFIX not in name and is_listable_key(name):
-                names.add(name)
-        return iter(sorted(names))
+def keys_below(root: str, batches: Iterable[Any], prefix: str) -> list[str]:
+    """The keys of the listed objects (obstore's metadata dicts) starting with
+    ``prefix``, sorted."""
+    keys = []
+    for meta in batches:
+        key = key_of(root, meta["path"])
+        if (key is not None and key.startswith(prefix) and TEMP_PREFIX not in key
+                and is_listable_key(key)):
+            keys.append(key)
+    return sorted(keys)
+
+
+def names_in(root: str, found: dict[str, Any], base: str) -> list[str]:
+    """The names of the immediate children of the directory ``base`` in obstore's
+    ``list_with_delimiter`` answer ``found``, sorted."""
+    names = set()
+    paths = list(found["common_prefixes"]) + [m["path"] for m in found["objects"]]
+    for path in paths:
+        key = key_of(root, path.rstrip("/"))
+        if key is None or not key.startswith(base) or key == base.rstrip("/"):
+            continue
+        name = key[len(base):].split("/", 1)[0]
+        if name and TEMP_PREFIX not in name and is_listable_key(name):
+            names.add(name)
+    return sorted(names)

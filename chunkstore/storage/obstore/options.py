@@ -13,7 +13,7 @@ What translates (s3fs name -> obstore):
   "aws_session_token": ...}``) -> ``access_key_id``, ``secret_access_key``,
   ``session_token``; ``anon=True`` -> ``skip_signature``;
 * ``endpoint_url`` (top level or in ``client_kwargs``, or the environment's, see
-  ``fsspec_setup``) -> the endpoint (``obstore_setup.effective_endpoint``);
+  ``fsspec_setup``) -> the endpoint (``obstore.options.effective_endpoint``);
 * ``region`` or ``client_kwargs={"region_name": ...}`` (``config_kwargs`` too) ->
   ``region``; with none given anywhere, the ``region`` of the default profile in
   ``~/.aws/config`` (as botocore), else ``us-east-1``;

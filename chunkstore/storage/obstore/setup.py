@@ -12,7 +12,6 @@ from typing import Any
 
 from chunkstore.runtime import current
 from chunkstore.storage.errors import MissingBackendError, StoreError
-from chunkstore.storage.obstore.options import effective_endpoint, translate_options  # noqa: F401 (re-exported)
 
 #: requests in flight at once per batched call
 MAX_CONCURRENCY = 64

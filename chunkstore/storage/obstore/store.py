@@ -19,12 +19,12 @@ process, so opening an array again reuses open connections.
   single-key calls run in the calling thread. (Not obstore's async API: a process that
   used it may abort with SIGABRT in interpreter shutdown.)
 * Generations are ETags (``s3_conditional.ETag``, as with FsspecStore), once a probe
-  found the server honouring conditions (``s3_conditional.ProbedConditions``; else
+  found the server honouring conditions (``s3_conditional.honoured``; else
   commits are unchecked, as on a store without compare-and-swap): conditional
   PUTs are ``If-Match: <etag>`` / ``If-None-Match: *`` (obstore's ``mode=`` "update" /
   "create"). object_store has no conditional DELETE: a checked delete is sent as a
   presigned ``DELETE`` URL (signed by obstore) with an ``If-Match`` header, so
-  ``supports_conditional_delete`` holds where requests are signed (not with
+  ``capabilities.conditional_delete`` holds where requests are signed (not with
   ``anon``/``skip_signature``, where the chunk engine writes the encoded fill chunk
   instead of deleting).
 * Missing keys read as None; every other failure is a StoreError naming the key, the
@@ -36,7 +36,7 @@ process, so opening an array again reuses open connections.
 ``config_kwargs`` listed in ``obstore_options``; obstore's own settings go in ``config``
 (S3Config keys), ``client_options`` and ``retry_config``. The
 endpoint comes from the environment as for FsspecStore (``fsspec_setup``); an explicit
-one wins over obstore's own variables (``obstore_setup.effective_endpoint``).
+one wins over obstore's own variables (``obstore.options.effective_endpoint``).
 ``location()`` is canonical (``location``): an FsspecStore's on the same place. Pickling
 sends ``(url, storage_options)``: a worker builds its own client. obstore is not
 fork-safe (its tokio runtime's threads stay in the parent): a process forked after the
@@ -48,7 +48,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from chunkstore.errors import ChunkstoreError
@@ -56,44 +57,61 @@ from chunkstore.storage.base import (
     ABSENT,
     ANY,
     ByteRange,
+    BytesLike,
+    Commit,
     Store,
+    normalize_prefix,
     validate_key,
+    validate_prefix,
 )
 from chunkstore.storage.bounds import too_large, wrong_size
+from chunkstore.storage.capabilities import Capabilities
 from chunkstore.storage.errors import InvalidStoreError, StoreError
 from chunkstore.storage.fsspec.setup import protocols, with_endpoint
 from chunkstore.storage.location import remote_location
-from chunkstore.storage.obstore.listing import ObstoreListing
-from chunkstore.storage.obstore.setup import (  # noqa: F401 (available, MAX_CONCURRENCY: re-exported)
-    MAX_CONCURRENCY,
-    available,
+from chunkstore.storage.obstore.listing import keys_below, names_in
+from chunkstore.storage.obstore.options import translate_options
+from chunkstore.storage.obstore.setup import (
     check_not_forked,
     client_for,
     is_conflict,
     is_missing,
     obstore_module,
     run_all,
-    translate_options,
 )
-from chunkstore.storage.obstore.writes import ObstoreWrites
-from chunkstore.storage.s3_conditional import ETag, ProbedConditions
+from chunkstore.storage.obstore.writes import as_buffer, delete_if_match, put_mode
+from chunkstore.storage.s3_conditional import (
+    Conditions,
+    ETag,
+    honoured,
+    probe_conditions,
+    probe_key,
+    probe_location,
+    versioned_reads,
+)
+
+#: what an ObstoreStore can do; the conditional fields are probed (``capabilities``)
+_CAPABILITIES = Capabilities(
+    partial_reads=True, zero_copy_views=False, request_cost_bytes=4096,
+    conditional_writes=False, conditional_delete=False, conditional_writes_ignored=False,
+    writes_arrays=False, reads_arrays=False, snapshot_ranges=False, remote=True,
+    process_local=False,
+    # not blocking commits: committing on every pool thread helped large writes little
+    # (256 MiB: 77-90 against 66-80 MB/s, noisy) and made small ones 3x slower with
+    # 20 ms per request (the pool's inline probe of small items ran the first commits
+    # one after another)
+    blocking_commits=False,
+    write_batch_bytes=64 * 2**20,  # as FsspecStore
+    cache_tokens=False, timestamped_tokens=False)
 
 
-class ObstoreStore(ProbedConditions, ObstoreListing, ObstoreWrites, Store):
+class ObstoreStore(Store):
     """A Store on an ``s3://bucket/prefix`` URL through obstore (see the module
     docstring). ``storage_options`` as for FsspecStore on S3."""
 
     #: which client serves the store (an FsspecStore that resolve_store chose for an
     #: s3:// URL says "fsspec", and why, see ``s3_backend``)
     backend = "obstore"
-    supports_partial_reads = True
-    #: decoded bytes per write batch of the chunk engine (as FsspecStore)
-    write_batch_bytes = 64 * 2**20
-    remote = True
-    # not ``blocking_commits``: committing runs on every pool thread helped large writes
-    # little (256 MiB: 77-90 against 66-80 MB/s, noisy) and made small ones 3x slower
-    # with 20 ms per request (the pool's inline probe of small items ran the first
-    # commits one after another)
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None,
                  read_only: bool = False) -> None:
@@ -108,7 +126,7 @@ class ObstoreStore(ProbedConditions, ObstoreListing, ObstoreWrites, Store):
         self._bucket, self._root, self._kwargs = translate_options(self.url, self.storage_options)
         signed = not self._kwargs["config"].get("skip_signature")
         #: conditional PUTs can be sent; whether the server honours them is probed before
-        #: the first conditional commit (``s3_conditional.ProbedConditions``)
+        #: the first conditional commit (``capabilities``)
         self._conditional_requests = True
         #: a checked delete is a presigned DELETE with If-Match, which needs signing
         self._conditional_delete = bool(signed)
@@ -139,7 +157,7 @@ class ObstoreStore(ProbedConditions, ObstoreListing, ObstoreWrites, Store):
     @property
     def endpoint(self) -> str | None:
         """The S3 endpoint the store talks to, when one is configured (see
-        ``obstore_setup.effective_endpoint``)."""
+        ``obstore.options.effective_endpoint``)."""
         return self._kwargs["config"].get("aws_endpoint_url_s3")
 
     @property
@@ -157,6 +175,48 @@ class ObstoreStore(ProbedConditions, ObstoreListing, ObstoreWrites, Store):
         if not self._root:
             return None
         return ObstoreStore(self.url + suffix, self.storage_options)
+
+    # -- capabilities (conditions verified by a probe) ------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:  # type: ignore[override]
+        """What the store can do; conditional commits are what the server was found to
+        honour: probed once per process and bucket, before a writable store's first use
+        of them (``s3_conditional.honoured``)."""
+        found = honoured(self._probe_location(), self.read_only, self._probe_conditions,
+                         self._where())
+        return replace(_CAPABILITIES, conditional_writes=found.writes,
+                       conditional_delete=self._conditional_delete and found.deletes,
+                       conditional_writes_ignored=not found.writes)
+
+    def _commits_checked(self, keys: Sequence[str]) -> bool:
+        """``capabilities.conditional_writes`` before committing ``keys``: a failed probe
+        (e.g. an unreachable endpoint) is reported as a failure to write them."""
+        try:
+            return self.capabilities.conditional_writes
+        except Exception as e:
+            raise self._failure("writing", keys, e) from e
+
+    @property
+    def _versioned_reads(self) -> bool:
+        """Whether versioned reads return ETags (``s3_conditional.versioned_reads``)."""
+        return versioned_reads(self._probe_location())
+
+    def _probe_location(self) -> tuple[Any, ...]:
+        return probe_location(self.location())
+
+    def _probe_conditions(self) -> Conditions:
+        """Whether the S3 server honours conditional PUTs and DELETEs: a probe object at
+        the root (``s3_conditional.probe_conditions``)."""
+        key = probe_key()
+        path = self._path(key)
+        try:
+            return probe_conditions(lambda body, generation: self._commit_one(
+                (key, path, body, generation)), lambda: self._delete([key]),
+                self._conditional_delete)
+        except ChunkstoreError:
+            raise
+        except Exception as e:
+            raise self._failure("probing conditional writes with", [key], e) from e
 
     # -- the client -------------------------------------------------------------------
     @property
@@ -363,3 +423,125 @@ class ObstoreStore(ProbedConditions, ObstoreListing, ObstoreWrites, Store):
             return None, ABSENT
         etag = found[1].get("e_tag")
         return found[0], (ETag(etag) if etag else ANY)
+
+    def commit_many(self, items: Sequence[Commit]) -> list[bool]:
+        """Unconditional items as plain PUTs and one bulk DELETE, the others as one
+        conditional request each; all concurrently."""
+        items = list(items)
+        if not items:
+            return []
+        for key, _, _ in items:
+            self._check_writable(key)
+        if not self._commits_checked([k for k, _, _ in items]):  # the server ignores them
+            return Store.commit_many(self, items)
+        deletes = [k for k, v, g in items if g is ANY and v is None]
+        others = [(i, (k, self._path(k), None if v is None else as_buffer(v), g))
+                  for i, (k, v, g) in enumerate(items) if not (g is ANY and v is None)]
+        done = [True] * len(items)
+        if deletes:
+            self._delete(deletes)
+        if others:
+            try:
+                out = run_all(self._commit_one, [item for _, item in others])
+            finally:
+                self._notify_written([k for _, (k, *_) in others])
+            for (i, (key, *_)), result in zip(others, out, strict=True):
+                done[i] = self._check("writing", key, result)
+        return done
+
+    def _commit_one(self, item: tuple[str, str, Any, Any]) -> bool:
+        key, path, body, generation = item
+        if body is None:  # a checked delete
+            if generation is ABSENT:
+                return self._size_of(path) is None
+            if not isinstance(generation, ETag):
+                return False
+            return delete_if_match(self.client, path, generation)
+        mode = put_mode(generation)
+        if mode is None:
+            return False
+        try:
+            obstore_module().put(self.client, path, body, mode=mode, use_multipart=False)
+        except Exception as e:
+            if mode != "overwrite" and is_conflict(e):
+                return False
+            raise
+        return True
+
+    # -- writes -----------------------------------------------------------------------
+    def set(self, key: str, value: BytesLike) -> None:
+        self._check_writable(key)
+        path = self._path(key)
+        try:
+            obstore_module().put(self.client, path, as_buffer(value), use_multipart=False)
+        except Exception as e:
+            raise self._failure("writing", [key], e) from e
+        finally:
+            self._notify_written([key])
+
+    def set_many(self, items: Mapping[str, BytesLike] | Iterable[tuple[str, BytesLike]]) -> None:
+        """All values with concurrent PUTs (one atomic PUT per object)."""
+        pairs = list(items.items() if isinstance(items, Mapping) else items)
+        for key, _ in pairs:
+            self._check_writable(key)
+        if not pairs:
+            return
+        if len(pairs) == 1:
+            self.set(*pairs[0])
+            return
+        todo = [(k, self._path(k), as_buffer(v), ANY) for k, v in pairs]
+        try:
+            out = run_all(self._commit_one, todo)
+        finally:
+            self._notify_written([k for k, _ in pairs])
+        for (key, _), result in zip(pairs, out, strict=True):
+            self._check("writing", key, result)
+
+    def delete(self, key: str) -> None:
+        self._delete([key])
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """One bulk DELETE per 1000 keys (S3 DeleteObjects); missing keys are ignored."""
+        self._delete(list(keys))
+
+    def _delete(self, keys: list[str]) -> None:
+        for key in keys:
+            self._check_writable(key)
+        if not keys:
+            return
+        paths = [self._path(k) for k in keys]
+        try:
+            obstore_module().delete(self.client, paths if len(paths) > 1 else paths[0])
+        except Exception as e:
+            if not is_missing(e):
+                raise self._failure("deleting", keys, e) from e
+        finally:
+            self._notify_written(keys)
+
+    def delete_prefix(self, prefix: str) -> None:
+        base = normalize_prefix(prefix)
+        self._check_writable(base or "/")
+        self._delete(list(self.list_prefix(base)))
+
+    # -- listing ----------------------------------------------------------------------
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        head, _, _ = validate_prefix(prefix).rpartition("/")
+        start = self._path(head) if head else self._root
+        try:
+            batches = obstore_module().list(self.client, prefix=start or None).collect()
+        except Exception as e:
+            if is_missing(e):
+                return iter(())
+            raise self._failure("listing", [prefix], e) from e
+        return iter(keys_below(self._root, batches, prefix))
+
+    def list_dir(self, prefix: str) -> Iterator[str]:
+        base = normalize_prefix(prefix)
+        start = self._path(base.rstrip("/")) if base else self._root
+        try:
+            found = obstore_module().list_with_delimiter(self.client, prefix=start or None)
+        except Exception as e:
+            if is_missing(e):
+                return iter(())
+            raise self._failure("listing", [base], e) from e
+        return iter(names_in(self._root, found, base))

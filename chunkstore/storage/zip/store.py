@@ -32,6 +32,7 @@ import os
 import weakref
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from chunkstore.storage.base import (
@@ -43,6 +44,7 @@ from chunkstore.storage.base import (
     validate_prefix,
 )
 from chunkstore.storage.bounds import too_large, wrong_size
+from chunkstore.storage.capabilities import Capabilities
 from chunkstore.storage.errors import BadArchiveError
 from chunkstore.storage.zip.fileobj import FileSession, check_file_object, is_file_object
 from chunkstore.storage.zip.read import read_entry
@@ -77,9 +79,13 @@ class ZipStore(Store):
     b'yz'
     """
 
-    supports_conditional_writes = False
-    supports_conditional_delete = False
-    snapshot_ranges = True  # an archive is not changed in place while open
+    capabilities = Capabilities(
+        partial_reads=True, zero_copy_views=False, request_cost_bytes=4096,
+        conditional_writes=False, conditional_delete=False, conditional_writes_ignored=False,
+        writes_arrays=False, reads_arrays=False,
+        snapshot_ranges=True,  # an archive is not changed in place while open
+        remote=False, process_local=False, blocking_commits=False, write_batch_bytes=None,
+        cache_tokens=False, timestamped_tokens=False)
 
     def __init__(self, path: str | os.PathLike[str] | Any, mode: str = "r",
                  compression: int = zipfile.ZIP_STORED, read_only: bool | None = None,
@@ -90,7 +96,8 @@ class ZipStore(Store):
         self.mode = mode
         self.compression = compression
         self.max_entry_bytes = max_entry_bytes
-        self.supports_partial_reads = compression == zipfile.ZIP_STORED
+        if compression != zipfile.ZIP_STORED:  # a range of a compressed entry: all of it
+            self.capabilities = replace(ZipStore.capabilities, partial_reads=False)
         self._fresh = mode in ("w", "x")  # the first use starts the archive empty
         self._attached: Session | None = None
         self._finalizer: weakref.finalize | None = None
@@ -276,6 +283,7 @@ class ZipStore(Store):
             s.write(key, value, self.compression)
         finally:
             s.lock.release()
+            self._notify_written([key])
 
     def delete(self, key: str) -> None:
         self.delete_many([key])
@@ -296,6 +304,7 @@ class ZipStore(Store):
                     s.remove(key)
             finally:
                 s.lock.release()
+                self._notify_written(doomed)
 
     def delete_prefix(self, prefix: str) -> None:
         base = normalize_prefix(prefix)
