@@ -172,7 +172,8 @@ def _local_intermediate(target_store: Any, temp_store: Any) -> bool:
         return False
     # files: raw chunks are written from the block's rows and read from their maps (in
     # memory they would only cost RAM)
-    return bool(store.writes_arrays and store.reads_arrays and not store.process_local)
+    caps = store.capabilities
+    return bool(caps.writes_arrays and caps.reads_arrays and not caps.process_local)
 
 
 def _plan_for(source: Array | TransposedSource, target: Array, budget: int,
