@@ -71,7 +71,7 @@ def to_store(ds: Dataset, store: Any, path: str | None = None, *, mode: str = "w
                         if k not in _ARRAY_ENCODINGS}
         _write_variable(group, str(name), encode_zarr_variable(var, name=name,
                                                                zarr_format=zarr_format),
-                        {k: given[k] for k in _ARRAY_ENCODINGS if given.get(k) is not None})
+                        {k: given[k] for k in _ARRAY_ENCODINGS if k in given})
     if consolidated:
         consolidate_metadata(group.store, group.path, zarr_format=zarr_format)
     return group
@@ -107,7 +107,7 @@ def _write_variable(group: Group, name: str, var: Variable, kwargs: dict[str, An
             raise ValueError(f"to_store: variable {name!r} has irregular dask chunks "
                              f"{data.chunks}: a Zarr v2 array cannot store them (use "
                              "zarr_format=3, or rechunk)")
-        if "shards" in kwargs:
+        if kwargs.get("shards") is not None:
             raise ValueError(f"to_store: variable {name!r}: a dask-backed variable is stored "
                              "in its dask chunks, not sharded")
     else:
