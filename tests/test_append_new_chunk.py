@@ -198,3 +198,11 @@ def test_processes_each_get_their_own_chunk(tmp_path):
     a[:] = -2
     run_together(_process_appender, lambda i: (where, i), 4)
     _check_concurrent(cs.open_array(where, mode="r"), _batches, 4)
+
+
+def test_regular_axis_too_long_to_spell_out_is_refused():
+    with cs.config.set({"metadata.max_elements": 100}):
+        b = cs.create_array(cs.MemoryStore(), shape=(1000, 2), chunks=(1, (1, 1)), dtype="i1")
+        with pytest.raises(ValueError, match="max_elements"):
+            b.append(np.zeros((3, 2), "i1"), new_chunk=True)
+        assert b.shape == (1000, 2)

@@ -112,7 +112,11 @@ def with_own_chunk(edges: Sequence[AxisEdges], axis: int, extent: int, length: i
     change a stored one)."""
     e = edges[axis]
     if isinstance(e, int):
-        e = (e,) * -(-extent // e)
+        count, cap = -(-extent // e), current().budgets.metadata_max_elements
+        if count >= cap:  # spelled out, the grid could not be read back
+            raise ValueError(f"axis {axis} spelled out would list {count + 1} chunk lengths, "
+                             f"more than {cap} (chunkstore config 'metadata.max_elements')")
+        e = (e,) * count
     kept = tuple(itertools.takewhile(lambda end: end <= extent, itertools.accumulate(e)))
     if (kept[-1] if kept else 0) != extent:
         raise ValueError(f"axis {axis} is {extent} long, inside a chunk: an appended block "
