@@ -16,7 +16,9 @@ Nothing is read until it is needed: every variable wraps a chunkstore ``Array`` 
 ``_FillValue``, times) is xarray's own, through ``StoreBackendEntrypoint``. The Zarr
 ``fill_value`` masks missing data as the zarr engine does: by default in v2 groups, not
 in v3 ones (``use_zarr_fill_value_as_mask``). ``chunks={}`` gives dask arrays aligned to
-the stored chunks (``preferred_chunks``).
+the stored chunks (``preferred_chunks``; a rectilinear grid's irregular dimensions as
+tuples of chunk lengths, as the zarr engine gives them). To write a Dataset, irregular
+dask chunks included: ``chunkstore.xarray.to_store`` (``chunkstore/xarray_io.py``).
 
 Registered under the ``xarray.backends`` entry point group (see ``pyproject.toml``).
 It claims ``.zarr`` paths and directories holding ``zarr.json`` / ``.zgroup``, so with
