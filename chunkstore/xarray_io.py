@@ -61,27 +61,39 @@ def to_store(ds: Dataset, store: Any, path: str | None = None, *, mode: str = "w
     if unknown:
         raise ValueError(f"to_store: encoding for variables not in the dataset: {sorted(unknown)}")
     variables, attrs = conventions.encode_dataset_coordinates(ds)
-    group = open_group(store, mode="w" if mode == "w" else "w-", path=path,
-                       zarr_format=zarr_format, storage_options=storage_options)
-    group.update_attributes({k: encode_zarr_attr_value(v) for k, v in attrs.items()})
+    # every variable encoded and its array worked out before anything is written: a
+    # variable that cannot be stored leaves the store untouched
+    arrays = []
     for name, var in variables.items():
         given = dict(encoding.get(name, {}))
         var = var.copy(deep=False)
         var.encoding = {k: v for k, v in {**var.encoding, **given}.items()
                         if k not in _ARRAY_ENCODINGS}
-        _write_variable(group, str(name), encode_zarr_variable(var, name=name,
-                                                               zarr_format=zarr_format),
-                        {k: given[k] for k in _ARRAY_ENCODINGS if k in given})
+        encoded = encode_zarr_variable(var, name=name, zarr_format=zarr_format)
+        arrays.append((str(name), encoded.data, _array_arguments(
+            str(name), encoded, {k: given[k] for k in _ARRAY_ENCODINGS if k in given},
+            zarr_format == 3)))
+    group = open_group(store, mode="w" if mode == "w" else "w-", path=path,
+                       zarr_format=zarr_format, storage_options=storage_options)
+    group.update_attributes({k: encode_zarr_attr_value(v) for k, v in attrs.items()})
+    for name, data, arguments in arrays:
+        target = group.create_array(name, **arguments)
+        if isinstance(data, da.Array):
+            # every dask block is one chunk of the grid: the tasks never share a chunk
+            da.store(data, target, lock=False, compute=True)
+        else:
+            target[...] = np.asarray(data)
     if consolidated:
         consolidate_metadata(group.store, group.path, zarr_format=zarr_format)
     return group
 
 
-def _write_variable(group: Group, name: str, var: Variable, kwargs: dict[str, Any]) -> None:
-    """Create the array of the CF-encoded ``var`` (``create_array`` arguments
-    ``kwargs``) and write its data (a dask array block by block, each block one
-    chunk)."""
-    attrs, enc, v3 = dict(var.attrs), dict(var.encoding), group.zarr_format == 3
+def _array_arguments(name: str, var: Variable, kwargs: dict[str, Any], v3: bool
+                     ) -> dict[str, Any]:
+    """The ``create_array`` arguments of the CF-encoded ``var`` (and ``kwargs``):
+    xarray's fill value, attributes and dimension names; a dask-backed variable's grid
+    its dask chunks. ValueError for what the format cannot store."""
+    attrs, enc = dict(var.attrs), dict(var.encoding)
     # the fill value, as xarray's zarr writer: v2 masks with it (it is the _FillValue),
     # v3 keeps _FillValue an attribute and fills floats with NaN
     if v3:
@@ -98,29 +110,22 @@ def _write_variable(group: Group, name: str, var: Variable, kwargs: dict[str, An
     else:
         attrs[DIMENSION_KEY] = list(var.dims)
     data = var.data
-    lazy = isinstance(data, da.Array)
-    if lazy:
+    if isinstance(data, da.Array):
         if any(np.isnan(c) for sizes in data.chunks for c in sizes):
             raise ValueError(f"to_store: variable {name!r} has unknown dask chunk sizes")
-        chunks = _grid(data.chunks)
-        if not v3 and any(isinstance(c, tuple) for c in chunks):
-            raise ValueError(f"to_store: variable {name!r} has irregular dask chunks "
-                             f"{data.chunks}: a Zarr v2 array cannot store them (use "
-                             "zarr_format=3, or rechunk)")
         if kwargs.get("shards") is not None:
             raise ValueError(f"to_store: variable {name!r}: a dask-backed variable is stored "
                              "in its dask chunks, not sharded")
+        chunks: Any = _grid(data.chunks)
     else:
         chunks = enc.get("chunks") or "auto"
+    if not v3 and not isinstance(chunks, str) and any(isinstance(c, tuple) for c in chunks):
+        raise ValueError(f"to_store: variable {name!r} has irregular chunks {chunks}: a Zarr "
+                         "v2 array cannot store them (use zarr_format=3, or rechunk)")
     # variable-length text (object dtype), as xarray: zarr's string data type
     dtype = str if check_vlen_dtype(var.dtype) is str else var.dtype
-    target = group.create_array(name, shape=var.shape, dtype=dtype, chunks=chunks,
-                                fill_value=fill, attributes=attrs, **kwargs)
-    if lazy:
-        # every dask block is one chunk (shard) of the grid: the tasks never share a chunk
-        da.store(data, target, lock=False, compute=True)
-    else:
-        target[...] = np.asarray(data)
+    return {"shape": var.shape, "dtype": dtype, "chunks": chunks, "fill_value": fill,
+            "attributes": attrs, **kwargs}
 
 
 def _grid(chunks: tuple[tuple[int, ...], ...]) -> tuple[int | tuple[int, ...], ...]:

@@ -29,6 +29,9 @@ IRREGULAR = {"temperature": {"time": (1, 3, 2), "y": (3, 1), "x": (2, 3)},
              "packed": {"time": (4, 2)}}
 
 
+IRREGULAR_TEMPERATURE = ((1, 3, 2), (3, 1), (2, 3))
+
+
 def irregular_dataset() -> xr.Dataset:
     ds = make_dataset()
     for name, chunks in IRREGULAR.items():
@@ -129,8 +132,18 @@ def NX_OF(ds):  # noqa: N802  (the x dimension's length)
 
 def test_v2_refuses_irregular_chunks_and_modes(tmp_path):
     path = str(tmp_path / "v2.zarr")
-    with pytest.raises(ValueError, match="irregular dask chunks"):
+    with pytest.raises(ValueError, match="irregular chunks"):
         cs.xarray.to_store(irregular_dataset(), path, zarr_format=2)
+    assert not (tmp_path / "v2.zarr").exists()  # refused before anything was written
+    # a loaded dataset keeps its stored grid (encoding "chunks"): v3 again, not v2
+    irr = str(tmp_path / "irr.zarr")
+    cs.xarray.to_store(irregular_dataset(), irr)
+    loaded = xr.open_dataset(irr, engine="chunkstore").load()
+    cs.xarray.to_store(loaded, str(tmp_path / "again.zarr"))
+    assert cs.open_array(str(tmp_path / "again.zarr"), path="temperature",
+                         mode="r").read_chunk_sizes == IRREGULAR_TEMPERATURE
+    with pytest.raises(ValueError, match="irregular chunks"):
+        cs.xarray.to_store(loaded, path, zarr_format=2)
     ds = make_dataset()
     where = str(tmp_path / "m.zarr")
     cs.xarray.to_store(ds, where)
