@@ -68,8 +68,9 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # ``cs.dask`` without importing dask/distributed at ``import chunkstore`` time
-    if name == "dask":
+    # ``cs.dask`` / ``cs.xarray`` without importing dask/distributed or xarray at
+    # ``import chunkstore`` time
+    if name in ("dask", "xarray"):
         import importlib
-        return importlib.import_module(".dask", __name__)
+        return importlib.import_module(".dask" if name == "dask" else ".xarray_io", __name__)
     raise AttributeError(f"module 'chunkstore' has no attribute {name!r}")

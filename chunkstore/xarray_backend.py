@@ -16,7 +16,9 @@ Nothing is read until it is needed: every variable wraps a chunkstore ``Array`` 
 ``_FillValue``, times) is xarray's own, through ``StoreBackendEntrypoint``. The Zarr
 ``fill_value`` masks missing data as the zarr engine does: by default in v2 groups, not
 in v3 ones (``use_zarr_fill_value_as_mask``). ``chunks={}`` gives dask arrays aligned to
-the stored chunks (``preferred_chunks``).
+the stored chunks (``preferred_chunks``; a rectilinear grid's irregular dimensions as
+tuples of chunk lengths, as the zarr engine gives them). To write a Dataset, irregular
+dask chunks included: ``chunkstore.xarray.to_store`` (``chunkstore/xarray_io.py``).
 
 Registered under the ``xarray.backends`` entry point group (see ``pyproject.toml``).
 It claims ``.zarr`` paths and directories holding ``zarr.json`` / ``.zgroup``, so with
@@ -119,6 +121,23 @@ def _arrayize(key: tuple, shape: tuple[int, ...]) -> tuple:
     return tuple(out)
 
 
+def compact_chunk_sizes(sizes: tuple[tuple[int, ...], ...]) -> tuple[int | tuple[int, ...], ...]:
+    """Per dimension the chunk length where the lengths are regular (all equal but a
+    shorter last one), else the tuple of them; ``(0,)`` for an empty dimension: the form
+    xarray's zarr engine gives ``chunks`` / ``preferred_chunks`` of a rectilinear grid
+    (dask takes either per dimension)."""
+    out: list[int | tuple[int, ...]] = []
+    for axis in sizes:
+        axis = tuple(axis)
+        if not axis:
+            out.append((0,))
+        elif len(set(axis[:-1])) <= 1 and axis[-1] <= axis[0]:
+            out.append(axis[0])
+        else:
+            out.append(axis)
+    return tuple(out)
+
+
 def _dims_and_attrs(array: Array, *, try_nczarr: bool = False) -> tuple[tuple, dict[str, Any]]:
     """Dimension names and user attributes of an array, as the zarr engine reads them."""
     meta = array.metadata
@@ -168,9 +187,12 @@ class ChunkstoreDataStore(AbstractDataStore):
                 "preferred_chunks": dict(zip(dims, chunks, strict=True)),
                 "shards": array.shards,
             }
-        else:  # a rectilinear grid: each chunk's length per dimension
-            encoding = {"preferred_chunks": dict(zip(dims, array.read_chunk_sizes,
-                                                     strict=True))}
+        else:  # a rectilinear grid: as the zarr engine, a tuple per irregular dimension
+            chunks = compact_chunk_sizes(array.read_chunk_sizes)
+            shards = (compact_chunk_sizes(array.write_chunk_sizes)
+                      if array.layout.shards is not None else None)
+            encoding = {"chunks": chunks, "preferred_chunks": dict(zip(dims, chunks, strict=True)),
+                        "shards": shards}
         if wrapper.dtype.kind == "T":
             encoding["dtype"] = wrapper.dtype
         fill = array.fill_value

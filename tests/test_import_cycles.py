@@ -151,9 +151,9 @@ def test_the_checker_sees_function_local_and_package_edges():
 # ``rechunk`` sits above ``io``: its memory model adds up the engine's own description of
 # its buffers (``io.buffers``), not a copy of it (issue 31).
 LAYERS = [
-    ["__main__", "testing"], ["cli"], ["xarray_backend"], ["dask"], ["api"], ["group"],
-    ["array"], ["nodes"], ["rechunk"], ["io"], ["indexing"], ["grid"], ["codecs"], ["metadata"],
-    ["storage"], ["runtime"], ["config"], ["progress"], ["sizes"], ["errors"],
+    ["__main__", "testing"], ["cli"], ["xarray_backend", "xarray_io"], ["dask"], ["api"],
+    ["group"], ["array"], ["nodes"], ["rechunk"], ["io"], ["indexing"], ["grid"], ["codecs"],
+    ["metadata"], ["storage"], ["runtime"], ["config"], ["progress"], ["sizes"], ["errors"],
 ]
 RANK = {unit: i for i, row in enumerate(LAYERS) for unit in row}
 # What the dask layer may use (issue 31: a thin executor over public primitives).

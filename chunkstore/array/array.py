@@ -531,11 +531,21 @@ class Array:
         raise ConcurrentWriteError(f"array {self.name!r}: the shape kept changing under "
                                    f"{RESIZE_ATTEMPTS} attempts to resize to {new_shape}")
 
-    def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
+    def append(self, data: Any, axis: int = 0, *, new_chunk: bool = False) -> tuple[int, ...]:
         """Grow along ``axis`` and write ``data`` there; returns the new shape.
 
         The rows are reserved by one read-modify-write of the stored shape, so
-        concurrent appenders (threads or processes) each get their own rows."""
+        concurrent appenders (threads or processes) each get their own rows.
+
+        The grid follows zarr-python 3.4's resize: a rectilinear axis whose chunks no
+        longer cover the new length gets one chunk covering the growth; otherwise the
+        rows fill the last chunk (read, merged, rewritten). ``new_chunk=True`` (a
+        rectilinear grid only) always makes ``data`` a chunk (shard) of its own along
+        ``axis``, added to the grid in the same atomic update as the shape: streaming
+        ragged batches then never read or rewrite a stored chunk, and concurrent
+        appenders each get their own chunk. ValueError on a regular grid (v2, or v3
+        ``regular``), or when the array's length along ``axis`` ends inside a chunk
+        (e.g. after a shrinking ``resize``)."""
         self._check_writable()
         data = np.asarray(data, dtype=self.dtype)
         axis = axis + self.ndim if axis < 0 else axis
@@ -543,8 +553,8 @@ class Array:
             raise ValueError(f"array {self.name!r}: cannot append data of shape {data.shape} "
                              f"to shape {self.shape} along axis {axis}")
         start: list[int] = []
-        new_shape = tuple(self._change_metadata(appended(data.shape, axis, self.name, start))
-                          .shape)
+        new_shape = tuple(self._change_metadata(
+            appended(data.shape, axis, self.name, start, new_chunk)).shape)
         self[tuple(slice(start[0], start[0] + data.shape[axis]) if i == axis
                    else slice(None) for i in range(self.ndim))] = data
         return new_shape

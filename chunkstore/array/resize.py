@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from chunkstore.codecs.sharding import inner_chunk_shape
 from chunkstore.metadata import ArrayMetadata
+from chunkstore.metadata.rectilinear import with_own_chunk
 
 RESIZE_ATTEMPTS = 64
 
@@ -41,10 +43,14 @@ def resized_from(old: tuple[int, ...], new_shape: tuple[int, ...]
     return change
 
 
-def appended(data_shape: tuple[int, ...], axis: int, name: str, start: list[int]
-             ) -> Callable[[ArrayMetadata], ArrayMetadata]:
+def appended(data_shape: tuple[int, ...], axis: int, name: str, start: list[int],
+             new_chunk: bool = False) -> Callable[[ArrayMetadata], ArrayMetadata]:
     """The change of an append of ``data_shape`` along ``axis``: the stored shape grown;
-    ``start`` is set to the first reserved row. ValueError when the other axes differ."""
+    ``start`` is set to the first reserved row. ValueError when the other axes differ.
+
+    With ``new_chunk`` the rectilinear grid gets, in the same change, one chunk (shard)
+    exactly covering the appended rows (``with_own_chunk``): the append then never
+    touches a stored chunk. ValueError when the grid cannot have one there."""
     def grow(meta: ArrayMetadata) -> ArrayMetadata:
         old = tuple(meta.shape)
         if any(d != s for i, (d, s) in enumerate(zip(data_shape, old, strict=True))
@@ -52,6 +58,28 @@ def appended(data_shape: tuple[int, ...], axis: int, name: str, start: list[int]
             raise ValueError(f"array {name!r}: cannot append data of shape "
                              f"{data_shape} to shape {old} along axis {axis}")
         start[:] = [old[axis]]
-        return meta.replace(shape=tuple(s + data_shape[axis] if i == axis else s
-                                        for i, s in enumerate(old)))
+        shape = tuple(s + data_shape[axis] if i == axis else s for i, s in enumerate(old))
+        if not new_chunk:
+            return meta.replace(shape=shape)
+        edges = own_chunk_edges(meta, axis, data_shape[axis], name)
+        return meta.replace(shape=shape, chunk_edges=edges)
     return grow
+
+
+def own_chunk_edges(meta: ArrayMetadata, axis: int, length: int, name: str) -> Any:
+    """The chunk edges of ``meta`` with the ``length`` rows appended along ``axis`` as a
+    chunk of their own; ValueError for a regular grid, or a grid that cannot have it."""
+    edges = getattr(meta, "chunk_edges", None)
+    if edges is None:
+        raise ValueError(f"array {name!r}: append(new_chunk=True) needs a rectilinear chunk "
+                         "grid (zarr v3); this array's grid is regular")
+    if not length:
+        return edges
+    inner = inner_chunk_shape(meta)
+    if inner is not None and length % inner[axis]:
+        raise ValueError(f"array {name!r}: a shard of {length} rows along axis {axis} is "
+                         f"not a multiple of the inner chunk length {inner[axis]}")
+    try:
+        return with_own_chunk(edges, axis, meta.shape[axis], length)
+    except ValueError as e:
+        raise ValueError(f"array {name!r}: append(new_chunk=True): {e}") from None

@@ -103,6 +103,27 @@ def grown_edges(edges: Sequence[AxisEdges], shape: Sequence[int]) -> tuple[AxisE
     return tuple(out)
 
 
+def with_own_chunk(edges: Sequence[AxisEdges], axis: int, extent: int, length: int
+                   ) -> tuple[AxisEdges, ...]:
+    """The edges after an append of ``length`` elements along ``axis`` (now ``extent``
+    long) as a chunk of its own: the axis's chunks that end at or before ``extent`` kept
+    (a regular axis, a bare length, spelled out), then one of ``length``. ValueError
+    when ``extent`` falls inside one of the axis's chunks (a new chunk there would
+    change a stored one)."""
+    e = edges[axis]
+    if isinstance(e, int):
+        count, cap = -(-extent // e), current().budgets.metadata_max_elements
+        if count >= cap:  # spelled out, the grid could not be read back
+            raise ValueError(f"axis {axis} spelled out would list {count + 1} chunk lengths, "
+                             f"more than {cap} (chunkstore config 'metadata.max_elements')")
+        e = (e,) * count
+    kept = tuple(itertools.takewhile(lambda end: end <= extent, itertools.accumulate(e)))
+    if (kept[-1] if kept else 0) != extent:
+        raise ValueError(f"axis {axis} is {extent} long, inside a chunk: an appended block "
+                         "cannot be a chunk of its own without rewriting that chunk")
+    return tuple((*e[:len(kept)], length) if a == axis else x for a, x in enumerate(edges))
+
+
 def max_lengths(edges: Sequence[AxisEdges]) -> tuple[int, ...]:
     """The longest chunk along each axis."""
     return tuple(e if isinstance(e, int) else max(e) for e in edges)
