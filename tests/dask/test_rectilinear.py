@@ -1,0 +1,198 @@
+"""The Dask layer over rectilinear chunk grids: ``to_store`` of irregular dask chunks
+writes a rectilinear grid matching them (one whole chunk per block: nothing read, no
+lock), ``from_store`` gives the stored chunk lengths back, region writes align with an
+existing rectilinear grid, and rechunk/transpose read and write such grids within
+max_mem (checked against NumPy, threaded scheduler)."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import chunkstore as cs
+import chunkstore.dask as csd
+from chunkstore.runtime.sync import ThreadSynchronizer
+
+
+@pytest.fixture(autouse=True)
+def threaded():
+    with dask.config.set(scheduler="threads"):
+        yield
+
+
+class ReadCountingStore(cs.MemoryStore):
+    """Records every key whose value is read (all of MemoryStore's reads pass here)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.read_keys = []
+
+    def _value(self, key, max_bytes):
+        self.read_keys.append(key)
+        return super()._value(key, max_bytes)
+
+    def get_ranges(self, requests, object_size=None):
+        self.read_keys.extend(k for k, _ in requests)
+        return super().get_ranges(requests, object_size)
+
+    def chunk_reads(self):
+        return [k for k in self.read_keys if not k.endswith("zarr.json")
+                and not k.endswith((".zarray", ".zattrs", ".zgroup"))]
+
+
+class RecordingSynchronizer(ThreadSynchronizer):
+    """A synchronizer that records the keys it is asked to lock."""
+
+    def __init__(self):
+        super().__init__()
+        self.locked = []
+
+    def __getitem__(self, key):
+        self.locked.append(key)
+        return super().__getitem__(key)
+
+
+def stored_grid(array):
+    """The chunk lengths per axis the stored document spells (its run-length form
+    expanded), as dask spells chunks."""
+    doc = array.metadata.to_json()["chunk_grid"]
+    if doc["name"] == "regular":
+        shape = doc["configuration"]["chunk_shape"]
+        return tuple(tuple(min(c, n - i) for i in range(0, n, c)) or (0,)
+                     for c, n in zip(shape, array.shape, strict=True))
+    out = []
+    for spec, n in zip(doc["configuration"]["chunk_shapes"], array.shape, strict=True):
+        if isinstance(spec, int):
+            sizes = [min(spec, n - i) for i in range(0, n, spec)]
+        else:
+            sizes = [v for e in spec for v in ([e[0]] * e[1] if isinstance(e, list) else [e])]
+        out.append(tuple(sizes) if n else (0,))
+    return tuple(out)
+
+
+def irregular(x):
+    return any(len(c) > 1 and (len(set(c[:-1])) > 1 or c[-1] > c[0]) for c in x.chunks)
+
+
+axis_chunks = st.lists(st.integers(1, 6), min_size=1, max_size=4).map(tuple)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(axis_chunks, min_size=1, max_size=3).map(tuple))
+def test_to_store_writes_the_dask_chunks(chunks):
+    shape = tuple(sum(c) for c in chunks)
+    data = np.arange(np.prod(shape), dtype="i4").reshape(shape)
+    x = da.from_array(data, chunks=chunks)
+    a = csd.to_store(x, cs.MemoryStore())
+    np.testing.assert_array_equal(a[...], data)
+    assert stored_grid(a) == x.chunks
+    assert (a.metadata.to_json()["chunk_grid"]["name"] == "rectilinear") == irregular(x)
+    y = csd.from_store(a)
+    assert y.chunks == x.chunks
+    np.testing.assert_array_equal(y.compute(), data)
+
+
+def test_irregular_write_reads_nothing_and_takes_no_lock():
+    data = np.random.default_rng(0).standard_normal((40, 33))
+    x = da.concatenate([da.from_array(data[:7], chunks=(7, 10)),
+                        da.from_array(data[7:20], chunks=(13, 10)),
+                        da.from_array(data[20:], chunks=(20, 10))])
+    assert x.chunks == ((7, 13, 20), (10, 10, 10, 3))
+    store, sync = ReadCountingStore(), RecordingSynchronizer()
+    a = csd.to_store(x, store, synchronizer=sync)
+    assert store.chunk_reads() == [] and sync.locked == []
+    assert a.read_chunk_sizes == ((7, 13, 20), (10, 10, 10, 3))
+    assert len([k for k in store.list() if k.startswith("c/")]) == 12  # one chunk per block
+    np.testing.assert_array_equal(a[...], data)
+    # the graph: one store task per block, no rechunk layer in front of them
+    graph = csd.to_store(x, cs.MemoryStore(), compute=False).__dask_graph__()
+    assert not any("rechunk" in str(k) for k in graph)
+    assert len([k for k in graph if str(k).startswith("('to-store-")]) == 12
+    # the proof can fail: a region cutting chunks reads them and locks them
+    store.read_keys.clear()
+    csd.to_store(da.from_array(data[3:9, 1:5], chunks=3), a, region=(slice(3, 9), slice(1, 5)))
+    assert store.chunk_reads() and sync.locked
+
+
+def test_regular_dask_chunks_keep_a_regular_grid():
+    x = da.ones((10, 9), chunks=(4, 3))
+    a = csd.to_store(x, cs.MemoryStore())
+    assert a.chunks == (4, 3) and a.metadata.to_json()["chunk_grid"]["name"] == "regular"
+
+
+def test_chunks_forces_a_regular_grid():
+    data = np.arange(30.0).reshape(6, 5)
+    x = da.from_array(data, chunks=((1, 5), (3, 2)))
+    a = csd.to_store(x, cs.MemoryStore(), chunks=(2, 2))
+    assert a.chunks == (2, 2)
+    np.testing.assert_array_equal(a[...], data)
+    b = csd.to_store(x, cs.MemoryStore(), chunks=(2, 2), zarr_format=2)
+    np.testing.assert_array_equal(b[...], data)
+
+
+def test_v2_target_with_irregular_chunks_is_refused():
+    x = da.ones((6, 5), chunks=((1, 5), (3, 2)))
+    store = cs.MemoryStore()
+    with pytest.raises(ValueError, match=r"'arr'.*irregular.*zarr_format=3.*chunks="):
+        csd.to_store(x, store, path="arr", zarr_format=2)
+    assert list(store.list()) == []  # refused before anything is created
+
+
+def test_empty_axis():
+    x = da.zeros((0, 5), chunks=((0,), (2, 3)))
+    a = csd.to_store(x, cs.MemoryStore())
+    assert a.read_chunk_sizes == ((), (2, 3))
+    assert csd.from_store(a).chunks == ((0,), (2, 3))
+
+
+def test_region_into_a_rectilinear_array():
+    data = np.random.default_rng(1).standard_normal((25, 30))
+    store, sync = ReadCountingStore(), RecordingSynchronizer()
+    a = cs.create_array(store, shape=(25, 30), chunks=((10, 5, 10), (15, 15)), dtype="f8",
+                        synchronizer=sync)
+    # blocks matching the grid's chunks: written whole, nothing read, no lock
+    x = da.from_array(data[10:25], chunks=((5, 10), (15, 15)))
+    csd.to_store(x, a, region=(slice(10, 25), slice(0, 30)))
+    assert store.chunk_reads() == [] and sync.locked == []
+    # unaligned blocks: rechunked onto the grid; the region's ends are safe RMWs
+    y = da.from_array(data[3:12, 2:29], chunks=4)
+    csd.to_store(y, a, region=(slice(3, 12), slice(2, 29)))
+    expected = np.zeros_like(data)
+    expected[10:25] = data[10:25]
+    expected[3:12, 2:29] = data[3:12, 2:29]
+    np.testing.assert_array_equal(a[...], expected)
+    assert sync.locked  # the partial chunks went through the locked read-modify-write
+
+
+def test_into_an_existing_rectilinear_array_of_another_grid():
+    data = np.arange(25 * 30.0).reshape(25, 30)
+    a = cs.create_array(cs.MemoryStore(), shape=(25, 30), chunks=((10, 5, 10), (15, 15)),
+                        dtype="f8")
+    x = da.from_array(data, chunks=((3, 22), (29, 1)))
+    csd.to_store(x, a)
+    np.testing.assert_array_equal(a[...], data)
+    assert a.read_chunk_sizes == ((10, 5, 10), (15, 15))
+
+
+def test_from_store_of_a_rectilinear_array_with_chunks():
+    data = np.arange(25 * 30).reshape(25, 30)
+    a = cs.create_array(cs.MemoryStore(), shape=(25, 30), chunks=((10, 5, 10), (15, 15)),
+                        dtype="i8")
+    a[...] = data
+    x = csd.from_store(a)
+    assert x.chunks == ((10, 5, 10), (15, 15))
+    np.testing.assert_array_equal(x[3:22:2, ::3].compute(), data[3:22:2, ::3])
+    np.testing.assert_array_equal(csd.from_store(a, chunks=(7, 7)).compute(), data)
+
+
+def test_auto_rechunked_irregular_array_roundtrip(tmp_path):
+    data = np.random.default_rng(2).standard_normal((300, 40))
+    x = da.from_array(data, chunks=((100, 150, 50), 40)).rechunk({0: "auto"},
+                                                                 block_size_limit=40_000)
+    a = csd.to_store(x, str(tmp_path / "a.zarr"))
+    b = cs.open_array(str(tmp_path / "a.zarr"), mode="r")
+    assert csd.from_store(b).chunks == x.chunks
+    np.testing.assert_array_equal(b[...], data)
+    assert a.read_chunk_sizes[0] == x.chunks[0]
