@@ -9,7 +9,6 @@ fuses with blockwise producers: a block is made and written by one task.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from chunkstore.api.opening import open_array
 from chunkstore.array.array import Array
 from chunkstore.array.sources import refuse_reader_of
 from chunkstore.dask.memory import active_client, configure_workers, refuse_copied
+from chunkstore.dask.source import write_on_grid
 from chunkstore.rechunk.planner import (
     CODEC_THREADS,
     PlanError,
@@ -361,7 +361,7 @@ def _write_block(block: np.ndarray, array: Array, offsets: tuple[int, ...] = (),
                                                                   strict=True))
     try:
         if piece is None:
-            _write_on_grid(block, array, region)
+            write_on_grid(block, array, region)
             return np.ones((1,) * block.ndim, dtype=bool)
         for part in pieces_of(region, piece):
             local = tuple(slice(p.start - r.start, p.stop - r.start)
@@ -371,22 +371,3 @@ def _write_block(block: np.ndarray, array: Array, offsets: tuple[int, ...] = (),
         scratch.release_all()  # an idle worker's codec threads hold no chunk buffers
     return np.ones((1,) * block.ndim, dtype=bool)
 
-
-def _write_on_grid(block: np.ndarray, array: Array, region: tuple[slice, ...]) -> None:
-    """Write ``region`` of an array with a rectilinear grid, one write unit at a time: a
-    whole chunk by ``write_chunk`` (nothing read, no lock), anything less (the region's
-    own ends, or a shard's part) by ``write_region``."""
-    grid, layout = array.layout.write_grid, array.layout
-    if not all(s.stop > s.start for s in region):
-        return
-    ranges = [grid.chunks_on_axis(a, s.start, s.stop) for a, s in enumerate(region)]
-    for coords in itertools.product(*ranges):
-        unit = grid.chunk_region(coords)
-        part = tuple(slice(max(u.start, r.start), min(u.stop, r.stop))
-                     for u, r in zip(unit, region, strict=True))
-        local = tuple(slice(p.start - r.start, p.stop - r.start)
-                      for p, r in zip(part, region, strict=True))
-        if part == unit and layout.shards is None:
-            array.write_chunk(coords, block[local])
-        else:
-            array.write_region(part, block[local])

@@ -196,3 +196,86 @@ def test_auto_rechunked_irregular_array_roundtrip(tmp_path):
     assert csd.from_store(b).chunks == x.chunks
     np.testing.assert_array_equal(b[...], data)
     assert a.read_chunk_sizes[0] == x.chunks[0]
+
+
+# -- rechunk / transpose ------------------------------------------------------------------
+
+def _rectilinear(data, chunks, store=None):
+    a = cs.create_array(store if store is not None else cs.MemoryStore(), shape=data.shape,
+                        chunks=chunks, dtype=data.dtype)
+    a[...] = data
+    return a
+
+
+@pytest.fixture
+def rect_source():
+    data = np.random.default_rng(3).standard_normal((60, 45))
+    return _rectilinear(data, ((10, 25, 5, 20), (7, 38))), data
+
+
+@pytest.mark.parametrize("target", [(8, 9), (60, 1), ((30, 30), (5, 5, 35)), {1: (40, 5)}])
+@pytest.mark.parametrize("max_mem", ["60KB", "1MB"])
+def test_rechunk_of_a_rectilinear_source(rect_source, target, max_mem):
+    a, data = rect_source
+    plan = csd.rechunk(a, target, cs.MemoryStore(), max_mem=max_mem)
+    assert plan.peak_task_memory <= csd.parse_bytes(max_mem)
+    b = plan.execute()
+    np.testing.assert_array_equal(b[...], data)
+    if isinstance(target, dict):  # the other axis keeps the source's rectilinear chunks
+        assert b.read_chunk_sizes == ((10, 25, 5, 20), (40, 5))
+    elif isinstance(target[0], tuple):
+        assert b.read_chunk_sizes == target
+    else:
+        assert b.chunks == target
+
+
+@pytest.mark.parametrize("target", [((1, 59), (44, 1)), ((7, 7, 7, 39), (45,))])
+def test_rechunk_onto_a_rectilinear_target_writes_whole_chunks(target):
+    data = np.random.default_rng(4).standard_normal((60, 45))
+    src = cs.array(data, chunks=(7, 7))
+    store, sync = ReadCountingStore(), RecordingSynchronizer()
+    plan = csd.rechunk(src, target, store, max_mem="60KB", synchronizer=sync)
+    assert plan.peak_task_memory <= 60_000
+    b = plan.execute()
+    # every block snapped onto the grid: no chunk of the target is read back or locked
+    assert [k for k in store.chunk_reads() if k.startswith("c/")] == [] and sync.locked == []
+    np.testing.assert_array_equal(b[...], data)
+    assert b.read_chunk_sizes == target
+
+
+def test_snapped_blocks_stay_within_max_mem(rect_source):
+    """The blocks a plan snaps onto a rectilinear grid, by the model, fit max_mem."""
+    from chunkstore.dask.rechunk import _grown
+    from chunkstore.dask.source import snapped
+    _, data = rect_source
+    src = cs.array(data, chunks=(4, 4))
+    plan = csd.rechunk(src, ((13, 13, 13, 21), (2, 43)), cs.MemoryStore(), max_mem="40KB")
+    last = plan.stages[-1]
+    grown = _grown(last, plan.target)
+    assert grown.task_memory <= 40_000
+    regions = [snapped(last.block_region(j), plan.target) for j in range(last.ntasks)]
+    for r in regions:
+        assert all(s.stop - s.start <= g for s, g in zip(r, grown.block, strict=True))
+    covered = np.zeros(data.shape, dtype=int)  # the snapped blocks tile the array
+    for r in regions:
+        covered[r] += 1
+    assert (covered == 1).all()
+
+
+def test_transpose_of_a_rectilinear_source(rect_source):
+    a, data = rect_source
+    t = csd.transpose(a, (1, 0), cs.MemoryStore(), max_mem="100KB")
+    np.testing.assert_array_equal(t[...], data.T)
+    assert t.read_chunk_sizes == ((7, 38), (10, 25, 5, 20))  # the grid permuted
+    u = csd.transpose(a, None, cs.MemoryStore(), chunks=(9, 9), max_mem="100KB")
+    assert u.chunks == (9, 9)
+    np.testing.assert_array_equal(u[...], data.T)
+
+
+def test_rectilinear_3d_transpose_to_rectilinear_target():
+    data = np.arange(12 * 10 * 6, dtype="i4").reshape(12, 10, 6)
+    a = _rectilinear(data, ((5, 7), (3, 3, 4), 6))
+    t = csd.transpose(a, (2, 0, 1), cs.MemoryStore(), chunks=((1, 5), (6, 6), (9, 1)),
+                      max_mem="200KB")
+    np.testing.assert_array_equal(t[...], data.transpose(2, 0, 1))
+    assert t.read_chunk_sizes == ((1, 5), (6, 6), (9, 1))
