@@ -229,18 +229,28 @@ def test_rechunk_of_a_rectilinear_source(rect_source, target, max_mem):
         assert b.chunks == target
 
 
-@pytest.mark.parametrize("target", [((1, 59), (44, 1)), ((7, 7, 7, 39), (45,))])
-def test_rechunk_onto_a_rectilinear_target_writes_whole_chunks(target):
+@pytest.mark.parametrize(("target", "max_mem"), [
+    (((1, 59), (44, 1)), 60_000), (((7, 7, 7, 39), (45,)), 40_000),
+    (((13, 13, 13, 21), (2, 43)), 40_000), (((9, 12, 9, 12, 9, 9), (20, 25)), 40_000)])
+def test_rechunk_onto_a_rectilinear_target_writes_whole_chunks(target, max_mem):
     data = np.random.default_rng(4).standard_normal((60, 45))
     src = cs.array(data, chunks=(7, 7))
     store, sync = ReadCountingStore(), RecordingSynchronizer()
-    plan = csd.rechunk(src, target, store, max_mem="60KB", synchronizer=sync)
-    assert plan.peak_task_memory <= 60_000
+    plan = csd.rechunk(src, target, store, max_mem=max_mem, synchronizer=sync)
+    assert plan.peak_task_memory <= max_mem
+    if target[0] == (13, 13, 13, 21):  # planned blocks of 21 rows: snapping moves them
+        assert plan.stages[-1].block[0] == 21
     b = plan.execute()
     # every block snapped onto the grid: no chunk of the target is read back or locked
     assert [k for k in store.chunk_reads() if k.startswith("c/")] == [] and sync.locked == []
     np.testing.assert_array_equal(b[...], data)
     assert b.read_chunk_sizes == target
+
+
+def test_rechunk_refuses_when_snapped_blocks_cannot_fit():
+    src = cs.array(np.zeros((60, 45)), chunks=(7, 7))
+    with pytest.raises(csd.PlanError, match="rectilinear grid.*raise max_mem"):
+        csd.rechunk(src, ((1, 59), (44, 1)), cs.MemoryStore(), max_mem="40KB")
 
 
 def test_snapped_blocks_stay_within_max_mem(rect_source):
