@@ -289,3 +289,76 @@ def test_rectilinear_3d_transpose_to_rectilinear_target():
                       max_mem="200KB")
     np.testing.assert_array_equal(t[...], data.transpose(2, 0, 1))
     assert t.read_chunk_sizes == ((1, 5), (6, 6), (9, 1))
+
+
+# -- on a LocalCluster: per-worker peak RSS sampled from outside -------------------------
+
+MiB = 2**20
+#: sampling and first-use slack over the model (as tests/dask/test_memory.py)
+SLACK = 12 * MiB
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       memory_limit="700MB", dashboard_address=None)
+    with cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def _irregular_rows(lengths, cols, seed):
+    """``da.concatenate`` of blocks of ``lengths`` rows, each generated (float64)."""
+    parts = [da.random.default_rng(seed + i).random((n, cols), chunks=(n, cols))
+             for i, n in enumerate(lengths)]
+    return da.concatenate(parts)
+
+
+@pytest.mark.parametrize("kind", ["concatenate", "auto"])
+def test_irregular_to_store_on_a_cluster(client, tmp_path, kind):
+    """256 MiB of irregular blocks written as a rectilinear grid by two worker processes:
+    each worker's peak RSS under the modelled bound, and the chunks come back."""
+    from chunkstore.dask.io import store_task_memory
+    from chunkstore.dask.memory import WorkerMemory, Workers
+    lengths = [160, 320, 96, 256, 224, 288, 128, 192, 320, 64, 256, 160, 224, 192, 288, 160,
+               128, 320, 96, 224]
+    x = _irregular_rows(lengths, 8192, seed=10)
+    if kind == "auto":  # dask's own choice along axis 1, the rows stay irregular
+        x = x.rechunk({1: "auto"}, block_size_limit=8 * MiB)
+    assert x.nbytes == 256 * MiB and irregular(x)
+    probe = cs.create_array(None, shape=x.shape, dtype=x.dtype, chunks=x.chunks)
+    workers = Workers.of_client(client)
+    predicted = workers.worker_memory(store_task_memory(x, probe, workers.codec_threads))
+    where = str(tmp_path / "x.zarr")
+    with WorkerMemory(client, interval=0.01) as mem:
+        csd.to_store(x, where)
+    assert not mem.events, mem.events
+    assert len(mem.peaks) == 2
+    for addr, peak in mem.peaks.items():
+        assert peak <= predicted + SLACK, (addr, peak / MiB, predicted / MiB)
+        assert peak - mem.baselines[addr] <= 3 * max(x.chunks[0]) * 8192 * 8, addr
+    back = cs.open_array(where, mode="r")
+    assert csd.from_store(back).chunks == x.chunks
+    np.testing.assert_array_equal(back[470:700], x[470:700].compute(scheduler="sync"))
+
+
+def test_rectilinear_rechunk_on_a_cluster(client, tmp_path):
+    """A rectilinear source rechunked onto a rectilinear target by two worker processes,
+    each within max_mem (one task per worker at a time) over its baseline."""
+    from chunkstore.dask.memory import WorkerMemory
+    rows = [200, 312, 64, 448, 256, 168, 400, 200]  # 2048 rows of 4096 float32: 32 MiB
+    src = cs.create_array(str(tmp_path / "s.zarr"), shape=(2048, 4096), dtype="f4",
+                          chunks=(tuple(rows), 512))
+    rng = np.random.default_rng(5)
+    src[...] = rng.random((2048, 4096), dtype="f4")
+    max_mem = 24 * MiB
+    target = ((512,) * 4, (1000, 1000, 1000, 1096))
+    plan = csd.rechunk(src, target, str(tmp_path / "t.zarr"), max_mem=max_mem)
+    assert plan.peak_task_memory <= max_mem
+    with WorkerMemory(client, interval=0.01) as mem:
+        out = plan.execute()
+    assert not mem.events, mem.events
+    for addr, peak in mem.peaks.items():
+        assert peak - mem.baselines[addr] <= max_mem + SLACK, (addr, peak / MiB)
+    assert out.read_chunk_sizes == target
+    np.testing.assert_array_equal(out[300:700, ::7], src[300:700, ::7])
