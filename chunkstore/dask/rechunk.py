@@ -79,7 +79,13 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     this process with Dask's threads.
 
     ``target_chunks``: a shape (None or -1 in an axis = the whole axis), or a dict
-    ``{axis: chunk}`` changing only those axes.
+    ``{axis: chunk}`` changing only those axes; an axis given as the length of every
+    chunk (``((10, 10, 5), 15)``) makes a v3 rectilinear target. A rectilinear source
+    or target is planned on its largest chunk length per axis (the planner's regular
+    unit): source chunks are read through the grid-aware ``read_region`` (a chunk cut by
+    a block edge is decoded by both blocks), and the last stage's blocks are snapped onto
+    a rectilinear target's grid so each of its chunks is written whole by one task, the
+    plan made small enough that the snapped blocks fit ``max_mem``.
 
     >>> import chunkstore as cs
     >>> a = cs.array(np.arange(64.0).reshape(8, 8), chunks=(8, 1))
