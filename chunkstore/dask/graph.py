@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from chunkstore.array.array import Array
-from chunkstore.dask.source import copy_block
+from chunkstore.dask.source import copy_block, snapped
 from chunkstore.rechunk.planner import MAX_TASKS_PER_STAGE, Stage, blocks_per_task
 from chunkstore.runtime import current
 
@@ -31,7 +31,8 @@ def _copy_blocks(source: Any, target: Array, stage: Stage, first: int, count: in
     read_piece, write_piece = stage.read_piece, stage.write_piece
     with current().buffers.retaining(stage.task_memory):  # the next task reuses the blocks
         for j in range(first, min(first + count, stage.ntasks)):
-            copy_block(source, target, stage.block_region(j), read_piece, write_piece)
+            copy_block(source, target, snapped(stage.block_region(j), target), read_piece,
+                       write_piece)
     return None
 
 

@@ -10,6 +10,7 @@ fuses with blockwise producers: a block is made and written by one task.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import dask
@@ -25,6 +26,7 @@ from chunkstore.api.opening import open_array
 from chunkstore.array.array import Array
 from chunkstore.array.sources import refuse_reader_of
 from chunkstore.dask.memory import active_client, configure_workers, refuse_copied
+from chunkstore.dask.source import write_on_grid
 from chunkstore.rechunk.planner import (
     CODEC_THREADS,
     PlanError,
@@ -53,8 +55,10 @@ def from_store(store_or_array: Any, path: str | None = None, chunks: Any = None,
     ``store_or_array``: an Array, a Group (with ``path`` naming the member), or anything
     ``open_array`` takes (a path, URL, Store or mapping, with ``path`` inside it).
 
-    ``chunks`` defaults to the stored chunks; pass whole multiples of them for larger
-    blocks (any chunks work, but unaligned ones decode some chunks more than once).
+    ``chunks`` defaults to the stored chunks (of a rectilinear grid: its chunk lengths
+    per axis, ``read_chunk_sizes``, an empty axis as dask's ``(0,)``); pass whole
+    multiples of them for larger blocks (any chunks work, but unaligned ones decode some
+    chunks more than once).
 
     >>> import chunkstore as cs
     >>> a = cs.array(np.arange(12).reshape(3, 4), chunks=(2, 2))
@@ -62,14 +66,41 @@ def from_store(store_or_array: Any, path: str | None = None, chunks: Any = None,
     66
     """
     array = _open_source(store_or_array, path, storage_options)
-    chunks = array.chunks if chunks is None else chunks
+    chunks = stored_chunks(array) if chunks is None else chunks
     name = name or f"from-store-{_metadata_token(array)}-{tokenize(chunks)}"
-    return da.from_array(array, chunks=chunks, name=name, lock=False, asarray=False,
+    # dask asks ``source.chunks``, which a rectilinear array does not answer (as zarr)
+    source = array if array.layout.read_grid.is_regular else _GridView(array)
+    return da.from_array(source, chunks=chunks, name=name, lock=False, asarray=False,
                          fancy=False, getitem=_read_block_getter, inline_array=False,
                          meta=np.empty((0,) * array.ndim, dtype=array.dtype))
 
 
-def _read_block_getter(array: Array, region: Any) -> np.ndarray:
+def stored_chunks(array: Array) -> Any:
+    """The dask chunks of ``array``'s chunk grid: its chunk shape when regular, else the
+    length of every chunk per axis (an empty axis as ``(0,)``, as dask spells it)."""
+    if array.layout.read_grid.is_regular:
+        return array.chunks
+    return tuple(sizes or (0,) for sizes in array.read_chunk_sizes)
+
+
+@dataclass(frozen=True)
+class _GridView:
+    """What ``da.from_array`` asks of an array with a rectilinear grid: its shape, dtype
+    and chunk lengths per axis; blocks are read through the array."""
+
+    array: Array
+
+    shape = property(lambda self: self.array.shape)
+    dtype = property(lambda self: self.array.dtype)
+    ndim = property(lambda self: self.array.ndim)
+    chunks = property(lambda self: stored_chunks(self.array))
+    read_fill = property(lambda self: self.array.read_fill)
+
+    def read_region(self, region: tuple[slice, ...]) -> np.ndarray:
+        return self.array.read_region(region)
+
+
+def _read_block_getter(array: Array | _GridView, region: Any) -> np.ndarray:
     """One block of a ``from_store`` graph, of the shape the graph was made with: after a
     shrink (seen by this handle, or by a worker opening the array anew), the part beyond
     the new edge reads as fill, as a growth back would show it (never a smaller block)."""
@@ -123,6 +154,56 @@ def _regular_chunks(x: da.Array) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+def _new_chunks(x: da.Array, chunks: Any, path: str | None,
+                create_kwargs: dict[str, Any]) -> Any:
+    """The chunks of the array ``to_store`` creates for ``x``: ``chunks`` when given, the
+    regular dask chunk shape, else (irregular dask chunks) every block's length per axis:
+    a rectilinear grid (v3 only), unless sharded (then the default chunks, and the blocks
+    are rechunked onto them)."""
+    if chunks is not None:
+        return chunks
+    regular = _regular_chunks(x)
+    if regular is not None or create_kwargs.get("shards") is not None:
+        return regular
+    if create_kwargs.get("zarr_format") == 2:
+        raise ValueError(
+            f"array {path or '/'!r}: the dask chunks {x.chunks} are irregular and a v2 array "
+            "has a regular chunk grid only: pass zarr_format=3 (a rectilinear grid matching "
+            "the dask chunks, one chunk per block) or chunks=... (a regular grid; the "
+            "blocks are rechunked onto it)")
+    # zero-length blocks hold no chunk; an empty axis gets one (unused) chunk length
+    return tuple(tuple(c for c in sizes if c) or (1,) for sizes in x.chunks)
+
+
+def _inner_starts(grid: Any, axis: int, start: int, stop: int) -> list[int]:
+    """The starts of ``grid``'s chunks along ``axis`` strictly inside ``start:stop``."""
+    return [grid.chunk_start(axis, c) for c in grid.chunks_on_axis(axis, start, stop)][1:]
+
+
+def grid_aligned_chunks(shape: tuple[int, ...], offsets: tuple[int, ...], grid: Any
+                        ) -> tuple[tuple[int, ...], ...]:
+    """Dask chunks of a region (at ``offsets``, of ``shape``) cut at every chunk edge of
+    ``grid`` (any chunk grid: ``grid.base.ChunkGrid``): one block per chunk."""
+    out = []
+    for axis, (n, off) in enumerate(zip(shape, offsets, strict=True)):
+        edges = [off, *_inner_starts(grid, axis, off, off + n), off + n]
+        sizes = tuple(b - a for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a)
+        out.append(sizes or (0,))
+    return tuple(out)
+
+
+def grid_aligned(chunks: tuple[tuple[int, ...], ...], offsets: tuple[int, ...], grid: Any
+                 ) -> bool:
+    """``is_aligned`` for any chunk grid: every edge between two blocks is a chunk edge."""
+    for axis, (sizes, off) in enumerate(zip(chunks, offsets, strict=True)):
+        pos = off
+        for s in sizes[:-1]:
+            pos += s
+            if s and grid.chunk_start(axis, grid.chunk_of(axis, pos)) != pos:
+                return False
+    return True
+
+
 def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
              compute: bool = True, region: tuple[slice, ...] | None = None, *,
              storage_options: dict | None = None, overwrite: bool = False,
@@ -132,6 +213,16 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     Blocks that line up with the target's chunks are written without locks; unaligned
     dask chunks are first rechunked onto the target grid, so no two tasks ever write
     the same chunk (no lost updates). ``compute=False`` returns a Delayed.
+
+    A new array gets ``chunks`` when given (a regular grid), else the dask chunks: a
+    regular grid when they are regular (all blocks but the last per axis equal), else
+    (irregular chunks, e.g. after ``da.concatenate`` or an "auto" rechunk) a v3
+    ``rectilinear`` grid matching ``x.chunks`` exactly (zero-length blocks aside): one
+    task per block, each writing its one chunk whole (``write_chunk``: no rechunk, no
+    read-modify-write, no lock). A v2 array cannot store irregular chunks: ValueError
+    (pass ``zarr_format=3`` or ``chunks=``). Into an existing rectilinear array (or a
+    ``region`` of it) blocks are aligned with its grid the same way: a block that covers
+    whole chunks writes them whole, the region's own ends are read-modify-writes.
 
     Each task writes its block in pieces of whole write units (about a quarter of the
     block each), so a task holds its block plus one piece's encoded bytes; the store
@@ -162,7 +253,7 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
         target = open_array(store, mode="r+", path=path)  # (resolved above, options used)
     else:
         target = create_array(store, path, shape=x.shape, dtype=x.dtype,
-                              chunks=chunks if chunks is not None else _regular_chunks(x),
+                              chunks=_new_chunks(x, chunks, path, create_kwargs),
                               overwrite=overwrite, **create_kwargs)
     if region is None:
         region = tuple(slice(0, n) for n in target.shape)
@@ -179,9 +270,13 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
         raise ValueError(f"array {target.name!r}: region {region} has shape {shape}, the dask "
                          f"array has {x.shape}")
     offsets = tuple(s.start for s in region)
-    unit = target.layout.write_shape  # the write unit: one task per shard if sharded
-    if not is_aligned(x.chunks, offsets, unit):
-        x = x.rechunk(aligned_chunks(x.shape, offsets, unit))
+    grid = target.layout.write_grid  # the write units: one task per shard if sharded
+    if grid.is_regular:
+        unit = target.layout.write_shape
+        if not is_aligned(x.chunks, offsets, unit):
+            x = x.rechunk(aligned_chunks(x.shape, offsets, unit))
+    elif not grid_aligned(x.chunks, offsets, grid):
+        x = x.rechunk(grid_aligned_chunks(x.shape, offsets, grid))
     if max_mem is not None:
         budget, need = parse_bytes(max_mem), store_task_memory(x, target)
         if need > budget:
@@ -189,7 +284,8 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
                             f"holds about {need} bytes (the block, its encoded pieces and "
                             f"codec buffers) but max_mem is {budget}: use smaller dask "
                             "chunks")
-    piece = write_piece(x, target)
+    # a rectilinear grid's units differ in shape: a block is written unit by unit
+    piece = write_piece(x, target) if grid.is_regular else None
     token = tokenize(x.name, target.store, target.path, region)
     handle = delayed(target, name=f"to-store-array-{token}", pure=False)
     # a blockwise layer: dask fuses it with blockwise producers (elementwise maths,
@@ -229,7 +325,7 @@ def _store_stage(x: da.Array, target: Array, codec_threads: int = CODEC_THREADS)
     planner's)."""
     block = _largest_block(x)
     return Stage(block, block, tuple(target.layout.write_shape), block, x.dtype.itemsize,
-                 write_chunks=tuple(target.chunks), codec_threads=codec_threads)
+                 write_chunks=tuple(target.layout.chunks), codec_threads=codec_threads)
 
 
 def write_piece(x: da.Array, target: Array) -> tuple[int, ...]:
@@ -259,11 +355,14 @@ def _fusable(x: da.Array) -> bool:
 
 
 def _write_block(block: np.ndarray, array: Array, offsets: tuple[int, ...] = (),
-                 piece: tuple[int, ...] = (), block_info: Any = None) -> np.ndarray:
+                 piece: tuple[int, ...] | None = (), block_info: Any = None) -> np.ndarray:
     location = block_info[0]["array-location"]
     region = tuple(slice(off + a, off + b) for off, (a, b) in zip(offsets, location,
                                                                   strict=True))
     try:
+        if piece is None:
+            write_on_grid(block, array, region)
+            return np.ones((1,) * block.ndim, dtype=bool)
         for part in pieces_of(region, piece):
             local = tuple(slice(p.start - r.start, p.stop - r.start)
                           for p, r in zip(part, region, strict=True))
@@ -271,3 +370,4 @@ def _write_block(block: np.ndarray, array: Array, offsets: tuple[int, ...] = (),
     finally:
         scratch.release_all()  # an idle worker's codec threads hold no chunk buffers
     return np.ones((1,) * block.ndim, dtype=bool)
+

@@ -21,6 +21,7 @@ memory model, ``describe()``/``simulate()`` figures) is ``chunkstore.rechunk``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from chunkstore.array.array import Array
 from chunkstore.array.sources import refuse_reader_of
 from chunkstore.dask.memory import Workers, active_client, refuse_copied
 from chunkstore.dask.plan import RechunkPlan, intermediate_home, shared_units_refusal
-from chunkstore.dask.source import TransposedSource
+from chunkstore.dask.source import TransposedSource, chunk_spec, planning_chunks
 from chunkstore.rechunk.planner import (
     PlanError,
     Stage,
@@ -78,7 +79,13 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     this process with Dask's threads.
 
     ``target_chunks``: a shape (None or -1 in an axis = the whole axis), or a dict
-    ``{axis: chunk}`` changing only those axes.
+    ``{axis: chunk}`` changing only those axes; an axis given as the length of every
+    chunk (``((10, 10, 5), 15)``) makes a v3 rectilinear target. A rectilinear source
+    or target is planned on its largest chunk length per axis (the planner's regular
+    unit): source chunks are read through the grid-aware ``read_region`` (a chunk cut by
+    a block edge is decoded by both blocks), and the last stage's blocks are snapped onto
+    a rectilinear target's grid so each of its chunks is written whole by one task, the
+    plan made small enough that the snapped blocks fit ``max_mem``.
 
     >>> import chunkstore as cs
     >>> a = cs.array(np.arange(64.0).reshape(8, 8), chunks=(8, 1))
@@ -91,13 +98,13 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
         src = open_array(src_store, mode="r", path=src_path)
     source = src
     if isinstance(target_chunks, dict):  # dask's spelling: {axis: chunk}, others kept
-        target_chunks = _chunks_from_dict(target_chunks, tuple(source.chunks))
+        target_chunks = _chunks_from_dict(target_chunks, _spec_of(source))
     storage_options = create_kwargs.pop("storage_options", None)
     # every refusal before anything is created or deleted (``overwrite=True`` deletes the
     # old array when the target is created): the stages are planned on a probe array
     # with the target's metadata in memory (its chunks normalised as the target's)
     probe = _create_target(source, None, "", target_chunks, _probe_kwargs(create_kwargs))
-    chunks = tuple(probe.chunks)
+    chunks = chunk_spec(probe)
     budget = parse_bytes(max_mem)
     if isinstance(path, str) and looks_like_byte_size(path):  # max_mem given 4th
         raise ValueError(f"rechunk: path {path!r} looks like a memory size, not a path in the "
@@ -139,6 +146,8 @@ def _shares_write_units(store: Any, path: str, stage: Stage | None, probe: Array
     threaded scheduler; PlanError when a ``distributed`` client is active (the locks of
     one process cannot serve its workers) unless a ``ProcessSynchronizer`` is given."""
     unit = tuple(probe.layout.write_shape)
+    if not probe.layout.write_grid.is_regular and probe.layout.shards is None:
+        return False  # blocks are snapped onto the rectilinear grid: never a shared chunk
     if store.capabilities.conditional_writes or stage is None or not any(
             b < n and b % u for b, u, n in zip(stage.block, unit, stage.shape, strict=True)):
         return False
@@ -177,31 +186,95 @@ def _local_intermediate(target_store: Any, temp_store: Any) -> bool:
 
 
 def _plan_for(source: Array | TransposedSource, target: Array, budget: int,
-              workers: Workers | None = None, raw_intermediate: bool = False
-              ) -> tuple[list[Stage], list[str]]:
+              workers: Workers | None = None, raw_intermediate: bool = False, *,
+              onto_grid: bool = True) -> tuple[list[Stage], list[str]]:
     """Stages whose blocks cover whole write units of the target (its shards, if sharded),
     so no two tasks write into one object. When one shard does not fit in ``max_mem``,
     blocks follow the inner chunks and each shard is assembled by conditional
     read-modify-writes (correct, but each shard is rewritten several times; on a store
     without conditional commits they take turns under a lock: ``_shares_write_units``).
-    ``target`` may be a probe with the target's metadata (nothing is written)."""
+    ``target`` may be a probe with the target's metadata (nothing is written). A
+    rectilinear target: ``_plan_onto_grid`` (``onto_grid`` False: its largest unit as
+    a regular one)."""
+    if onto_grid and not target.layout.write_grid.is_regular:
+        return _plan_onto_grid(source, target, budget, workers, raw_intermediate)
     unit = tuple(target.layout.write_shape)
     itemsize = source.dtype.itemsize
     workers = workers or Workers()
     model = {"transposed": isinstance(source, TransposedSource),
              "codec_threads": workers.codec_threads, "min_tasks": workers.min_tasks,
              "raw_intermediate": raw_intermediate}
+    source_chunks = _planning_chunks(source)
     try:
-        return plan_rechunk(source.shape, source.chunks, unit, itemsize, budget,
-                            write_chunks=tuple(target.chunks), **model), []
+        return plan_rechunk(source.shape, source_chunks, unit, itemsize, budget,
+                            write_chunks=tuple(target.layout.chunks), **model), []
     except PlanError:
-        if unit == tuple(target.chunks):
+        if unit == tuple(target.layout.chunks):
             raise
-    stages = plan_rechunk(source.shape, source.chunks, target.chunks, itemsize, budget,
+    stages = plan_rechunk(source.shape, source_chunks, target.layout.chunks, itemsize, budget,
                           **model)
     return stages, [f"a target shard {unit} does not fit in max_mem={budget} bytes: blocks "
-                    f"follow the chunks {tuple(target.chunks)}, and each shard is assembled "
+                    f"follow the chunks {tuple(target.layout.chunks)}, and each shard is assembled "
                     "by read-modify-writes (raise max_mem to write whole shards)"]
+
+
+def _planning_chunks(source: Array | TransposedSource) -> tuple[int, ...]:
+    """The source's chunk shape as the planner takes it (``source.planning_chunks``)."""
+    return source.chunks if isinstance(source, TransposedSource) else planning_chunks(source)
+
+
+def _spec_of(source: Array | TransposedSource) -> tuple[Any, ...]:
+    return source.chunk_spec if isinstance(source, TransposedSource) else chunk_spec(source)
+
+
+#: attempts at a smaller budget for the blocks of a rectilinear target, each this much less
+GRID_ATTEMPTS, GRID_STEP = 16, 0.8
+#: blocks along an axis up to which ``_grown`` snaps each one
+MAX_EXACT = 100_000
+
+
+def _plan_onto_grid(source: Array | TransposedSource, target: Array, budget: int,
+                    workers: Workers | None, raw_intermediate: bool
+                    ) -> tuple[list[Stage], list[str]]:
+    """Stages into a target with a rectilinear grid: planned on its largest write unit
+    per axis (the planner's regular unit); the last stage's blocks are then snapped onto
+    the grid (``source.snapped``), which grows a block by less than one largest unit per
+    axis, so the plan is made for a smaller budget until the grown blocks fit."""
+    unit = tuple(target.layout.write_shape)
+    plan_budget = budget
+    for _ in range(GRID_ATTEMPTS):
+        try:
+            stages, notes = _plan_for(source, target, plan_budget, workers, raw_intermediate,
+                                      onto_grid=False)
+        except PlanError:
+            break
+        last = stages[-1] if stages else None
+        if last is None or _grown(last, target).task_memory <= budget:
+            return stages, [*notes, "the target's chunk grid is rectilinear: planned on its "
+                            f"largest chunk {unit}, each block snapped onto the grid (up to "
+                            "one chunk longer per axis, within max_mem)"]
+        plan_budget = int(plan_budget * GRID_STEP)
+    raise PlanError(f"array {target.name!r}: no blocks aligned with its rectilinear grid "
+                    f"(largest chunk {unit}) fit in max_mem={budget} bytes once snapped "
+                    "onto the grid: raise max_mem")
+
+
+def _grown(stage: Stage, target: Array) -> Stage:
+    """``stage`` with its block as large as snapping onto ``target``'s grid makes the
+    largest one (per axis the longest snapped block; beyond ``MAX_EXACT`` blocks along
+    an axis, the bound of one largest unit more)."""
+    grid, unit = target.layout.write_grid, target.layout.write_shape
+    block = []
+    for axis, (b, u, n) in enumerate(zip(stage.block, unit, stage.shape, strict=True)):
+        if b >= n:
+            block.append(b)
+        elif -(-n // b) > MAX_EXACT:
+            block.append(min(n, b + u - 1))
+        else:
+            edges = [0, *(grid.chunk_start(axis, grid.chunk_of(axis, e))
+                          for e in range(b, n, b)), n]
+            block.append(max(y - x for x, y in zip(edges[:-1], edges[1:], strict=True)))
+    return replace(stage, block=tuple(block))
 
 
 def transpose(src: Any, axes: Any, store: Any, path: str | None = None, chunks: Any = None,
@@ -232,7 +305,7 @@ def transpose(src: Any, axes: Any, store: Any, path: str | None = None, chunks: 
         raise ValueError(f"array {array.name!r}: axes {axes} are not a permutation of "
                          f"{array.ndim} axes")
     view = TransposedSource(array, axes)
-    target_chunks = view.chunks if chunks is None else chunks
+    target_chunks = view.chunk_spec if chunks is None else chunks
     plan = rechunk(view, target_chunks, store, path, max_mem, temp_store, progress,
                    workers=workers, **create_kwargs)
     return plan.execute()

@@ -206,3 +206,16 @@ def test_zarr_shrunk_grid_read(tmp_path, name):
     np.testing.assert_array_equal(again[50:], np.ones((3, shape[1]), "i4"))
     np.testing.assert_array_equal(again[:50], data_of(shape)[:50])
     assert read_doc(tmp_path / "z.zarr")["chunk_grid"] == doc["chunk_grid"]
+
+
+def test_dask_irregular_chunks_written_zarr_reads(tmp_path):
+    """``cs.dask.to_store`` of irregular dask chunks: zarr reads the rectilinear grid it
+    wrote with the dask chunks as its chunk sizes."""
+    da = pytest.importorskip("dask.array")
+    import chunkstore.dask as csd
+    data = data_of((25, 30))
+    x = da.from_array(data, chunks=((10, 5, 10), (7, 23)))
+    csd.to_store(x, str(tmp_path / "d.zarr"))
+    z = zarr.open_array(str(tmp_path / "d.zarr"), mode="r")
+    assert z.read_chunk_sizes == x.chunks
+    np.testing.assert_array_equal(z[...], data)
