@@ -22,7 +22,7 @@ read with bounded memory (``zip_read``), and a read bounded by ``max_bytes`` (or
 ``object_size``) compares the entry's declared size first; a file that is not a zip archive, or a
 truncated one, is a BadArchiveError at once.
 
-A zip archive is single-writer by nature: ``supports_conditional_writes`` is False, and
+A zip archive is single-writer by nature: ``capabilities.conditional_writes`` is False, and
 two processes must not add to one archive at once.
 """
 
