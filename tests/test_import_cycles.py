@@ -157,11 +157,13 @@ LAYERS = [
 ]
 RANK = {unit: i for i, row in enumerate(LAYERS) for unit in row}
 # What the dask layer may use (issue 31: a thin executor over public primitives).
-DASK_USES = {"api", "array", "group", "rechunk", "runtime", "errors", "sizes", "progress"}
+# ``config`` is the public settings object (``cs.config``): workers set the map-cache bound
+# through it as a user would.
+DASK_USES = {"api", "array", "group", "rechunk", "runtime", "errors", "sizes", "progress",
+             "config"}
 # Upward edges owned by work under way, each removed by its owner when fixed.
 KNOWN_UPWARD: set[tuple[str, str]] = set()
-# Left: config (the map-cache bound set in workers).
-KNOWN_DASK: set[str] = {"config"}
+KNOWN_DASK: set[str] = set()
 
 
 def unit_graph() -> dict[str, set[str]]:
