@@ -203,6 +203,7 @@ def ensure_packages(new: str, dry: bool, log: list[str]) -> None:
         if not init.exists():
             log.append(f"create {init}")
             if not dry:
+                init.parent.mkdir(parents=True, exist_ok=True)
                 init.write_text("")
                 git("add", str(init))
 
