@@ -177,6 +177,8 @@ MOVES: dict[str, str] = {
     "tests/test_docker_compose.py": "tests/deployment/test_docker_compose.py",
 }
 
+#: directories of tests ported from zarr-python (their mentions of tests/ are its files)
+PORTS = ("zarr_compat", "interop")
 #: text files outside tests/ that may name test paths
 OTHER_TEXT = ["README.md", "docker-compose.yml", "Dockerfile", "pyproject.toml"]
 OTHER_GLOBS = ["docs/**/*.md", "benchmarks/**/*.py", "notebooks/*.ipynb"]
@@ -224,24 +226,38 @@ def fix_file_depth(text: str, delta: int) -> str:
 
     pattern = r"((?:os\.path\.dirname\()+)os\.path\.abspath\(__file__\)(\)+)"
 
+    has_path = re.search(r"^from pathlib import .*\bPath\b", text, re.M) is not None
+
     def balanced(m: re.Match) -> str:  # only the dirname( ... ) pairs, extra ")" kept
         opened = m[1].count("os.path.dirname(")
-        closing = len(m[2])
-        return dirnames(m) + ")" * (closing - opened)
+        extra = ")" * (len(m[2]) - opened)
+        if has_path:  # n dirnames of the file = parents[n - 1], on one short line
+            return f"str(Path(__file__).resolve().parents[{opened + delta - 1}])" + extra
+        return dirnames(m) + extra
 
     return re.sub(pattern, balanced, text)
 
 
-def absolute_relative_imports(text: str, old: str) -> str:
-    """``from .x import y`` in a file that was at ``old`` -> ``from <package>.x import y``."""
-    package = module(old).rsplit(".", 1)[0].split(".")
+def move_relative_imports(text: str, old: str, new: str, modules: dict[str, str]) -> str:
+    """``from .x import y`` in a file moved from ``old`` to ``new``: the same module (or
+    where it moved) named relative to the new package (``from ..multiproc import``)."""
+    old_package = module(old).split(".")[:-1]
+    new_package = module(new).split(".")[:-1]
+    if old_package == new_package:
+        return text
 
-    def absolute(m: re.Match) -> str:
+    def moved(m: re.Match) -> str:
         dots, rest = len(m[1]), m[2]
-        base = package[:len(package) - (dots - 1)]
-        return "from " + ".".join(base + ([rest] if rest else [])) + " import"
+        target = old_package[:len(old_package) - (dots - 1)] + (rest.split(".") if rest else [])
+        target = modules.get(".".join(target), ".".join(target)).split(".")
+        common = 0
+        while (common < min(len(target), len(new_package))
+               and target[common] == new_package[common]):
+            common += 1
+        up = "." * (len(new_package) - common + 1)
+        return f"from {up}{'.'.join(target[common:])} import"
 
-    return re.sub(r"^from (\.+)([\w.]*) import", absolute, text, flags=re.M)
+    return re.sub(r"^from (\.+)([\w.]*) import", moved, text, flags=re.M)
 
 
 def rename_modules(text: str, modules: dict[str, str]) -> str:
@@ -278,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit("run from the repository root")
     log: list[str] = []
     moved: dict[str, str] = {}
+    modules = {module(o): module(n) for o, n in MOVES.items()}
     for old, new in MOVES.items():
         if not Path(old).exists():
             log.append(f"skip {old}: " + ("already at " + new if Path(new).exists()
@@ -291,16 +308,17 @@ def main(argv: list[str] | None = None) -> int:
             git("mv", old, new)
             path = Path(new)
             text = path.read_text()
-            fixed = absolute_relative_imports(fix_file_depth(text, depth(new) - depth(old)),
-                                              old)
+            fixed = move_relative_imports(fix_file_depth(text, depth(new) - depth(old)),
+                                          old, new, modules)
             if fixed != text:
                 path.write_text(fixed)
                 log.append(f"  fixed __file__ paths / relative imports in {new}")
         moved[old] = new
 
-    # every mapping (also of earlier runs): names in the files are fixed idempotently
-    modules = {module(o): module(n) for o, n in MOVES.items()}
-    texts = [p for p in Path("tests").rglob("*") if p.suffix in (".py", ".sh", ".md")]
+    # every mapping (also of earlier runs): names in the files are fixed idempotently;
+    # not in the ports of zarr-python's suites, whose "tests/..." are zarr-python's files
+    texts = [p for p in Path("tests").rglob("*") if p.suffix in (".py", ".sh", ".md")
+             and p.parts[1] not in PORTS]
     texts += [Path(p) for p in OTHER_TEXT if Path(p).exists()]
     texts += [p for pattern in OTHER_GLOBS for p in Path().glob(pattern)]
     for path in sorted(set(texts)):
