@@ -79,6 +79,8 @@ def _s3_store(s3_bucket, name):
     return where, options, store
 
 
+# a race proves a backend once: this one on obstore, the fsspec race is test_mp_aligned_inner_chunks_one_shard_s3
+@pytest.mark.parametrize("s3_bucket_both", ["obstore"], indirect=True)
 def test_mp_strided_writers_across_shards_s3(s3_bucket_both):
     where, options, store = _s3_store(s3_bucket_both, "s.zarr")
     shape = (512,)
@@ -98,6 +100,8 @@ def _aligned_inner_writer(where, options, proc, start):
             a[i * inner:(i + 1) * inner] = 1000 * r + i
 
 
+# a race proves a backend once: this one on fsspec, the obstore race is test_mp_strided_writers_across_shards_s3
+@pytest.mark.parametrize("s3_bucket_both", ["fsspec"], indirect=True)
 def test_mp_aligned_inner_chunks_one_shard_s3(s3_bucket_both):
     where, options, store = _s3_store(s3_bucket_both, "a.zarr")
     cs.create_array(store, shape=(512,), chunks=(32,), shards=(512,), dtype="i4")
@@ -141,6 +145,8 @@ def test_mp_strided_writers_and_appenders_local(tmp_path):
     _check_mixed(cs.open_array(where, mode="r")[:])
 
 
+# a race proves a backend once: this one on obstore, the fsspec race is test_mp_fill_toggling_on_s3
+@pytest.mark.parametrize("s3_bucket_both", ["obstore"], indirect=True)
 def test_mp_strided_writers_and_appenders_s3(s3_bucket_both):
     where, options, store = _s3_store(s3_bucket_both, "m.zarr")
     cs.create_array(store, shape=(BASE,), chunks=(32,), shards=(128,), dtype="i4",
@@ -455,6 +461,8 @@ def test_threads_strided_writers_and_appenders(tmp_path, shared):
     _check_mixed(cs.open_array(where, mode="r")[:])
 
 
+# a race proves a backend once: this one on fsspec, the obstore race is test_mp_strided_writers_and_appenders_s3
+@pytest.mark.parametrize("s3_bucket_both", ["fsspec"], indirect=True)
 def test_mp_fill_toggling_on_s3(s3_bucket_both):
     """Shards become empty (conditional DELETE with If-Match) and come back."""
     where, options, store = _s3_store(s3_bucket_both, "we.zarr")
