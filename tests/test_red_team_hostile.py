@@ -33,7 +33,6 @@ CHILD = r"""
 import json, os, resource, sys
 import numpy as np
 import chunkstore as cs
-import chunkstore.dask
 from chunkstore.errors import ChunkstoreError
 from chunkstore.api.verify import verify
 root, op, cap, cpu = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
