@@ -90,7 +90,7 @@ def test_four_process_appenders(tmp_path, axis, shards):
 @pytest.mark.xfail(strict=True, reason="documented limit: append racing a shrink leaves its "
                    "rows outside the shape; growing again shows them instead of fill_value")
 def test_append_racing_shrink_in_process(tmp_path, monkeypatch, shards):
-    import chunkstore.array.resize as ar
+    from chunkstore.array import resize as ar  # (chunkstore.array is also a function)
     path = str(tmp_path / "a.zarr")
     cs.create_array(path, shape=(8,), chunks=(4,), shards=shards, dtype="i4", fill_value=0)
     a, b = cs.open_array(path, mode="r+"), cs.open_array(path, mode="r+")
@@ -118,7 +118,7 @@ def _stalled_appender(path, p, reserved, shrunk, start):
     import numpy as np
 
     import chunkstore as cs
-    import chunkstore.array.resize as ar
+    from chunkstore.array import resize as ar  # (chunkstore.array is also a function)
     a = cs.open_array(path, mode="r+")
     orig = ar.change_metadata
 
