@@ -11,7 +11,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -79,6 +78,8 @@ def _s3_store(s3_bucket, name):
     return where, options, store
 
 
+# a race proves a backend once: this one on obstore, the fsspec race is test_mp_aligned_inner_chunks_one_shard_s3
+@pytest.mark.parametrize("s3_bucket_both", ["obstore"], indirect=True)
 def test_mp_strided_writers_across_shards_s3(s3_bucket_both):
     where, options, store = _s3_store(s3_bucket_both, "s.zarr")
     shape = (512,)
@@ -98,6 +99,8 @@ def _aligned_inner_writer(where, options, proc, start):
             a[i * inner:(i + 1) * inner] = 1000 * r + i
 
 
+# a race proves a backend once: this one on fsspec, the obstore race is test_mp_strided_writers_across_shards_s3
+@pytest.mark.parametrize("s3_bucket_both", ["fsspec"], indirect=True)
 def test_mp_aligned_inner_chunks_one_shard_s3(s3_bucket_both):
     where, options, store = _s3_store(s3_bucket_both, "a.zarr")
     cs.create_array(store, shape=(512,), chunks=(32,), shards=(512,), dtype="i4")
@@ -141,6 +144,8 @@ def test_mp_strided_writers_and_appenders_local(tmp_path):
     _check_mixed(cs.open_array(where, mode="r")[:])
 
 
+# a race proves a backend once: this one on obstore, the fsspec race is test_mp_fill_toggling_on_s3
+@pytest.mark.parametrize("s3_bucket_both", ["obstore"], indirect=True)
 def test_mp_strided_writers_and_appenders_s3(s3_bucket_both):
     where, options, store = _s3_store(s3_bucket_both, "m.zarr")
     cs.create_array(store, shape=(BASE,), chunks=(32,), shards=(128,), dtype="i4",
@@ -207,13 +212,18 @@ def test_threads_appenders_and_attrs(tmp_path, shared):
 
 
 # -- a reader beside ONE shard writer must never see another inner chunk's bytes -------------
-def _toggler(where, seconds, start):
+def _toggler(where, running, stop):
     a = _open(where)
-    start.wait()
-    deadline = time.time() + seconds
-    while time.time() < deadline:
+    while not stop.is_set():
         a[0:64] = 2  # inner chunk 0 stored: inner chunk 1 moves behind it in the shard
         a[0:64] = 0  # inner chunk 0 all fill: dropped, inner chunk 1 back at offset 0
+        running.set()
+
+
+def _wait_running(process, running) -> None:
+    """Until ``process`` has written once (an event, whatever the machine's load)."""
+    while not running.wait(0.1):
+        assert process.is_alive(), f"the writer ended first (exit code {process.exitcode})"
 
 
 @pytest.mark.parametrize("compressors", [None, "auto"], ids=["raw", "compressed"])
@@ -230,14 +240,14 @@ def test_reader_beside_shard_writer_never_reads_wrong_inner_chunk(tmp_path, comp
                         compressors=compressors)
     a[64:128] = 1
     ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    writer = ctx.Process(target=_toggler, args=(where, 12.0, start))
+    running, stop = ctx.Event(), ctx.Event()
+    writer = ctx.Process(target=_toggler, args=(where, running, stop))
     writer.start()
-    start.set()
     wrong, reads = [], 0
     try:
-        time.sleep(1.5)  # the writer's interpreter starts
-        while writer.is_alive() and reads < 4000:
+        _wait_running(writer, running)
+        # a count of reads, not 12 s of writing: 1-2% of them were wrong before the fix
+        while writer.is_alive() and reads < 1500:  # the writer toggles until we stop it
             reads += 1
             try:
                 got = cs.open_array(where, mode="r")[64:128]
@@ -247,9 +257,10 @@ def test_reader_beside_shard_writer_never_reads_wrong_inner_chunk(tmp_path, comp
             if not (got == 1).all():
                 wrong.append(np.unique(got).tolist())
     finally:
+        stop.set()
         writer.join(60)
     assert writer.exitcode == 0
-    assert reads > 100
+    assert reads == 1500
     assert not wrong, f"{len(wrong)} of {reads} reads of inner chunk 1 returned {wrong[:3]}"
 
 
@@ -455,6 +466,8 @@ def test_threads_strided_writers_and_appenders(tmp_path, shared):
     _check_mixed(cs.open_array(where, mode="r")[:])
 
 
+# a race proves a backend once: this one on fsspec, the obstore race is test_mp_strided_writers_and_appenders_s3
+@pytest.mark.parametrize("s3_bucket_both", ["fsspec"], indirect=True)
 def test_mp_fill_toggling_on_s3(s3_bucket_both):
     """Shards become empty (conditional DELETE with If-Match) and come back."""
     where, options, store = _s3_store(s3_bucket_both, "we.zarr")
@@ -529,12 +542,10 @@ def test_ranged_read_of_one_chunk_is_never_torn_memory_store():
 
     t = threading.Thread(target=writer)
     t.start()
-    torn, reads = 0, 0
+    torn, reads = 0, 10_000  # a count, not 6 s: ~30 torn reads expected of the bug
     try:
-        deadline = time.time() + 6
-        while time.time() < deadline:
+        for _ in range(reads):
             col = a[:, 0]
-            reads += 1
             torn += bool((col != col[0]).any())
     finally:
         stop.set()
@@ -542,13 +553,13 @@ def test_ranged_read_of_one_chunk_is_never_torn_memory_store():
     assert torn == 0, f"{torn} of {reads} reads of one chunk mixed two versions"
 
 
-def _chunk_flipper(where, options, seconds, start):
+def _chunk_flipper(where, options, running, stop):
     a = _open(where, options)
-    start.wait()
-    deadline, k = time.time() + seconds, 0
-    while time.time() < deadline:
+    k = 0
+    while not stop.is_set():
         a[:] = k % 2 + 1
         k += 1
+        running.set()
 
 
 def test_ranged_read_of_one_chunk_is_never_torn_s3(s3_bucket_both):
@@ -558,20 +569,20 @@ def test_ranged_read_of_one_chunk_is_never_torn_s3(s3_bucket_both):
                         compressors=None)
     a[:] = 1
     ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    p = ctx.Process(target=_chunk_flipper, args=(where, options, 12.0, start))
+    running, stop = ctx.Event(), ctx.Event()
+    p = ctx.Process(target=_chunk_flipper, args=(where, options, running, stop))
     p.start()
-    start.set()
     torn, reads = [], 0
     try:
-        time.sleep(2)
+        _wait_running(p, running)
         reader = cs.open_array(where, mode="r", storage_options=options)
-        while p.is_alive() and reads < 400:
+        while p.is_alive() and reads < 200:  # the writer flips until we stop it
             col = reader[:, 0]
             reads += 1
             if (col != col[0]).any():
                 torn.append(col.tolist())
     finally:
+        stop.set()
         p.join(60)
-    assert p.exitcode == 0
+    assert p.exitcode == 0 and reads == 200
     assert not torn, f"{len(torn)} of {reads} reads of one chunk mixed two versions"

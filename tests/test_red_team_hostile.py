@@ -1,17 +1,22 @@
 """Red team: hostile stores on every read path. FIFOs and directories where chunk files
 should be, sparse (apparent-size) chunk files, bombs inside shards, lying shard indexes,
 a v2 ``.zarray`` claiming a huge chunk. Each case runs in a fresh interpreter with a
-time limit and (where memory is the point) an address-space cap, and must end in a
+CPU-time limit and (where memory is the point) an address-space cap, and must end in a
 clear chunkstore error naming the key (or a correct answer), never a hang or a
-MemoryError."""
+MemoryError. A hang is an event, not a wall-clock limit (which a loaded machine reaches
+by itself): a thread of the child waiting in the kernel for a FIFO's writer, or the
+child's CPU time running out (``RLIMIT_CPU``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
+from pathlib import Path
 
 import numcodecs
 import numpy as np
@@ -30,12 +35,15 @@ import numpy as np
 import chunkstore as cs
 from chunkstore.errors import ChunkstoreError
 from chunkstore.api.verify import verify
-root, op, cap = sys.argv[1], sys.argv[2], int(sys.argv[3])
+root, op, cap, cpu = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 a = cs.open_array(root, mode="r+")
 if cap:
     with open("/proc/self/status") as f:
         vm = [int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize")][0]
     resource.setrlimit(resource.RLIMIT_AS, (vm + cap, vm + cap))
+used = resource.getrusage(resource.RUSAGE_SELF)
+limit = int(used.ru_utime + used.ru_stime) + 1 + cpu
+resource.setrlimit(resource.RLIMIT_CPU, (limit, resource.RLIM_INFINITY))
 try:
     result = eval(op)
     out = {"ok": repr(result)[:300]}
@@ -46,15 +54,49 @@ except BaseException as e:
 print(json.dumps(out))
 """
 
+#: CPU seconds the operation may use (each case needs well under one)
+CPU_SECONDS = 20
 
-def child(root: str, op: str, cap: int = 0, timeout: float = 30) -> dict:
+
+def waiting_for_a_fifo_writer(pid: int) -> bool:
+    """Whether a thread of ``pid`` sleeps in the kernel's FIFO open (``wait_for_partner``:
+    an open without O_NONBLOCK that returns only once a writer opens the FIFO)."""
+    for wchan in Path(f"/proc/{pid}/task").glob("*/wchan"):
+        try:
+            if wchan.read_text() == "wait_for_partner":
+                return True
+        except OSError:  # the thread ended
+            pass
+    return False
+
+
+def child(root: str, op: str, cap: int = 0) -> dict:
+    """``op`` on the array at ``root`` in a fresh interpreter (``cap``: its address-space
+    limit on top of what it holds after opening the array): ``{"ok" | "error" | "raw": ...}``,
+    or ``{"hang": ...}`` when the child blocks opening a FIFO or uses up its CPU time."""
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, root, op, str(cap), str(CPU_SECONDS)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    done = threading.Event()
+    outputs: list[tuple[str, str]] = []
+
+    def collect() -> None:
+        outputs.append(proc.communicate())
+        done.set()
+
+    threading.Thread(target=collect, daemon=True).start()
     try:
-        r = subprocess.run([sys.executable, "-c", CHILD, root, op, str(cap)],
-                           capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"hang": f"{op} did not finish within {timeout} s"}
-    assert r.returncode == 0, r.stderr[-2000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+        while not done.wait(0.05):  # the child's end, or the event that it hangs
+            if waiting_for_a_fifo_writer(proc.pid):
+                return {"hang": f"{op} blocked opening a FIFO"}
+    finally:
+        proc.kill()
+        done.wait()
+    stdout, stderr = outputs[0]
+    if proc.returncode == -signal.SIGXCPU:
+        return {"hang": f"{op} used more than {CPU_SECONDS} s of CPU"}
+    assert proc.returncode == 0, stderr[-2000:]
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
 # -- 7a. a chunk file that is a FIFO: must not hang ---------------------------------------------
@@ -75,7 +117,7 @@ def test_chunk_file_that_is_a_fifo_does_not_hang(tmp_path, sharded, op):
     path = os.path.join(root, "c", "0")
     os.unlink(path)
     os.mkfifo(path)
-    out = child(root, op, timeout=10)
+    out = child(root, op)
     assert "hang" not in out, out["hang"]
     assert "raw" not in out, out["raw"]
 
@@ -125,7 +167,7 @@ def test_sparse_chunk_file_costs_bounded_memory(tmp_path, layout, op):
     path = os.path.join(root, a.chunk_key((0,)))
     with open(path, "r+b") as f:
         f.truncate(SPARSE)
-    out = child(root, op, cap=256 * MiB, timeout=60)
+    out = child(root, op, cap=256 * MiB)
     assert "raw" not in out and "hang" not in out, out
     assert "error" in out and a.chunk_key((0,)) in out["error"], out
 
@@ -151,7 +193,7 @@ def test_bomb_in_an_inner_chunk_of_a_shard(tmp_path, op):
     a[:] = np.arange(1024, dtype="i4")
     bomb = bytes(numcodecs.Zstd(level=3).encode(np.zeros(256 * MiB, "u1")))
     a.store.set(a.chunk_key((0,)), _shard_with_inner(a, 0, bomb))
-    out = child(root, op, cap=128 * MiB, timeout=60)
+    out = child(root, op, cap=128 * MiB)
     assert "raw" not in out and "hang" not in out, out
     if op.startswith("verify"):
         assert "c/0" in out["ok"], out

@@ -154,16 +154,18 @@ def test_release_all_drops_every_threads_buffers():
         buf = scratch.scratch_buffer((32, 32), np.float64, "decode")
         held["before"] = scratch.held_bytes()
         ready.set()
-        done.wait(5)
+        done.wait()
         held["after"] = scratch.held_bytes()
         held["same"] = scratch.scratch_buffer((32, 32), np.float64, "decode") is buf
 
     t = threading.Thread(target=worker)
     t.start()
-    ready.wait(5)
-    scratch.release_all()  # from another thread
-    done.set()
-    t.join()
+    ready.wait()
+    try:
+        scratch.release_all()  # from another thread
+    finally:
+        done.set()
+        t.join()
     assert held == {"before": 32 * 32 * 8, "after": 0, "same": False}
 
 
