@@ -2,7 +2,7 @@
 moto's server (the program of the pinned image), the scheduler and workers are ``dask
 scheduler`` / ``dask worker`` with the compose commands, and every process gets the
 environment compose gives its service, with the service host names rewritten to 127.0.0.1
-and free ports. Used by tests/test_docker_compose.py and tests/test_cluster_notebook.py.
+and free ports. Used by tests/deployment/test_docker_compose.py and tests/notebooks/test_cluster_notebook.py.
 """
 
 from __future__ import annotations

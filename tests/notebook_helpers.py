@@ -1,5 +1,5 @@
 """Running a notebook in the test kernel (the ``venv_kernel`` fixture of tests/conftest.py)
-and reading its outputs; shared by tests/test_notebooks.py and tests/test_cluster_notebook.py.
+and reading its outputs; shared by tests/notebooks/test_notebooks.py and tests/notebooks/test_cluster_notebook.py.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from tests.test_hdf5_sources import SECRET, dirs  # noqa: F401 (a fixture)
+from tests.api.test_hdf5_sources import SECRET, dirs  # noqa: F401 (a fixture)
 
 from .conftest import run_in_process
 

@@ -59,7 +59,7 @@ HDF5_INPUTS = [
     (["convert", "src.h5", "out.zarr", "--node", "grp/nope"], ["src.h5", "'grp/nope'",
                                                                "grp/data"]),
     # a group, or a file of several datasets, is copied as a group (tests/cli/
-    # test_convert_netcdf.py); external files are refused (tests/test_hdf5_sources.py)
+    # test_convert_netcdf.py); external files are refused (tests/api/test_hdf5_sources.py)
 ]
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as npst
 
 import chunkstore as cs
-from tests.test_indexing_property import (
+from tests.indexing.test_indexing_property import (
     _values,
     assert_same,
     coordinate_selections,

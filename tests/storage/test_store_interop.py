@@ -172,7 +172,7 @@ def test_resolve_store_kinds(tmp_path):
                                             ("w-", "a")])
 def test_resolve_store_zip_modes(tmp_path, mode, zip_mode):
     """Every mode but "r" appends: "w" overwrites the node opened (which the hierarchy
-    deletes), never the archive's other entries (tests/test_zip_overwrite_node.py)."""
+    deletes), never the archive's other entries (tests/storage/zip/test_zip_overwrite_node.py)."""
     path = tmp_path / "x.ZIP"
     with ZipStore(path, mode="w") as z:
         z.set("k", b"v")

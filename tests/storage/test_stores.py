@@ -3,7 +3,7 @@ store-specific tests.
 
 The contract runs on MemoryStore, LocalStore, ZipStore, FsspecStore on ``memory://`` and
 FsspecStore on a real S3 HTTP endpoint (moto's server mode); ObstoreStore's run is in
-``tests/test_obstore_s3.py``.
+``tests/storage/obstore/test_obstore_s3.py``.
 """
 
 from __future__ import annotations

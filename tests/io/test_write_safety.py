@@ -58,7 +58,7 @@ def test_aligned_writers_of_one_shard_lose_nothing(tmp_path):
     np.testing.assert_array_equal(cs.open_array(where, mode="r")[:], _expected_shard())
 
 
-# a race proves a backend once: this one on obstore (fsspec: tests/test_red_team_concurrency.py
+# a race proves a backend once: this one on obstore (fsspec: tests/io/test_concurrency_attacks.py
 # test_mp_aligned_inner_chunks_one_shard_s3)
 @pytest.mark.parametrize("s3_bucket_both", ["obstore"], indirect=True)
 def test_aligned_writers_of_one_shard_on_s3_lose_nothing(s3_bucket_both):

@@ -13,7 +13,7 @@ import pytest
 import chunkstore as cs
 
 zarr = pytest.importorskip("zarr")
-from tests.test_contract import DATA, same_values  # noqa: E402
+from tests.api.test_contract import DATA, same_values  # noqa: E402
 
 # zarr-python's own warnings: the seeds' create_dataset is deprecated there (not here), and
 # it flags fixed-width string dtypes in v3 as unstable

@@ -15,8 +15,8 @@ import pytest
 import chunkstore as cs
 from chunkstore.api.verify import verify
 
-from .multiproc import run_together
-from .write_checks import assert_same as _assert_same
+from ..multiproc import run_together
+from ..write_checks import assert_same as _assert_same
 
 # --------------------------------------------------------------------------------------
 # 2. four processes at once

@@ -17,9 +17,9 @@ import chunkstore as cs
 from chunkstore.io import plain as plain_mod
 from chunkstore.io import rmw as rmw_mod
 
-from .write_checks import assert_same as _assert_same
-from .write_checks import orth_numpy_set as _orth_numpy_set
-from .write_checks import store as _store
+from ..write_checks import assert_same as _assert_same
+from ..write_checks import orth_numpy_set as _orth_numpy_set
+from ..write_checks import store as _store
 
 # --------------------------------------------------------------------------------------
 # 1. hypothesis: every selection kind, against NumPy

@@ -20,7 +20,7 @@ import pytest
 
 import chunkstore as cs
 
-from .multiproc import run_together
+from ..multiproc import run_together
 
 N = 4  # writer processes per scenario
 CLI = [sys.executable, "-m", "chunkstore"]

@@ -20,7 +20,7 @@ import numpy as np
 import chunkstore as cs
 from chunkstore.storage.fsspec.store import FsspecStore
 
-from .multiproc import run_together
+from ..multiproc import run_together
 
 N = 256
 

@@ -15,7 +15,7 @@ import pytest
 import chunkstore as cs
 from chunkstore.io.cache import chunk_cache
 from tests.cache_settle import settle
-from tests.test_chunk_cache_sharded import (
+from tests.io.cache.test_chunk_cache_sharded import (
     CHUNKS,
     KINDS,
     SHAPE,

@@ -18,7 +18,7 @@ import pytest
 
 import chunkstore as cs
 
-from .multiproc import run_together
+from ..multiproc import run_together
 
 # zipfile warns "Duplicate name" each time a chunk of a zip archive is rewritten (the
 # superseding entry): noise, the committed archive holds one entry per name
@@ -717,7 +717,7 @@ def test_zip_second_process_commit_conflict_keeps_both(tmp_path):
 
 # Overwriting ONE node of a zip archive wiped every other node of the archive (the path
 # was opened as ZipStore(mode="w"), which truncates); the same call on a directory store
-# replaces only that node, and now so does a zip (tests/test_zip_overwrite_node.py).
+# replaces only that node, and now so does a zip (tests/storage/zip/test_zip_overwrite_node.py).
 @pytest.mark.parametrize("how", ["create_array", "open_w", "open_group_w", "copy", "cli_copy"])
 def test_zip_overwrite_of_one_node_keeps_the_others(tmp_path, how):
     src = cs.create_array(str(tmp_path / "src.zarr"), shape=(10, 10), chunks=(3, 3),

@@ -185,7 +185,7 @@ assert len(list(st.list())) == len(keys) // 2
 st.delete_prefix("c")
 assert list(st.list()) == []
 """
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    repo = str(Path(__file__).resolve().parents[3])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=repo, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -34,7 +34,7 @@ def _get(url: str) -> tuple[int, bytes]:
 
 def test_local_cluster_of_the_cli_prints_a_working_dashboard_link(tmp_path):
     """The demo's cluster (``cluster.local_cluster``; in-process workers to keep it cheap,
-    tests/test_demo.py sees the demo print the link with worker processes): its printed
+    tests/cli/test_demo.py sees the demo print the link with worker processes): its printed
     link answers with the dashboard's page, not "Dask needs bokeh"."""
     pytest.importorskip("bokeh")
     import dask
@@ -116,7 +116,7 @@ def test_demo_without_enough_disk_stops_before_writing(cli, monkeypatch, tmp_pat
 
 def test_demo_disk_needs_are_what_it_writes():
     """The figures the check uses cover the measured sizes (README: about 7.6 GB; the
-    --small run of tests/test_demo.py keeps 36 MB)."""
+    --small run of tests/cli/test_demo.py keeps 36 MB)."""
     assert demo.disk_needed(False) == 7_600_000_000 >= 3 * 4 * 2**30 * 0.58
     assert demo.disk_needed(True) == 40_000_000 >= 36_000_000
     readme = (ROOT / "README.md").read_text()

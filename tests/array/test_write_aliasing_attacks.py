@@ -13,9 +13,9 @@ import pytest
 
 import chunkstore as cs
 
-from .multiproc import run_together
-from .write_checks import assert_same as _assert_same
-from .write_checks import store as _store
+from ..multiproc import run_together
+from ..write_checks import assert_same as _assert_same
+from ..write_checks import store as _store
 
 # --------------------------------------------------------------------------------------
 # values that read their target; resizes, reads and processes during writes

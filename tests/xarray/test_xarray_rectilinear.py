@@ -20,7 +20,7 @@ xr = pytest.importorskip("xarray")
 pytest.importorskip("dask")
 pytest.importorskip("zarr")
 
-from tests.test_xarray_backend import make_dataset  # noqa: E402  (after the importorskips)
+from tests.xarray.test_xarray_backend import make_dataset  # noqa: E402  (after the importorskips)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning",
                                         "ignore::RuntimeWarning")
