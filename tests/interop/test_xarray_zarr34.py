@@ -20,7 +20,7 @@ if "rectilinear_chunks" not in (zarr.config.get("array") or {}):
     pytest.skip(f"zarr {zarr.__version__} has no rectilinear chunk grids (3.4+)",
                 allow_module_level=True)
 
-from tests.test_xarray_backend import make_dataset  # noqa: E402  (after the skips)
+from tests.xarray.test_xarray_backend import make_dataset  # noqa: E402  (after the skips)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning",
                                         "ignore::RuntimeWarning")
