@@ -11,8 +11,9 @@ from chunkstore.storage.errors import (
 from chunkstore.storage.fsspec.store import FsspecStore
 from chunkstore.storage.local.store import LocalStore
 from chunkstore.storage.memory import MemoryStore
+from chunkstore.storage.wrappers import LatencyStore, MetricsStore, WrapperStore
 from chunkstore.storage.zip.store import ZipStore
 
 __all__ = ["BadArchiveError", "ByteRange", "Capabilities", "FsspecStore", "InvalidStoreError",
-           "LocalStore", "MemoryStore", "MissingBackendError", "Store", "StoreError",
-           "ZipStore", "validate_key"]
+           "LatencyStore", "LocalStore", "MemoryStore", "MetricsStore", "MissingBackendError",
+           "Store", "StoreError", "WrapperStore", "ZipStore", "validate_key"]

@@ -23,50 +23,7 @@ from chunkstore.errors import (
 from chunkstore.io.plain import VIEW_GROUP
 from chunkstore.io.rmw import RUNS_PER_THREAD
 from chunkstore.runtime import current
-
-
-class CountingStore(cs.MemoryStore):
-    """A real MemoryStore that counts the calls the array layer makes (a batched call
-    that the base class implements with single calls counts once)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.calls: dict[str, int] = {}
-        self._depth = 0
-
-    def _counted(self, name, fn, *args):
-        if self._depth == 0:
-            self.calls[name] = self.calls.get(name, 0) + 1
-        self._depth += 1
-        try:
-            return fn(*args)
-        finally:
-            self._depth -= 1
-
-    def get(self, key, byte_range=None):
-        return self._counted("get", super().get, key, byte_range)
-
-    def get_many(self, keys):
-        return self._counted("get_many", super().get_many, keys)
-
-    def get_ranges(self, requests):
-        return self._counted("get_ranges", super().get_ranges, requests)
-
-    def get_views(self, keys):
-        return self._counted("get_views", super().get_views, keys)
-
-    def set(self, key, value):
-        return self._counted("set", super().set, key, value)
-
-    def set_many(self, items):
-        return self._counted("set_many", super().set_many, items)
-
-    def get_versioned_many(self, keys):
-        return self._counted("get_versioned_many", super().get_versioned_many, keys)
-
-    def commit_many(self, items):
-        return self._counted("commit_many", super().commit_many, items)
-
+from chunkstore.storage import MetricsStore
 
 MAX_RUNS = current().pool.threads(True) * RUNS_PER_THREAD + 1  # store calls per batched write
 
@@ -405,7 +362,7 @@ def test_chunk_primitives(zarr_format, kw, key):
 
 
 def test_chunk_aligned_region_write_does_not_read():
-    store = CountingStore()
+    store = MetricsStore(cs.MemoryStore())
     a = cs.create_array(store, shape=(8, 8), chunks=(4, 4), dtype="f4")
     a[...] = 1
     store.calls.clear()
@@ -440,7 +397,7 @@ def test_pickle_lazy_reopen(tmp_path):
 # -- batched IO ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("zarr_format", [3, 2])
 def test_many_chunks_one_get_many(zarr_format):
-    store = CountingStore()
+    store = MetricsStore(cs.MemoryStore())
     a = cs.create_array(store, shape=(40, 40), chunks=(4, 4), dtype="f4",
                         zarr_format=zarr_format)
     ref = np.random.default_rng(1).random((40, 40)).astype("f4")

@@ -8,28 +8,16 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.storage.memory import MemoryStore
+from chunkstore.storage import MemoryStore, MetricsStore
+
+READS = ("get", "get_many", "get_views", "get_ranges", "get_versioned_many", "exists",
+         "getsize", "read_into")
 
 
-class CountingStore(MemoryStore):
-    """A real MemoryStore that counts its read calls (each get/get_many = one request)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.reads = 0
-        self.lists = 0
-
-    def get(self, key, byte_range=None):
-        self.reads += 1
-        return super().get(key, byte_range)
-
-    def get_many(self, keys):
-        self.reads += 1
-        return [super(CountingStore, self).get(k) for k in keys]
-
-    def list_dir(self, prefix):
-        self.lists += 1
-        return super().list_dir(prefix)
+def counted(store: MetricsStore) -> tuple[int, int]:
+    """(read calls, listing calls) since the store's last reset; a batch counts once."""
+    reads = sum(store.calls[name] for name in READS)
+    return reads, store.calls["list_dir"] + store.calls["list_prefix"]
 
 
 @pytest.fixture(params=[2, 3])
@@ -167,12 +155,12 @@ def test_pickle_group(tmp_path):
 
 
 def test_creating_in_a_group_reads_only_the_new_paths():
-    store = CountingStore()
+    store = MetricsStore(MemoryStore())
     g = cs.group(store, path="deep/er")
-    store.reads = store.lists = 0
+    store.reset()
     g.create_array("a", shape=(2,), dtype="i1")
     g.create_group("b/c")  # "b" is created between: one batched read for both paths
-    assert (store.reads, store.lists) == (2, 0)
+    assert counted(store) == (2, 0)
     assert cs.open_group(store, path="deep/er/b", mode="r").keys() == ["c"]
 
 
@@ -195,31 +183,32 @@ def test_node_of_the_other_format_blocks_creation(fmt):
 
 # -- consolidated metadata ------------------------------------------------------------------
 def test_consolidated_open_costs_one_read(fmt):
-    store = CountingStore()
+    store = MetricsStore(MemoryStore())
     g = build(store, fmt)
     for i in range(20):
         g.create_array(f"many/m{i:02d}", shape=(4,), dtype="i2")
     cs.consolidate_metadata(store)
-    store.reads = store.lists = 0
+    store.reset()
     c = cs.open_group(store, mode="r+")
     walked = c.members(max_depth=None)
     assert len(walked) == 6 + 21
     assert {n: type(m).__name__ for n, m in walked}["sub/b"] == "Array"
     assert str(c.tree()) == str(cs.open_group(store, mode="r", use_consolidated=False).tree())
-    store.reads = store.lists = 0
+    store.reset()
     c = cs.open_group(store, mode="r+", zarr_format=fmt)
-    assert (store.reads, store.lists) == (1, 0)
-    store.reads = 0
+    assert counted(store) == (1, 0)
+    store.reset()
     c = cs.open_group(store, mode="r+")  # v2: zarr.json is missing, then one v2 batch
-    assert (store.reads, store.lists) == (1 if fmt == 3 else 2, 0)
-    store.reads = 0
+    assert counted(store) == (1 if fmt == 3 else 2, 0)
+    store.reset()
     c.members(max_depth=None)
     c["many"].keys()
-    assert (store.reads, store.lists) == (0, 0)
+    assert counted(store) == (0, 0)
     plain = cs.open_group(store, mode="r+", use_consolidated=False)
-    store.reads = store.lists = 0
+    store.reset()
     plain.members(max_depth=None)
-    assert store.lists > 1 and store.reads >= 3
+    reads, lists = counted(store)
+    assert lists > 1 and reads >= 3
 
 
 def test_consolidated_follows_changes_made_through_the_group(fmt):
