@@ -4,6 +4,7 @@ commits without compare-and-swap (the control group that must lose updates)."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -11,13 +12,54 @@ from typing import Any
 from chunkstore.storage import LocalStore
 from chunkstore.storage.base import ANY, Store
 
+#: imported once by the fork server, so a writer process starts in milliseconds instead of
+#: importing them (spawn: 4 processes took 2-20 s to start, more than most races last)
+PRELOAD = ["numpy", "pytest", "hypothesis", "chunkstore", "chunkstore.dask", "tests.multiproc"]
+
+
+class _FreshProcess(mp.context.ForkServerProcess):
+    """A forkserver process that runs with the environment variables and working directory
+    its creator had when it was made (as a spawned one would: the fork server keeps those
+    it was started with)."""
+
+    def __init__(self, group: Any = None, target: Callable[..., Any] | None = None,
+                 name: str | None = None, args: tuple = (), kwargs: dict | None = None,
+                 **rest: Any) -> None:
+        super().__init__(group, _in_child, name,
+                         (target, dict(os.environ), os.getcwd(), tuple(args), kwargs or {}),
+                         **rest)
+
+
+class _FreshContext(mp.context.ForkServerContext):
+    Process = _FreshProcess
+
+
+def _in_child(target: Callable[..., Any], env: dict[str, str], cwd: str, args: tuple,
+              kwargs: dict) -> None:
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    target(*args, **kwargs)
+
+
+def context() -> mp.context.BaseContext:
+    """The start method of writer processes: ``forkserver`` (a fresh process forked from a
+    server that has only imported :data:`PRELOAD`: no threads, no store used, unlike a
+    plain fork of the test process), each process with its creator's environment and
+    directory. Such a process ends with ``os._exit`` (no ``atexit``, no interpreter
+    shutdown): a test of how a process exits spawns one."""
+    ctx = _FreshContext()
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
 
 def run_together(target: Callable[..., Any], args_of: Callable[[int], tuple], n: int = 4,
                  timeout: float = 240) -> None:
-    """Start ``n`` spawned processes running ``target(*args_of(i), start_event)``, release
-    them at once (each waits on the event), join them, and assert each exited 0 (a
-    process still running after ``timeout`` is killed and fails the assertion)."""
-    ctx = mp.get_context("spawn")
+    """Start ``n`` new processes (:func:`context`) running ``target(*args_of(i),
+    start_event)``, release them at once (each waits on the event), join them, and assert
+    each exited 0 (a process still running after ``timeout`` is killed and fails the
+    assertion)."""
+    ctx = context()
     start = ctx.Event()
     procs = [ctx.Process(target=target, args=(*args_of(i), start)) for i in range(n)]
     for p in procs:

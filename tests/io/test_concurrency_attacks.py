@@ -8,7 +8,6 @@ inner chunks of one shard), across processes and threads, on LocalStore and on S
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import threading
 
@@ -17,7 +16,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.storage.resolve import resolve_store
-from tests.multiproc import run_together
+from tests.multiproc import context, run_together
 
 N = 4  # writers
 ROUNDS = 3
@@ -239,7 +238,7 @@ def test_reader_beside_shard_writer_never_reads_wrong_inner_chunk(tmp_path, comp
     a = cs.create_array(where, shape=(128,), chunks=(64,), shards=(128,), dtype="i4",
                         compressors=compressors)
     a[64:128] = 1
-    ctx = mp.get_context("spawn")
+    ctx = context()
     running, stop = ctx.Event(), ctx.Event()
     writer = ctx.Process(target=_toggler, args=(where, running, stop))
     writer.start()
@@ -506,7 +505,7 @@ def test_mp_zip_writers_with_synchronizer_lose_nothing_or_fail(tmp_path):
     path = str(tmp_path / "x.zip")
     a = cs.create_array(path, shape=(64,), chunks=(4,), dtype="i4")
     a.store.close()
-    ctx = mp.get_context("spawn")
+    ctx = context()
     start = ctx.Event()
     procs = [ctx.Process(target=_zip_writer, args=(path, str(tmp_path / "locks"), p, start))
              for p in range(2)]
@@ -568,7 +567,7 @@ def test_ranged_read_of_one_chunk_is_never_torn_s3(s3_bucket_both):
     a = cs.create_array(store, shape=(32, 2048), chunks=(32, 2048), dtype="i4",
                         compressors=None)
     a[:] = 1
-    ctx = mp.get_context("spawn")
+    ctx = context()
     running, stop = ctx.Event(), ctx.Event()
     p = ctx.Process(target=_chunk_flipper, args=(where, options, running, stop))
     p.start()

@@ -5,7 +5,6 @@ shows the real shapes, and ``LocalStore.sweep_temp`` removes every temporary fil
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import random
 import signal
@@ -18,6 +17,7 @@ import numpy as np
 import chunkstore as cs
 from chunkstore.api.verify import verify
 from chunkstore.storage import LocalStore
+from tests.multiproc import context
 
 SHAPE, CHUNKS, SHARDS = (256,), (16,), (64,)
 IDX = np.arange(SHAPE[0])
@@ -57,7 +57,7 @@ def test_sigkill_during_partial_shard_writes(tmp_path):
     a = cs.create_array(root, shape=SHAPE, chunks=CHUNKS, shards=SHARDS, dtype="i8",
                         fill_value=-1)
     a[:] = IDX
-    ctx = mp.get_context("spawn")
+    ctx = context()
     rng = random.Random(7)
     seen, leftovers = set(), 0
     for k in range(10):
@@ -105,7 +105,7 @@ def test_sigkill_during_appends_never_leaves_a_stale_consolidated_shape(tmp_path
     g = cs.group(root)
     g.create_array("arr", shape=(0,), chunks=(16,), dtype="i4")
     cs.consolidate_metadata(root)
-    ctx = mp.get_context("spawn")
+    ctx = context()
     rng = random.Random(3)
     stale = []
     for k in range(10):

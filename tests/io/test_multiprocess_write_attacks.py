@@ -4,7 +4,6 @@ the exact final content: every chunk whole, old or new, never torn."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import signal
 import time
@@ -15,7 +14,7 @@ import pytest
 import chunkstore as cs
 from chunkstore.api.verify import verify
 
-from ..multiproc import run_together
+from ..multiproc import context, run_together
 from ..write_checks import assert_same as _assert_same
 
 # --------------------------------------------------------------------------------------
@@ -130,7 +129,7 @@ def test_sigkill_mid_write(tmp_path, shards):
     path = str(tmp_path / "k.zarr")
     cs.create_array(path, shape=(64, 96), chunks=(4, 4), shards=shards, dtype="i8",
                     fill_value=0, compressors="auto")
-    ctx = mp.get_context("spawn")
+    ctx = context()
     for round_ in range(3):
         ready = ctx.Value("q", 0)
         start = ctx.Event()

@@ -5,7 +5,6 @@ regions and ``copy`` between chunkings. Every test asserts the exact final conte
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import signal
 import subprocess
@@ -18,7 +17,7 @@ import pytest
 
 import chunkstore as cs
 
-from ..multiproc import run_together
+from ..multiproc import context, run_together
 
 # zipfile warns "Duplicate name" each time a chunk of a zip archive is rewritten (the
 # superseding entry): noise, the committed archive holds one entry per name
@@ -155,7 +154,7 @@ def test_four_processes_appends_racing_shrink(tmp_path, shards):
     cs.create_array(path, shape=(10, 4), chunks=(4, 4), shards=shards, dtype="i4",
                     fill_value=-1)
     cs.open_array(path, mode="r+")[...] = np.arange(40, dtype="i4").reshape(10, 4)
-    ctx = mp.get_context("spawn")
+    ctx = context()
     start, reserved, shrunk = ctx.Event(), ctx.Semaphore(0), ctx.Event()
     procs = [ctx.Process(target=_shrinker, args=(path, reserved, shrunk, 3, start))]
     procs += [ctx.Process(target=_stalled_appender, args=(path, p, reserved, shrunk, start))

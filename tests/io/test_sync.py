@@ -10,7 +10,6 @@ proving the test can fail.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import threading
 import time
 
@@ -20,7 +19,7 @@ import pytest
 import chunkstore as cs
 from chunkstore.storage import LocalStore
 from chunkstore.storage.reference import object_ref
-from tests.multiproc import NoCasLocalStore
+from tests.multiproc import NoCasLocalStore, context
 
 N_WRITERS, N_ROUNDS, SHAPE, CHUNKS = 4, 25, (40,), (20,)
 
@@ -67,7 +66,7 @@ def _make(tmp_path) -> str:
 
 
 def _run_processes(root: str, synchronizer, kind: str = "cas") -> np.ndarray:
-    ctx = mp.get_context("spawn")
+    ctx = context()
     start = ctx.Barrier(N_WRITERS)
     procs = [ctx.Process(target=_increment_own_elements,
                          args=(root, w, synchronizer, kind, start))

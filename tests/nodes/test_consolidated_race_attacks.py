@@ -20,7 +20,7 @@ import pytest
 
 import chunkstore as cs
 
-from ..multiproc import run_together
+from ..multiproc import context, run_together
 
 N = 4  # writer processes per scenario
 CLI = [sys.executable, "-m", "chunkstore"]
@@ -598,13 +598,12 @@ def _killed_writer(path, start):
 
 @pytest.mark.parametrize("shards", [None, (64, 64)])
 def test_sigkilled_writer_then_verify_repair(tmp_path, shards):
-    import multiprocessing as mp
     import signal
     import time
     path = str(tmp_path / "k.zarr")
     cs.create_array(path, shape=(128, 128), chunks=(32, 32), shards=shards, dtype="i8",
                     compressors=None)
-    ctx = mp.get_context("spawn")
+    ctx = context()
     for delay in (0.35, 0.6):
         start = ctx.Event()
         proc = ctx.Process(target=_killed_writer, args=(path, start))

@@ -8,13 +8,12 @@ race on one object through ``chunkstore.io.rmw.update_object`` on LocalStore and
 
 from __future__ import annotations
 
-import multiprocessing as mp
-
 import pytest
 
 from chunkstore.io.rmw import update_object
 from chunkstore.storage import FsspecStore, LocalStore, MemoryStore, Store
 from chunkstore.storage.base import ABSENT, ANY
+from tests.multiproc import context
 
 
 def open_store(kind: str, where: str, options: dict | None = None) -> Store:
@@ -71,7 +70,7 @@ def shared(request, tmp_path):
 
 
 def test_four_processes_increment_one_counter(shared):
-    ctx = mp.get_context("spawn")  # no fsspec loop or moto thread inherited
+    ctx = context()  # no fsspec loop or moto thread inherited
     start = ctx.Event()
     procs = [ctx.Process(target=_increment, args=(*shared, start, 50)) for _ in range(4)]
     for p in procs:
@@ -86,7 +85,7 @@ def test_unconditional_writes_are_never_lost_to_conditional_ones(shared):
     to it conditionally. Each append builds on what it read, so after the last marker
     was written only appends can follow: the final content starts with that marker, and
     every append after it appears once."""
-    ctx = mp.get_context("spawn")
+    ctx = context()
     start = ctx.Event()
     rounds = 40
     procs = [ctx.Process(target=_overwrite, args=(*shared, start, rounds))]

@@ -12,7 +12,6 @@ Each test asserts the exact content (NumPy as the oracle).
 from __future__ import annotations
 
 import copy
-import multiprocessing as mp
 import os
 import uuid
 
@@ -22,8 +21,9 @@ import pytest
 import chunkstore as cs
 from chunkstore.io.cache import chunk_cache
 from chunkstore.io.cache.chunk_cache import ChunkCache
+from tests.multiproc import context
 
-CTX = mp.get_context("spawn")
+CTX = context()
 
 
 def _uid() -> str:

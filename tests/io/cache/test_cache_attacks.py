@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing as mp
 import os
 import pickle
 import threading
@@ -23,8 +22,9 @@ import pytest
 import chunkstore as cs
 from chunkstore.io.cache import chunk_cache
 from chunkstore.io.cache.chunk_cache import ChunkCache
+from tests.multiproc import context
 
-CTX = mp.get_context("spawn")
+CTX = context()
 
 
 def _in_process(target, *args, timeout=180):

@@ -6,7 +6,6 @@ Every step compares the exact content with NumPy."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import threading
 
 import numpy as np
@@ -26,8 +25,9 @@ from tests.io.cache.test_chunk_cache_sharded import (
     _entries,
     _store,
 )
+from tests.multiproc import context
 
-CTX = mp.get_context("spawn")
+CTX = context()
 
 
 @pytest.fixture(autouse=True)

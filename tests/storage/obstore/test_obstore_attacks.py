@@ -25,7 +25,7 @@ from chunkstore.errors import ChunkDecodeError, InvalidKeyError  # noqa: E402
 from chunkstore.storage import FsspecStore, InvalidStoreError, StoreError  # noqa: E402
 from chunkstore.storage.base import ABSENT, ANY  # noqa: E402
 from chunkstore.storage.obstore.store import ObstoreStore  # noqa: E402
-from tests.multiproc import run_together  # noqa: E402
+from tests.multiproc import context, run_together  # noqa: E402
 
 ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}
 
@@ -377,7 +377,7 @@ def test_decompression_bomb_stays_bounded(s3_bucket, kind):
         struct.pack_into("<I", good, 4, 2**31 - 1)  # nbytes: 2 GiB
         payload = bytes(good)
     a.store.set("c/0", payload)
-    ctx = mp.get_context("spawn")
+    ctx = context()
     parent, child = ctx.Pipe()
     p = ctx.Process(target=_bomb_reader, args=(where, options, child))
     p.start()
@@ -513,7 +513,7 @@ def test_cache_on_s3_foreign_process_then_clear(s3_bucket):
     np.testing.assert_array_equal(a[...], np.ones(8, "i4"))
     a[0] = 5  # a write through the cached array itself: seen at once
     np.testing.assert_array_equal(a[...], [5, 1, 1, 1, 1, 1, 1, 1])
-    ctx = mp.get_context("spawn")
+    ctx = context()
     p = ctx.Process(target=_s3_rewrite, args=(where, _fs(options), 3))
     p.start()
     p.join(180)

@@ -30,6 +30,7 @@ from chunkstore.storage.resolve import resolve_store  # noqa: E402
 from chunkstore.storage.s3_backend import BACKEND_VARIABLE  # noqa: E402
 from chunkstore.storage.s3_conditional import ETag  # noqa: E402
 from chunkstore.testing.store_contract import StoreContract  # noqa: E402
+from tests.multiproc import context
 
 
 class TestObstoreContract(StoreContract):
@@ -220,7 +221,7 @@ def _bump(url: str, options: dict, rounds: int) -> None:
 def test_processes_racing_on_one_object_lose_nothing(s3_bucket):
     url, options = s3_bucket
     where = url + "/race.zarr"
-    ctx = mp.get_context("spawn")
+    ctx = context()
     procs = [ctx.Process(target=_bump, args=(where, options, 10)) for _ in range(3)]
     for p in procs:
         p.start()
