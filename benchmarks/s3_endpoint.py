@@ -41,6 +41,9 @@ class CountingApp:
     def reset(self) -> None:
         self.counts: Counter[str] = Counter()
         self.bytes_in = self.bytes_out = 0
+        #: requests being answered now, and the most at once since the reset
+        self.in_flight = getattr(self, "in_flight", 0)
+        self.max_in_flight = self.in_flight
 
     @staticmethod
     def kind(environ: dict) -> str:
@@ -56,7 +59,8 @@ class CountingApp:
         if path.startswith("/_bench/"):
             with self.lock:
                 body = json.dumps({"counts": dict(self.counts), "bytes_in": self.bytes_in,
-                                   "bytes_out": self.bytes_out}).encode()
+                                   "bytes_out": self.bytes_out,
+                                   "max_in_flight": self.max_in_flight}).encode()
                 if path == "/_bench/reset":
                     self.reset()
             start_response("200 OK", [("Content-Type", "application/json"),
@@ -65,9 +69,20 @@ class CountingApp:
         with self.lock:
             self.counts[self.kind(environ)] += 1
             self.bytes_in += int(environ.get("CONTENT_LENGTH") or 0)
-        if self.latency_s:
-            time.sleep(self.latency_s)
-        return self._count_out(self.app(environ, start_response))
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.latency_s:
+                time.sleep(self.latency_s)
+            body = self.app(environ, start_response)
+        except BaseException:
+            self._done()
+            raise
+        return self._count_out(body)
+
+    def _done(self) -> None:
+        with self.lock:
+            self.in_flight -= 1
 
     def _count_out(self, body):
         try:
@@ -76,6 +91,7 @@ class CountingApp:
                     self.bytes_out += len(chunk)
                 yield chunk
         finally:
+            self._done()
             if hasattr(body, "close"):
                 body.close()
 

@@ -1,7 +1,8 @@
 """The engine of unsharded arrays: one stored object per chunk.
 
-Reads: the keys of all touched chunks are fetched with one ``get_many`` per batch
-(bounded bytes), decoded in the shared pool and scattered into the output. Stores with
+Reads: the keys of all touched chunks are fetched with one ``get_views`` per batch
+(bounded bytes; ``get_many`` unless the store hands out its own buffers), decoded in
+the shared pool and scattered into the output. Stores with
 zero-copy views (a local directory: memory maps) are read in place: each compressed
 chunk is decoded straight from its view by the thread that fetched it, and uncompressed
 chunks are indexed directly, only the selected elements being copied. Uncompressed
@@ -152,7 +153,8 @@ class PlainEngine:
                     ranged.append((p, plan))
         keys = [self.key_of(p.chunk_coords) for p in whole]
         with self._named():
-            blobs = bounded_get_many(self.store, keys, self.max_stored) if keys else []
+            # views: decoded right after, so a store's own buffers need no copy first
+            blobs = bounded_get_views(self.store, keys, self.max_stored) if keys else []
             return whole, keys, blobs, self._fetch_ranged(ranged) if ranged else []
 
     @contextlib.contextmanager
