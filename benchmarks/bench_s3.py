@@ -34,6 +34,7 @@ from pathlib import Path
 from benchmarks.s3_endpoint import (  # noqa: F401 (CountingApp, serve: re-exported)
     CountingApp,
     Endpoint,
+    close_s3fs,
     measure,
     serve,
     set_aws_env,
@@ -144,7 +145,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 for method in methods:
                     if method in skipped:
                         continue
-                    s3fs.S3FileSystem.clear_instance_cache()
+                    close_s3fs()  # every method makes its own sessions
+                    peer = None
                     try:
                         peer = PEERS[method](ep.url, "bench", options, group_size)
                         rows = run_peer(peer, ep, data, chunks, repeats)
@@ -152,12 +154,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         print(f"{method} skipped: {e}")
                         skipped.add(method)
                         rows = []
+                    finally:
+                        close_s3fs(getattr(peer, "run_async", None))
                     for r in rows:
                         if latency:
                             r["case"] = f"{r['case']} ({latency:g} ms latency)"
                         r["latency_ms"], r["server"] = latency, args.server
                         runs.setdefault((r["case"], r["method"]), []).append(r)
                     s3fs.S3FileSystem(**options).rm("s3://bench/*", recursive=True)
+            close_s3fs()
         results.extend(_median_row(rows, data.nbytes) for rows in runs.values())
     (OUT / "bench_s3.json").write_text(json.dumps(results, indent=2))
     print(f"\nendpoint: moto behind the {args.server} server; load average "
@@ -188,7 +193,8 @@ def label(r: dict) -> str:
 def format_row(r: dict) -> str:
     rate = f"{r['mb_per_s']:7.1f} MB/s" if "mb_per_s" in r else " " * 12
     return (f"{r['case']:<36} {label(r):<30} {r['wall_s'] * 1e3:9.1f} ms {rate} "
-            f"{r['requests']:5d} req {json.dumps(r['by_kind'])}  correct={r['correct']}")
+            f"{r['requests']:5d} req {json.dumps(r['by_kind'])} "
+            f"(at most {r.get('max_in_flight', 0)} at once)  correct={r['correct']}")
 
 
 def print_table(results: list[dict]) -> None:

@@ -40,6 +40,10 @@ class Peer:
     def make_groups(self) -> None: ...
     def open_group(self, consolidated: bool) -> int: ...
 
+    #: runs a coroutine on the event loop of the library's asynchronous s3fs filesystems,
+    #: so that ``s3_endpoint.close_s3fs`` can close their sessions (None: it has none)
+    run_async: Any = None
+
 
 class Chunkstore(Peer):
     """chunkstore as users get it: no backend named, so obstore when it is installed (and
@@ -111,6 +115,11 @@ class ChunkstoreObstore(Chunkstore):
 class ZarrPython(Peer):
     name = "zarr-python"
     backend = "fsspec"
+
+    @staticmethod
+    def run_async(coroutine: Any) -> Any:  # type: ignore[override]
+        from zarr.core.sync import sync
+        return sync(coroutine)
 
     def _store(self, url: str, read_only: bool = False):
         import zarr
