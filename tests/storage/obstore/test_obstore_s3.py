@@ -275,6 +275,48 @@ def test_views_are_obstores_buffers_bounded_and_none_when_missing(obs):
     assert bytes(views[0]) == b"hello"  # a view shows the value it was looked up with
 
 
+def test_bounded_reads_are_one_plain_get_and_refuse_unread(obs, monkeypatch):
+    """A bounded read is one GET of the whole object (no range for the server to cut out,
+    no HEAD, also for an empty object) whose size is checked before its body is read: an
+    oversized object's body is never read."""
+    import obstore
+
+    st, _, _ = obs
+    st.set_many({"big": bytes(10_000), "small": b"abc", "empty": b""})
+    sent, read, real = [], [], obstore.get
+
+    class Spy:
+        def __init__(self, result, name):
+            self.result, self.name, self.meta = result, name, result.meta
+
+        def bytes(self):
+            read.append(self.name)
+            return self.result.bytes()
+
+    def get(store, path, **kwargs):
+        name = path.rsplit("/", 1)[-1]
+        sent.append((name, kwargs))
+        return Spy(real(store, path, **kwargs), name)
+
+    def head(*args, **kwargs):
+        raise AssertionError("a bounded read needs no HEAD")
+
+    monkeypatch.setattr(obstore, "get", get)
+    monkeypatch.setattr(obstore, "head", head)
+    for read_big in (lambda: st.get_views(["big"], max_bytes=100),
+                     lambda: st.get_many(["small", "big"], max_bytes=100),
+                     lambda: st.get("big", max_bytes=100)):
+        with pytest.raises(ObjectSizeError, match="'big' .* holds 10000 bytes"):
+            read_big()
+    assert "big" not in read
+    del sent[:], read[:]
+    assert [bytes(v) for v in st.get_views(["small", "empty"], max_bytes=100)] == [b"abc",
+                                                                                  b""]
+    assert st.get("empty", max_bytes=0) == b""
+    assert sorted(read) == ["empty", "empty", "small"]
+    assert sorted(sent, key=str) == [("empty", {}), ("empty", {}), ("small", {})]
+
+
 def test_array_reads_decode_obstores_buffers(s3_bucket, monkeypatch):
     """Whole chunks are read as views (no copy of each body into bytes): get_many is not
     called for them, and the values are right."""
