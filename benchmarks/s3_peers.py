@@ -23,6 +23,11 @@ class Peer:
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.key}"
 
+    def group_url(self, kind: str) -> str:
+        """The group of ``make_groups`` (``kind``: "plain" or "consolidated"), one per
+        method: the methods of a round run side by side."""
+        return f"s3://{self.bucket}/{self.name}-group-{kind}.zarr"
+
     def warm(self, data, chunks) -> None:
         """Write and read a small array first, so sessions and connections exist."""
         key, self.key = self.key, f"{self.name}-warm.zarr"
@@ -72,17 +77,17 @@ class Chunkstore(Peer):
     def make_groups(self) -> None:
         import chunkstore as cs
         for kind in ("plain", "consolidated"):
-            g = cs.group(f"s3://{self.bucket}/cs-group-{kind}.zarr",
+            g = cs.group(self.group_url(kind),
                          storage_options=self.options)
             for i in range(self.group_size):
                 g.create_array(f"a{i}", shape=(100,), dtype="f4", chunks=(10,))
-        cs.consolidate_metadata(f"s3://{self.bucket}/cs-group-consolidated.zarr",
+        cs.consolidate_metadata(self.group_url("consolidated"),
                                 storage_options=self.options)
 
     def open_group(self, consolidated: bool) -> int:
         import chunkstore as cs
         kind = "consolidated" if consolidated else "plain"
-        g = cs.open_group(f"s3://{self.bucket}/cs-group-{kind}.zarr", mode="r",
+        g = cs.open_group(self.group_url(kind), mode="r",
                           storage_options=self.options, use_consolidated=consolidated)
         return len(g.members())
 
@@ -141,7 +146,7 @@ class ZarrPython(Peer):
     def make_groups(self) -> None:
         import zarr
         for kind in ("plain", "consolidated"):
-            store = self._store(f"s3://{self.bucket}/zarr-group-{kind}.zarr")
+            store = self._store(self.group_url(kind))
             g = zarr.open_group(store, mode="w")
             for i in range(self.group_size):
                 g.create_array(f"a{i}", shape=(100,), dtype="f4", chunks=(10,))
@@ -151,7 +156,7 @@ class ZarrPython(Peer):
     def open_group(self, consolidated: bool) -> int:
         import zarr
         kind = "consolidated" if consolidated else "plain"
-        store = self._store(f"s3://{self.bucket}/zarr-group-{kind}.zarr", True)
+        store = self._store(self.group_url(kind), True)
         g = zarr.open_group(store, mode="r", use_consolidated=consolidated)
         return len(list(g.members()))
 
