@@ -8,7 +8,7 @@ and tensorstore. Every row says which S3 client served it (``backend``).
     python -m benchmarks.bench_s3 --mib 16   # a 16 MiB array (16 chunks of 1 MiB)
     python -m benchmarks.bench_s3 --latency-ms 20     # every request answered 20 ms later
     python -m benchmarks.bench_s3 --latency-ms 0,20   # both, one endpoint after the other
-    python -m benchmarks.bench_s3 --rounds 5          # methods interleaved, medians kept (3)
+    python -m benchmarks.bench_s3 --rounds 5          # rounds, medians kept (3)
     python -m benchmarks.bench_s3 --server werkzeug   # a new connection per request
 
 The endpoint is moto's S3 server running in a subprocess (so that its copy of the data
@@ -19,7 +19,9 @@ array (blosc-lz4, shuffle, Zarr v3), open the array, read one chunk and one elem
 (each on a freshly opened array; median of a few repeats), create two groups of 31
 arrays (one then consolidated), and open a group and load all its members with and
 without consolidated metadata (tensorstore has no hierarchy API). Each library reads
-what it wrote. Wall times on moto are dominated by the server's own CPU time per
+what it wrote. In a round the methods run case by case (every method's write, then
+every method's read, ...), so that a change of the load of a shared machine weighs on
+all of them alike. Wall times on moto are dominated by the server's own CPU time per
 request; the request counts are exact. Peak RSS is the increase of this process's RSS during the case.
 """
 
@@ -29,11 +31,13 @@ import argparse
 import json
 import os
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 
 from benchmarks.s3_endpoint import (  # noqa: F401 (CountingApp, serve: re-exported)
     CountingApp,
     Endpoint,
+    close_s3fs,
     measure,
     serve,
     set_aws_env,
@@ -59,39 +63,78 @@ METHODS = ("chunkstore", "chunkstore-fsspec", "zarr-python", "zarrs", "tensorsto
 OURS = ("chunkstore", "chunkstore-fsspec", "chunkstore-obstore")
 
 
-def run_peer(peer: Peer, ep: Endpoint, data, chunks, repeats: int) -> list[dict]:
+def run_peer(peer: Peer, ep: Endpoint, data, chunks, repeats: int) -> Iterator[dict]:
+    """``peer``'s cases in order, one row at a time: ``main`` runs the methods case by
+    case, each case of every method back to back, so that a change of the machine's load
+    (it is shared) weighs on all of them alike."""
     import numpy as np
-    rows = []
 
-    def add(case: str, stats: dict, correct: bool, nbytes: float = 0) -> None:
+    def row(case: str, stats: dict, correct: bool, nbytes: float = 0) -> dict:
         stats.update(case=case, method=peer.name, backend=backend, correct=bool(correct))
         if nbytes:
             stats["mb_per_s"] = nbytes / MB / stats["wall_s"]
-        rows.append(stats)
         print(format_row(stats), flush=True)
+        return stats
 
     peer.warm(data, chunks)
     backend = peer.backend
     stats, _ = measure(ep, lambda: peer.create_and_write(data, chunks))
-    add("write", stats, True, data.nbytes)
+    yield row("write", stats, True, data.nbytes)
     stats, out = measure(ep, lambda a: peer.read_all(a), setup=peer.open)
-    add("read", stats, np.array_equal(np.asarray(out), data), data.nbytes)
+    yield row("read", stats, np.array_equal(np.asarray(out), data), data.nbytes)
+    del out
     stats, a = measure(ep, peer.open, repeats)
-    add("open array", stats, tuple(a.shape) == data.shape)
+    yield row("open array", stats, tuple(a.shape) == data.shape)
     stats, out = measure(ep, lambda a: peer.read_chunk(a, chunks), repeats, setup=peer.open)
-    add("read one chunk", stats,
-        np.array_equal(np.asarray(out), data[tuple(slice(0, c) for c in chunks)]))
+    yield row("read one chunk", stats,
+              np.array_equal(np.asarray(out), data[tuple(slice(0, c) for c in chunks)]))
     stats, out = measure(ep, peer.read_element, repeats, setup=peer.open)
-    add("read one element", stats, np.asarray(out) == data[1, 1])
+    yield row("read one element", stats, np.asarray(out) == data[1, 1])
     if isinstance(peer, TensorStore):
-        return rows  # tensorstore has no hierarchy API
+        return  # tensorstore has no hierarchy API
     n = peer.group_size
     stats, _ = measure(ep, peer.make_groups)
-    add(f"create 2 groups of {n} arrays", stats, True)
+    yield row(f"create 2 groups of {n} arrays", stats, True)
     for consolidated in (False, True):
         stats, found = measure(ep, lambda c=consolidated: peer.open_group(c), repeats)
         case = f"open group of {n} ({'consolidated' if consolidated else 'plain'})"
-        add(case, stats, found == n)
+        yield row(case, stats, found == n)
+
+
+def run_round(methods: list[str], skipped: set[str], ep: Endpoint, options: dict, data,
+              chunks, repeats: int, group_size: int) -> list[dict]:
+    """One round: every method's cases, interleaved case by case (``run_peer``); a method
+    whose library is missing is skipped (and added to ``skipped``), saying why. The s3fs
+    sessions made are closed at the end (``close_s3fs``)."""
+    runs: dict[str, Iterator[dict]] = {}
+    peers: list[Peer] = []
+    rows: list[dict] = []
+    try:
+        for method in methods:
+            if method in skipped:
+                continue
+            try:
+                peer = PEERS[method](ep.url, "bench", options, group_size)
+            except ImportError as e:
+                print(f"{method} skipped: {e}")
+                skipped.add(method)
+                continue
+            peers.append(peer)
+            runs[method] = run_peer(peer, ep, data, chunks, repeats)
+        while runs:
+            for method, run in list(runs.items()):
+                try:
+                    rows.append(next(run))
+                except StopIteration:
+                    del runs[method]
+                except ImportError as e:  # e.g. zarrs finding no adapter for the store
+                    print(f"{method} skipped: {e}")
+                    skipped.add(method)
+                    del runs[method]
+                    rows = [r for r in rows if r["method"] != method]
+    finally:
+        runners = [p.run_async for p in peers if p.run_async is not None]
+        close_s3fs(runners[0] if runners else None)
     return rows
 
 
@@ -103,7 +146,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=None,
-                        help="run every method this many times, interleaved; medians kept "
+                        help="run every method this many times, interleaved case by case; "
+                             "medians kept "
                              "(default 3, 1 with --tiny)")
     parser.add_argument("--group-size", type=int, default=None, help="arrays per group (31)")
     parser.add_argument("--latency-ms", default=None,
@@ -141,23 +185,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
                        "client_kwargs": {"endpoint_url": ep.url}}
             s3fs.S3FileSystem(**options).mkdir("bench")
             for _ in range(max(1, args.rounds or (1 if args.tiny else 3))):
-                for method in methods:
-                    if method in skipped:
-                        continue
-                    s3fs.S3FileSystem.clear_instance_cache()
-                    try:
-                        peer = PEERS[method](ep.url, "bench", options, group_size)
-                        rows = run_peer(peer, ep, data, chunks, repeats)
-                    except ImportError as e:
-                        print(f"{method} skipped: {e}")
-                        skipped.add(method)
-                        rows = []
-                    for r in rows:
-                        if latency:
-                            r["case"] = f"{r['case']} ({latency:g} ms latency)"
-                        r["latency_ms"], r["server"] = latency, args.server
-                        runs.setdefault((r["case"], r["method"]), []).append(r)
-                    s3fs.S3FileSystem(**options).rm("s3://bench/*", recursive=True)
+                close_s3fs()  # every round makes its own sessions
+                for r in run_round(methods, skipped, ep, options, data, chunks, repeats,
+                                   group_size):
+                    if latency:
+                        r["case"] = f"{r['case']} ({latency:g} ms latency)"
+                    r["latency_ms"], r["server"] = latency, args.server
+                    runs.setdefault((r["case"], r["method"]), []).append(r)
+                s3fs.S3FileSystem(**options).rm("s3://bench/*", recursive=True)
+            close_s3fs()
         results.extend(_median_row(rows, data.nbytes) for rows in runs.values())
     (OUT / "bench_s3.json").write_text(json.dumps(results, indent=2))
     print(f"\nendpoint: moto behind the {args.server} server; load average "
@@ -188,7 +224,8 @@ def label(r: dict) -> str:
 def format_row(r: dict) -> str:
     rate = f"{r['mb_per_s']:7.1f} MB/s" if "mb_per_s" in r else " " * 12
     return (f"{r['case']:<36} {label(r):<30} {r['wall_s'] * 1e3:9.1f} ms {rate} "
-            f"{r['requests']:5d} req {json.dumps(r['by_kind'])}  correct={r['correct']}")
+            f"{r['requests']:5d} req {json.dumps(r['by_kind'])} "
+            f"(at most {r.get('max_in_flight', 0)} at once)  correct={r['correct']}")
 
 
 def print_table(results: list[dict]) -> None:

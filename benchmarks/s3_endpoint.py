@@ -41,6 +41,9 @@ class CountingApp:
     def reset(self) -> None:
         self.counts: Counter[str] = Counter()
         self.bytes_in = self.bytes_out = 0
+        #: requests being answered now, and the most at once since the reset
+        self.in_flight = getattr(self, "in_flight", 0)
+        self.max_in_flight = self.in_flight
 
     @staticmethod
     def kind(environ: dict) -> str:
@@ -56,7 +59,8 @@ class CountingApp:
         if path.startswith("/_bench/"):
             with self.lock:
                 body = json.dumps({"counts": dict(self.counts), "bytes_in": self.bytes_in,
-                                   "bytes_out": self.bytes_out}).encode()
+                                   "bytes_out": self.bytes_out,
+                                   "max_in_flight": self.max_in_flight}).encode()
                 if path == "/_bench/reset":
                     self.reset()
             start_response("200 OK", [("Content-Type", "application/json"),
@@ -65,19 +69,42 @@ class CountingApp:
         with self.lock:
             self.counts[self.kind(environ)] += 1
             self.bytes_in += int(environ.get("CONTENT_LENGTH") or 0)
-        if self.latency_s:
-            time.sleep(self.latency_s)
-        return self._count_out(self.app(environ, start_response))
-
-    def _count_out(self, body):
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            for chunk in body:
-                with self.lock:
-                    self.bytes_out += len(chunk)
-                yield chunk
-        finally:
-            if hasattr(body, "close"):
-                body.close()
+            if self.latency_s:
+                time.sleep(self.latency_s)
+            body = self.app(environ, start_response)
+        except BaseException:
+            self.done()
+            raise
+        return _CountedBody(self, body)
+
+    def done(self) -> None:
+        """A request answered (its body sent, or its failure raised)."""
+        with self.lock:
+            self.in_flight -= 1
+
+
+class _CountedBody:
+    """A response body whose bytes are counted; closing it (as a WSGI server always
+    does, even before iterating) ends the request."""
+
+    def __init__(self, app: CountingApp, body: Any) -> None:
+        self.app, self.body, self.closed = app, body, False
+
+    def __iter__(self):
+        for chunk in self.body:
+            with self.app.lock:
+                self.app.bytes_out += len(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.app.done()
+            if hasattr(self.body, "close"):
+                self.body.close()
 
 
 def serve(port: int, latency_ms: float = 0.0, server: str = "werkzeug") -> None:
@@ -157,7 +184,8 @@ class Endpoint:
 def measure(endpoint: Endpoint, fn: Callable[[], Any], repeats: int = 1,
             setup: Callable[[], Any] | None = None) -> tuple[dict, Any]:
     """Run ``fn`` (after an untimed ``setup`` whose result it receives): median time,
-    server-side requests of the first repeat, peak RSS increase."""
+    server-side requests of the first repeat (and the most answered at once), peak RSS
+    increase."""
     from benchmarks.bench_rechunk import RssSampler
 
     times, first, result, peak = [], None, None, 0.0
@@ -177,7 +205,36 @@ def measure(endpoint: Endpoint, fn: Callable[[], Any], repeats: int = 1,
     return {"wall_s": statistics.median(times), "requests": sum(counts.values()),
             "by_kind": counts, "lists": counts.get("LIST", 0),
             "mb_in": first["bytes_in"] / MB, "mb_out": first["bytes_out"] / MB,
+            "max_in_flight": first.get("max_in_flight", 0),
             "peak_rss_mb": max(0.0, peak)}, result
+
+
+def close_s3fs(run_async: Callable[[Any], Any] | None = None) -> None:
+    """Close the aiohttp session of every s3fs filesystem in s3fs's instance cache, each on
+    the event loop it was made on, then empty the cache. Dropped unclosed, a session is
+    closed when its filesystem is garbage collected: a synchronous one by s3fs's finalizer,
+    on whatever loop runs in the collecting thread (zarr-python's: "attached to a
+    different loop"), an asynchronous one (zarr-python's) never ("Unclosed client session"
+    and "Unclosed connector" at exit). ``run_async(coroutine)``: runs a coroutine on the
+    loop of the asynchronous filesystems (``zarr.core.sync.sync``); without it they are
+    left open."""
+    import s3fs
+    from fsspec.asyn import sync
+
+    for fs in list(s3fs.S3FileSystem._cache.values()):
+        # s3fs keeps the session's context in this private attribute and closes it
+        # through it too (S3FileSystem.close_session)
+        creator = getattr(fs, "_s3creator", None)
+        if creator is None:
+            continue
+        if fs.asynchronous:
+            if run_async is None:
+                continue
+            run_async(creator.__aexit__(None, None, None))
+        else:
+            sync(fs.loop, creator.__aexit__, None, None, None)
+        fs._s3creator = fs._s3 = None  # s3fs makes a new session if the instance is used
+    s3fs.S3FileSystem.clear_instance_cache()
 
 
 #: prefix of the directory holding the dummy credential files (removed at exit)

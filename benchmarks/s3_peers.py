@@ -23,6 +23,11 @@ class Peer:
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.key}"
 
+    def group_url(self, kind: str) -> str:
+        """The group of ``make_groups`` (``kind``: "plain" or "consolidated"), one per
+        method: the methods of a round run side by side."""
+        return f"s3://{self.bucket}/{self.name}-group-{kind}.zarr"
+
     def warm(self, data, chunks) -> None:
         """Write and read a small array first, so sessions and connections exist."""
         key, self.key = self.key, f"{self.name}-warm.zarr"
@@ -39,6 +44,10 @@ class Peer:
     def read_element(self, a) -> Any: return a[1, 1]
     def make_groups(self) -> None: ...
     def open_group(self, consolidated: bool) -> int: ...
+
+    #: runs a coroutine on the event loop of the library's asynchronous s3fs filesystems,
+    #: so that ``s3_endpoint.close_s3fs`` can close their sessions (None: it has none)
+    run_async: Any = None
 
 
 class Chunkstore(Peer):
@@ -68,17 +77,17 @@ class Chunkstore(Peer):
     def make_groups(self) -> None:
         import chunkstore as cs
         for kind in ("plain", "consolidated"):
-            g = cs.group(f"s3://{self.bucket}/cs-group-{kind}.zarr",
+            g = cs.group(self.group_url(kind),
                          storage_options=self.options)
             for i in range(self.group_size):
                 g.create_array(f"a{i}", shape=(100,), dtype="f4", chunks=(10,))
-        cs.consolidate_metadata(f"s3://{self.bucket}/cs-group-consolidated.zarr",
+        cs.consolidate_metadata(self.group_url("consolidated"),
                                 storage_options=self.options)
 
     def open_group(self, consolidated: bool) -> int:
         import chunkstore as cs
         kind = "consolidated" if consolidated else "plain"
-        g = cs.open_group(f"s3://{self.bucket}/cs-group-{kind}.zarr", mode="r",
+        g = cs.open_group(self.group_url(kind), mode="r",
                           storage_options=self.options, use_consolidated=consolidated)
         return len(g.members())
 
@@ -112,6 +121,11 @@ class ZarrPython(Peer):
     name = "zarr-python"
     backend = "fsspec"
 
+    @staticmethod
+    def run_async(coroutine: Any) -> Any:  # type: ignore[override]
+        from zarr.core.sync import sync
+        return sync(coroutine)
+
     def _store(self, url: str, read_only: bool = False):
         import zarr
         return zarr.storage.FsspecStore.from_url(url, storage_options=self.options,
@@ -132,7 +146,7 @@ class ZarrPython(Peer):
     def make_groups(self) -> None:
         import zarr
         for kind in ("plain", "consolidated"):
-            store = self._store(f"s3://{self.bucket}/zarr-group-{kind}.zarr")
+            store = self._store(self.group_url(kind))
             g = zarr.open_group(store, mode="w")
             for i in range(self.group_size):
                 g.create_array(f"a{i}", shape=(100,), dtype="f4", chunks=(10,))
@@ -142,7 +156,7 @@ class ZarrPython(Peer):
     def open_group(self, consolidated: bool) -> int:
         import zarr
         kind = "consolidated" if consolidated else "plain"
-        store = self._store(f"s3://{self.bucket}/zarr-group-{kind}.zarr", True)
+        store = self._store(self.group_url(kind), True)
         g = zarr.open_group(store, mode="r", use_consolidated=consolidated)
         return len(list(g.members()))
 

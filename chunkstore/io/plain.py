@@ -1,7 +1,8 @@
 """The engine of unsharded arrays: one stored object per chunk.
 
 Reads: the keys of all touched chunks are fetched with one ``get_many`` per batch
-(bounded bytes), decoded in the shared pool and scattered into the output. Stores with
+(``get_views`` from remote stores: their downloaded buffers, not copies; bounded bytes),
+decoded in the shared pool and scattered into the output. Stores with
 zero-copy views (a local directory: memory maps) are read in place: each compressed
 chunk is decoded straight from its view by the thread that fetched it, and uncompressed
 chunks are indexed directly, only the selected elements being copied. Uncompressed
@@ -85,6 +86,9 @@ class PlainEngine:
         self._strided_ok = capabilities.writes_arrays
         # ... and reads whole raw chunks straight into the output's rows
         self._reads_rows = capabilities.reads_arrays
+        # a remote store's views are the buffers it downloaded (no maps, no descriptors
+        # held while a batch waits to be decoded): decoded from, they need no copy first
+        self._remote_views = capabilities.remote
         #: the largest a stored chunk may be (None: unknown, e.g. variable-length items)
         self.max_stored = stored_bound(pipeline)
         # chunks stored as raw C-ordered bytes: read in place through views of a
@@ -151,8 +155,9 @@ class PlainEngine:
                 else:
                     ranged.append((p, plan))
         keys = [self.key_of(p.chunk_coords) for p in whole]
+        get = bounded_get_views if self._remote_views else bounded_get_many
         with self._named():
-            blobs = bounded_get_many(self.store, keys, self.max_stored) if keys else []
+            blobs = get(self.store, keys, self.max_stored) if keys else []
             return whole, keys, blobs, self._fetch_ranged(ranged) if ranged else []
 
     @contextlib.contextmanager

@@ -33,6 +33,7 @@ def test_bench_s3_tiny(tmp_path, monkeypatch):
         assert math.isfinite(r["wall_s"]) and r["wall_s"] > 0
         assert set(r["by_kind"]) <= KINDS and r["requests"] == sum(r["by_kind"].values())
         assert r["requests"] >= 1 and r["peak_rss_mb"] >= 0
+        assert 1 <= r["max_in_flight"] <= r["requests"]
     for method in ours:
         _check_requests({r["case"]: r for r in rows if r["method"] == method})
     _check_backends(rows)
@@ -69,6 +70,7 @@ def _check_requests(mine: dict) -> None:
     # counted at the server: the whole array is 16 chunks of 16 KiB
     assert mine["write"]["by_kind"].get("PUT", 0) >= 17 and mine["write"]["mb_in"] > 0.25
     assert mine["read"]["by_kind"] == {"GET": 16}
+    assert mine["read"]["max_in_flight"] > 1 and mine["read one chunk"]["max_in_flight"] == 1
     assert mine["read one chunk"]["by_kind"] == {"GET": 1}
     assert mine["open group of 3 (consolidated)"]["requests"] < \
         mine["open group of 3 (plain)"]["requests"]

@@ -122,8 +122,8 @@ def test_obstore_ranged_and_bounded_reads(s3_bucket):
 
 
 def test_obstore_versioned_read_is_bounded(s3_bucket):
-    """A partial write's versioned read on obstore: a GET of ``max_bytes + 1`` bytes
-    whose size is checked before the body is read; ETags still serve If-Match."""
+    """A partial write's versioned read on obstore: a GET whose size is checked before
+    the body is read; ETags still serve If-Match."""
     pytest.importorskip("obstore")
     from chunkstore.storage.bounds import takes
     from chunkstore.storage.obstore.store import ObstoreStore

@@ -24,6 +24,7 @@ from chunkstore.errors import ReadOnlyError  # noqa: E402
 from chunkstore.io.rmw import update_object  # noqa: E402
 from chunkstore.storage import FsspecStore, InvalidStoreError, StoreError  # noqa: E402
 from chunkstore.storage.base import ABSENT, ANY  # noqa: E402
+from chunkstore.storage.bounds import ObjectSizeError  # noqa: E402
 from chunkstore.storage.local.temp import temp_name  # noqa: E402
 from chunkstore.storage.obstore.store import ObstoreStore  # noqa: E402
 from chunkstore.storage.resolve import resolve_store  # noqa: E402
@@ -256,6 +257,86 @@ def test_missing_keys_read_as_none(obs):
     assert not st.exists("nope") and st.getsize("nope") is None
     st.delete("nope")
     st.delete_many(["nope", "nada"])
+
+
+def test_views_are_obstores_buffers_bounded_and_none_when_missing(obs):
+    st, _, _ = obs
+    st.set_many({"a": b"hello", "b": b"x" * 100, "e": b""})
+    views = st.get_views(["a", "nope", "b", "e"])
+    assert [None if v is None else bytes(v) for v in views] == [b"hello", None, b"x" * 100,
+                                                                b""]
+    # obstore's own buffers, handed out read-only (no copy into bytes)
+    assert all(type(v) is memoryview and v.readonly for v in views if v is not None)
+    assert bytes(st.get_views(["a"])[0]) == b"hello"  # one key: in the calling thread
+    assert st.get_views([]) == []
+    with pytest.raises(ObjectSizeError):
+        st.get_views(["a", "b"], max_bytes=10)
+    assert [bytes(v) for v in st.get_views(["a", "e"], max_bytes=10)] == [b"hello", b""]
+    st.set("a", b"new")
+    assert bytes(views[0]) == b"hello"  # a view shows the value it was looked up with
+
+
+def test_bounded_reads_are_one_plain_get_and_refuse_unread(obs, monkeypatch):
+    """A bounded read is one GET of the whole object (no range for the server to cut out,
+    no HEAD, also for an empty object) whose size is checked before its body is read: an
+    oversized object's body is never read."""
+    import obstore
+
+    st, _, _ = obs
+    st.set_many({"big": bytes(10_000), "small": b"abc", "empty": b""})
+    sent, read, real = [], [], obstore.get
+
+    class Spy:
+        def __init__(self, result, name):
+            self.result, self.name, self.meta = result, name, result.meta
+
+        def bytes(self):
+            read.append(self.name)
+            return self.result.bytes()
+
+    def get(store, path, **kwargs):
+        name = path.rsplit("/", 1)[-1]
+        sent.append((name, kwargs))
+        return Spy(real(store, path, **kwargs), name)
+
+    def head(*args, **kwargs):
+        raise AssertionError("a bounded read needs no HEAD")
+
+    monkeypatch.setattr(obstore, "get", get)
+    monkeypatch.setattr(obstore, "head", head)
+    for read_big in (lambda: st.get_views(["big"], max_bytes=100),
+                     lambda: st.get_many(["small", "big"], max_bytes=100),
+                     lambda: st.get("big", max_bytes=100)):
+        with pytest.raises(ObjectSizeError, match="'big' .* holds 10000 bytes"):
+            read_big()
+    assert "big" not in read
+    del sent[:], read[:]
+    assert [bytes(v) for v in st.get_views(["small", "empty"], max_bytes=100)] == [b"abc",
+                                                                                  b""]
+    assert st.get("empty", max_bytes=0) == b""
+    assert sorted(read) == ["empty", "empty", "small"]
+    assert sorted(sent, key=str) == [("empty", {}), ("empty", {}), ("small", {})]
+
+
+def test_array_reads_decode_obstores_buffers(s3_bucket, monkeypatch):
+    """Whole chunks are read as views (no copy of each body into bytes): get_many is not
+    called for them, and the values are right."""
+    url, options = s3_bucket
+    data = np.arange(64 * 48, dtype="f4").reshape(64, 48)
+    a = cs.create_array(url + "/views.zarr", shape=data.shape, dtype=data.dtype,
+                        chunks=(16, 16), storage_options={**options, "backend": "obstore"})
+    a[...] = data
+    r = cs.open_array(url + "/views.zarr", mode="r",
+                      storage_options={**options, "backend": "obstore"})
+    assert type(r.store) is ObstoreStore
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("get_many copies every body: chunks are read as views")
+
+    monkeypatch.setattr(ObstoreStore, "get_many", refuse)
+    np.testing.assert_array_equal(r[...], data)
+    np.testing.assert_array_equal(r[3:40, 5:33], data[3:40, 5:33])
+    assert r[1, 1] == data[1, 1]
 
 
 def test_errors_name_the_key_and_endpoint(s3_bucket):
