@@ -3,6 +3,7 @@ kernel running this interpreter (tests/notebook_helpers.py runs notebooks in it)
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
@@ -12,6 +13,14 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection imported (numpy, dask, zarr, tensorstore, every test module):
+    the interpreter's full collections then skip it for the rest of the session."""
+    gc.collect()
+    gc.freeze()
+
 
 _AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
