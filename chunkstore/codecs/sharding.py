@@ -309,8 +309,8 @@ class ShardingCodec(ArrayBytesCodec):
         """The shard of inner chunks ``ids`` (ascending) encoded as ``pieces``: the index
         is worked out in one pass, the payload joined in one copy."""
         index = self.empty_index(where).reshape(-1, 2)
-        sizes = np.fromiter((len(p) if type(p) is bytes else memoryview(p).nbytes
-                             for p in pieces), _INDEX_DTYPE, len(pieces))
+        sizes = np.array([len(p) if type(p) is bytes else memoryview(p).nbytes
+                          for p in pieces], _INDEX_DTYPE)
         ends = np.cumsum(sizes, dtype=_INDEX_DTYPE)
         ends += _INDEX_DTYPE.type(self.index_nbytes if self.index_location == "start" else 0)
         index[ids, 0] = ends - sizes

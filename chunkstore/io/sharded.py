@@ -12,6 +12,13 @@ on the inner chunk grid; the layout groups them by shard.
   replaced the shard the batch is redone with the new index. With a decoded-chunk cache
   budget (``chunk_cache``), inner chunks are first looked up there (``inner_cache``:
   checked against each shard's token), and those read are decoded, kept and scattered.
+* A selection of step-1 slices on a regular grid (``a[...]``, ``a[10:500, :]``) is read
+  shard by shard without a Python object per inner chunk: the same requests, bounds
+  checks and index re-reads worked out with NumPy per shard, the shard's inner chunks
+  decoded into one stack (blosc: one loop of ``decompress``) and placed by a reshape.
+  A write of such a selection made of whole shards cuts each shard's inner chunks from
+  the value as one stack, finds the all-fill ones vectorised, encodes the rest in one
+  loop and assembles index and payload in one pass (``ShardingCodec.build_list``).
 * Every write of shards (and every delete) forgets their decoded inner chunks in every
   chunk cache of the process afterwards, even when it failed half-way.
 * Writes: a shard whose inner chunks are all covered is encoded without reading; a
@@ -61,6 +68,10 @@ Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
 #: back-off: a writer rewriting a small shard every millisecond made 16 too few)
 READ_ATTEMPTS = 48
 _ONE_RANGE = 2**62  # a coalescing gap that joins every range of a shard
+#: inner chunks from which even one shard is decoded on a pool thread: on the main
+#: thread numcodecs' blosc takes its global lock and context (about twice the time per
+#: tiny chunk)
+_POOL_CHUNKS = 64
 
 
 class _StaleIndex(Exception):
@@ -379,9 +390,10 @@ class ShardEngine:
         if stale:
             raise _StaleIndex(stale)
         starts = [start for _, (start, _) in requests]
+        many = sum(len(plan[3]) for plan in plans) >= _POOL_CHUNKS
         current().pool.run_batched(
             lambda plan: self._place(plan, datas, starts, region, out), plans,
-            item_bytes=self.shard_nbytes, cpu_bound=True)
+            item_bytes=self.shard_nbytes, cpu_bound=True, min_parallel=1 if many else 2)
 
     def _locate(self, key: str, ids: np.ndarray, here: np.ndarray, entries: np.ndarray,
                 gap: int, first: int, requests: list[tuple[str, tuple[int, int]]]
