@@ -60,7 +60,7 @@ from chunkstore.io.plain import BATCH_BYTES
 from chunkstore.io.resize import clear_outside
 from chunkstore.io.rmw import WriteUnit, commit_units
 from chunkstore.runtime import current
-from chunkstore.runtime.pool import INLINE_ITEM_BYTES, batches
+from chunkstore.runtime.pool import batches
 from chunkstore.storage.base import Store
 
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
@@ -393,9 +393,7 @@ class ShardEngine:
         many = sum(len(plan[3]) for plan in plans) >= _POOL_CHUNKS
         current().pool.run_batched(
             lambda plan: self._place(plan, datas, starts, region, out), plans,
-            item_bytes=self.shard_nbytes, cpu_bound=True, min_parallel=1 if many else 2,
-            # tiny inner chunks decode mostly holding the GIL: more threads take turns
-            max_threads=1 if self.inner.nbytes < INLINE_ITEM_BYTES else None)
+            item_bytes=self.shard_nbytes, cpu_bound=True, min_parallel=1 if many else 2)
 
     def _locate(self, key: str, ids: np.ndarray, here: np.ndarray, entries: np.ndarray,
                 gap: int, first: int, requests: list[tuple[str, tuple[int, int]]]
