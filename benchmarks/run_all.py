@@ -35,7 +35,7 @@ from benchmarks.measure import (
 )
 
 MODULES = ("bench_core", "bench_matrix", "bench_indexing", "bench_s3", "bench_cache",
-           "bench_sharding", "bench_commit", "bench_rechunk")
+           "bench_sharding", "bench_shard_tiny", "bench_commit", "bench_rechunk")
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "benchmarks"
 

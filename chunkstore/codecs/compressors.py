@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import numcodecs
@@ -99,6 +100,13 @@ class BloscCodec(BytesBytesCodec):
                                         _SHUFFLE_NAMES[self.shuffle], self.blocksize,
                                         self.typesize)
 
+    def compress_many(self, chunks: Sequence[np.ndarray]) -> list[bytes]:
+        """``compress_array`` of each chunk, in one loop (tiny inner chunks of a shard:
+        the per-call work is what costs)."""
+        compress, cname, clevel = numcodecs.blosc.compress, self._cname_bytes, self.clevel
+        shuffle, blocksize, typesize = _SHUFFLE_NAMES[self.shuffle], self.blocksize, self.typesize
+        return [compress(c, cname, clevel, shuffle, blocksize, typesize) for c in chunks]
+
     def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
                ) -> Any:
         if limit is None and out is None:
@@ -135,6 +143,22 @@ def blosc_decode_into(codec: Any, data: Any, out: np.ndarray, copy: bool = False
         out[...] = np.frombuffer(codec.decode(data), out.dtype).reshape(out.shape)
         return
     codec.decode(data, out=memoryview(out.reshape(-1).view(np.uint8)))
+
+
+def blosc_decode_many(blobs: Sequence[Any], nbytes: int) -> bytes | None:
+    """The blosc frames ``blobs``, each declaring ``nbytes`` decoded bytes, decoded and
+    concatenated; None when one of them is not ``bytes``, its header does not match its
+    size (as ``blosc_decode_into`` checks: nothing larger than ``nbytes`` is allocated),
+    or it does not decode: the caller then decodes them one by one, for the error."""
+    unpack = _BLOSC_SIZES.unpack_from
+    for blob in blobs:
+        if type(blob) is not bytes or len(blob) < 16 or unpack(blob, 4) != (nbytes, len(blob)):
+            return None
+    decompress = numcodecs.blosc.decompress
+    try:
+        return b"".join([decompress(blob) for blob in blobs])
+    except Exception:  # a corrupt frame: named by the one-by-one decode
+        return None
 
 
 def blosc_copy_ok(dtype: np.dtype, nbytes: int) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,12 @@ from chunkstore.codecs.base import (
 )
 from chunkstore.codecs.bounded import size_error
 from chunkstore.codecs.bytes_codec import BytesCodec
-from chunkstore.codecs.compressors import BloscCodec, blosc_copy_ok, blosc_decode_into
+from chunkstore.codecs.compressors import (
+    BloscCodec,
+    blosc_copy_ok,
+    blosc_decode_into,
+    blosc_decode_many,
+)
 from chunkstore.codecs.limits import over_cap, variable_cap
 from chunkstore.codecs.numcodecs_adapter import numcodecs_from_config
 from chunkstore.codecs.registry import codec_from_json
@@ -154,6 +159,26 @@ class CodecPipeline:
         for codec in self.bytes_bytes:
             data = codec.encode(data)
         return data
+
+    def encode_many(self, chunks: np.ndarray) -> list[Any] | None:
+        """``encode`` of each chunk of a C-contiguous stack ``(n, *chunk shape)`` in one
+        loop when the chain is bytes + blosc over the stored dtype; else None (encode
+        them one by one)."""
+        if (self._blosc_encode is None or chunks.dtype != self._stored
+                or self._blosc_bytes_view or not chunks.flags.c_contiguous):
+            return None
+        return self._blosc_encode.compress_many(chunks)
+
+    def decode_many(self, blobs: Sequence[Any]) -> np.ndarray | None:
+        """The stored chunks ``blobs`` decoded into one stack ``(n, *chunk shape)`` (read
+        only) when the chain is bytes + blosc over small chunks of a plain dtype and
+        every frame is sound; else None (decode them one by one, for the error)."""
+        if self._blosc is None or not self._blosc_copy:
+            return None
+        joined = blosc_decode_many(blobs, self.spec.nbytes)
+        if joined is None:
+            return None
+        return np.frombuffer(joined, self.spec.dtype).reshape(len(blobs), *self.spec.shape)
 
     def decode(self, data: Any, out: np.ndarray | None = None) -> np.ndarray:
         """Decode one stored chunk to an array of the chunk spec.

@@ -16,7 +16,7 @@ only the index and the needed inner chunks lives in ``chunkstore.io.sharded``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -291,14 +291,30 @@ class ShardingCodec(ArrayBytesCodec):
         self._check_resolved()
         if not parts:
             return None
+        ids = sorted(parts)
+        return self._assemble(ids, [parts[i] for i in ids], where)
+
+    def build_list(self, blobs: Sequence[Any], where: str = "shard"
+                   ) -> tuple[bytes, np.ndarray] | None:
+        """``build`` from the encoded inner chunks of every C-order number in turn (None:
+        not stored); None when there is none."""
+        self._check_resolved()
+        ids = [i for i, blob in enumerate(blobs) if blob is not None]
+        if not ids:
+            return None
+        return self._assemble(ids, [blobs[i] for i in ids], where)
+
+    def _assemble(self, ids: list[int], pieces: list[Any], where: str
+                  ) -> tuple[bytes, np.ndarray]:
+        """The shard of inner chunks ``ids`` (ascending) encoded as ``pieces``: the index
+        is worked out in one pass, the payload joined in one copy."""
         index = self.empty_index(where).reshape(-1, 2)
-        pos = self.index_nbytes if self.index_location == "start" else 0
-        pieces: list[Any] = []
-        for i in sorted(parts):
-            blob = parts[i]
-            index[i] = (pos, len(blob))
-            pieces.append(blob)
-            pos += len(blob)
+        sizes = np.array([len(p) if type(p) is bytes else memoryview(p).nbytes
+                          for p in pieces], _INDEX_DTYPE)
+        ends = np.cumsum(sizes, dtype=_INDEX_DTYPE)
+        ends += _INDEX_DTYPE.type(self.index_nbytes if self.index_location == "start" else 0)
+        index[ids, 0] = ends - sizes
+        index[ids, 1] = sizes
         try:
             encoded = bytes(self.index.encode(index.reshape(*self.chunks_per_shard, 2)))
             pieces = [encoded, *pieces] if self.index_location == "start" else [*pieces, encoded]

@@ -4,11 +4,12 @@ is all fill_value, so it need not be stored)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from chunkstore.codecs import Pipeline
+from chunkstore.codecs import CodecPipeline, Pipeline
 from chunkstore.codecs.fill import is_all_fill
 from chunkstore.errors import ChunkDecodeError, ChunkstoreError, CodecError
 from chunkstore.indexing import ChunkProjection
@@ -55,6 +56,57 @@ class ChunkCodec:
         except Exception as e:  # codec libraries raise assorted errors on corrupt input
             raise ChunkDecodeError(f"array {self.name!r}: cannot decode chunk {label!r}: "
                                    f"{type(e).__name__}: {e}") from e
+
+    def decode_many(self, blobs: Sequence[Any], label: Callable[[int], str]) -> np.ndarray:
+        """The stored chunks ``blobs`` decoded into one stack ``(n, *chunk_shape)``, in one
+        pass when the codec chain can; ``label(i)`` names chunk ``i`` in errors."""
+        fast = self.pipeline.decode_many(blobs) if isinstance(self.pipeline, CodecPipeline) \
+            else None
+        if fast is not None:
+            return fast
+        stack = np.empty((len(blobs), *self.chunk_shape), self.dtype)
+        native = self.dtype.isnative
+        for i, blob in enumerate(blobs):
+            place = stack[i]
+            chunk = self.decode(label(i), blob, out=place if native else None)
+            if chunk is not place:
+                place[...] = chunk
+        return stack
+
+    def fill_mask(self, stack: np.ndarray) -> np.ndarray:
+        """Which chunks of the stack ``(n, *chunk_shape)`` are all fill_value (not to be
+        stored): ``is_all_fill`` of each, vectorised for integers and floats."""
+        n = len(stack)
+        if self.write_empty_chunks or self.fill_value is None:
+            return np.zeros(n, bool)
+        flat = stack.reshape(n, -1)
+        kind, fill = flat.dtype.kind, self.fill_value
+        if kind == "f" and flat.dtype.itemsize in (2, 4, 8):  # bit for bit, as is_all_fill
+            bits = np.dtype(f"u{flat.dtype.itemsize}").newbyteorder(flat.dtype.byteorder)
+            fill = np.asarray(fill, dtype=flat.dtype).view(bits)[()]
+            flat, kind = flat.view(bits), "u"
+        if kind not in "biu" or flat.shape[1] == 0:
+            return np.fromiter((is_all_fill(c, self.fill_value) for c in stack), bool, n)
+        mask = flat[:, 0] == fill
+        some = np.flatnonzero(mask)
+        if some.size:
+            mask[some] = (flat[some] == fill).all(axis=1)
+        return mask
+
+    def encode_many(self, stack: np.ndarray) -> list[Any]:
+        """``encode`` of each chunk of the C-contiguous stack ``(n, *chunk_shape)``: the
+        encoded bytes, or None for a chunk all fill (not to be stored)."""
+        keep = np.flatnonzero(~self.fill_mask(stack))
+        whole = keep.size == len(stack)
+        encoded = None
+        if keep.size and isinstance(self.pipeline, CodecPipeline):
+            encoded = self.pipeline.encode_many(stack if whole else stack[keep])
+        if encoded is not None and whole:
+            return encoded
+        out: list[Any] = [None] * len(stack)
+        for n, i in enumerate(keep.tolist()):
+            out[i] = self.encode_always(stack[i]) if encoded is None else encoded[n]
+        return out
 
     def fill_chunk(self) -> np.ndarray:
         """A whole chunk of fill_value (every stored chunk has the full chunk shape)."""

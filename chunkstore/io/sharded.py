@@ -12,6 +12,13 @@ on the inner chunk grid; the layout groups them by shard.
   replaced the shard the batch is redone with the new index. With a decoded-chunk cache
   budget (``chunk_cache``), inner chunks are first looked up there (``inner_cache``:
   checked against each shard's token), and those read are decoded, kept and scattered.
+* A selection of step-1 slices on a regular grid (``a[...]``, ``a[10:500, :]``) is read
+  shard by shard without a Python object per inner chunk: the same requests, bounds
+  checks and index re-reads worked out with NumPy per shard, the shard's inner chunks
+  decoded into one stack (blosc: one loop of ``decompress``) and placed by a reshape.
+  A write of such a selection made of whole shards cuts each shard's inner chunks from
+  the value as one stack, finds the all-fill ones vectorised, encodes the rest in one
+  loop and assembles index and payload in one pass (``ShardingCodec.build_list``).
 * Every write of shards (and every delete) forgets their decoded inner chunks in every
   chunk cache of the process afterwards, even when it failed half-way.
 * Writes: a shard whose inner chunks are all covered is encoded without reading; a
@@ -28,6 +35,7 @@ on the inner chunk grid; the layout groups them by shard.
 from __future__ import annotations
 
 import functools
+import itertools
 import random
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -40,7 +48,8 @@ from chunkstore.codecs.limits import memory_limit
 from chunkstore.codecs.pipeline import CodecPipeline, Pipeline
 from chunkstore.codecs.sharding import EMPTY, ShardingCodec
 from chunkstore.errors import ChunkDecodeError, ChunkstoreError, OutOfMemoryError, UnsupportedError
-from chunkstore.indexing import ChunkProjection
+from chunkstore.indexing import ChunkProjection, OrthogonalIndexer
+from chunkstore.indexing.axes import SliceAxis
 from chunkstore.io.cache import chunk_cache
 from chunkstore.io.cache.inner_cache import InnerLookup
 from chunkstore.io.cache.lru import LRUCache
@@ -59,6 +68,10 @@ Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
 #: back-off: a writer rewriting a small shard every millisecond made 16 too few)
 READ_ATTEMPTS = 48
 _ONE_RANGE = 2**62  # a coalescing gap that joins every range of a shard
+#: inner chunks from which even one shard is decoded on a pool thread: on the main
+#: thread numcodecs' blosc takes its global lock and context (about twice the time per
+#: tiny chunk)
+_POOL_CHUNKS = 64
 
 
 class _StaleIndex(Exception):
@@ -202,23 +215,31 @@ class ShardEngine:
     def read(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
         """Fill ``out`` from the projected inner chunks (missing ones read as fill)."""
         cached = self.cache is not None and self.cache.active() and self._sid is not None
+        region = None if cached else self._region(projections, out.shape)
+        if region is not None:
+            for batch in self._shard_batches(region):
+                self._retrying(functools.partial(self._read_region, batch, region, out))
+            return
         for batch in self._groups(projections):
-            delay = 0.0005
-            for _attempt in range(READ_ATTEMPTS):
-                try:
-                    self._read_batch(batch, out, cached)
-                    break
-                except _StaleIndex as e:  # another writer replaced a shard: read it again
-                    self.invalidate(e.keys)
-                    stale = e.keys
-                    # jittered: not in step with a writer that rewrites at a steady pace
-                    time.sleep(delay * (0.5 + random.random()))
-                    delay = min(0.05, delay * 2)
-            else:
-                raise ChunkDecodeError(
-                    f"array {self.name!r}: shard {stale[0]!r} kept changing while being read "
-                    f"({READ_ATTEMPTS} attempts), or is shorter than its index says "
-                    "(truncated shard)")
+            self._retrying(functools.partial(self._read_batch, batch, out, cached))
+
+    def _retrying(self, read: Any) -> None:
+        """``read()`` again while another writer replaces one of its shards meanwhile."""
+        delay = 0.0005
+        for _attempt in range(READ_ATTEMPTS):
+            try:
+                read()
+                return
+            except _StaleIndex as e:  # another writer replaced a shard: read it again
+                self.invalidate(e.keys)
+                stale = e.keys
+                # jittered: not in step with a writer that rewrites at a steady pace
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(0.05, delay * 2)
+        raise ChunkDecodeError(
+            f"array {self.name!r}: shard {stale[0]!r} kept changing while being read "
+            f"({READ_ATTEMPTS} attempts), or is shorter than its index says "
+            "(truncated shard)")
 
     def _read_batch(self, batch: list[Group], out: np.ndarray, cached: bool = False) -> None:
         keys = [self.layout.unit_key(shard) for shard, _ in batch]
@@ -300,6 +321,148 @@ class ShardEngine:
         current().pool.run_batched(lambda item: self.inner.read_into(
             out, item[0], self._label(item[1], item[2]), item[3]), work)
 
+    # -- whole regions: shard by shard, no Python object per inner chunk ------------------
+    def _region(self, projections: Any, shape: tuple[int, ...]
+                ) -> tuple[tuple[int, int], ...] | None:
+        """The box ``((start, stop), ...)`` of a selection of plain step-1 slices over a
+        regular grid, read or written shard by shard with the inner chunks of each in
+        one stack (decoded or encoded in one loop, placed by a reshape); else None."""
+        if (not isinstance(projections, OrthogonalIndexer) or not projections.is_basic
+                or self.layout.edges is not None or self.dtype.kind in "OT"):
+            return None
+        region = []
+        for ax in projections.axes:
+            if type(ax) is not SliceAxis or ax.step != 1 or ax.reverse or not ax.nitems:
+                return None
+            region.append((ax.start, ax.stop))
+        if not region or tuple(b - a for a, b in region) != tuple(shape):
+            return None
+        return tuple(region)
+
+    def _shard_batches(self, region: tuple[tuple[int, int], ...]
+                       ) -> Iterator[list[tuple[int, ...]]]:
+        """The coordinates of the shards ``region`` touches, in batches (``_groups``)."""
+        shards = itertools.product(*(range(a // n, -(-b // n)) for (a, b), n in
+                                     zip(region, self.layout.write_shape, strict=True)))
+        return batches(shards, max(1, BATCH_BYTES // self.shard_nbytes))
+
+    def _read_region(self, batch: list[tuple[int, ...]], region: tuple[tuple[int, int], ...],
+                     out: np.ndarray) -> None:
+        """``_read_batch`` for the shards ``batch`` of a region: the same requests, checks
+        and index re-reads, worked out per shard with NumPy."""
+        layout, chunks, ratio = self.layout, self.chunk_shape, self.layout.ratio
+        keys = [layout.unit_key(shard) for shard in batch]
+        raws: dict[str, bytes] = {}
+        indexes = self.indexes(keys, raws)
+        capabilities = self.store.capabilities
+        gap = capabilities.request_cost_bytes if capabilities.snapshot_ranges else _ONE_RANGE
+        plans: list[tuple[Any, ...]] = []
+        requests: list[tuple[str, tuple[int, int]]] = []
+        for shard, key, index in zip(batch, keys, indexes, strict=True):
+            first = tuple(s * r for s, r in zip(shard, ratio, strict=True))
+            lo = tuple(max(a // c, f) for (a, _), c, f in zip(region, chunks, first, strict=True))
+            hi = tuple(min(-(-b // c), f + r) for (_, b), c, f, r in
+                       zip(region, chunks, first, ratio, strict=True))
+            ids = np.ravel_multi_index(np.ix_(*(np.arange(a - f, b - f) for a, b, f in
+                                                zip(lo, hi, first, strict=True))),
+                                       ratio).reshape(-1)
+            found = None
+            if index is not None:
+                entries = index[ids]
+                here = np.flatnonzero(entries[:, 1] != EMPTY)
+                if here.size:
+                    found = self._locate(key, ids, here, entries, gap, len(requests), requests)
+            plans.append((key, lo, tuple(b - a for a, b in zip(lo, hi, strict=True)), ids,
+                          found))
+        # every index used is re-read alongside the data (see _read_batch)
+        recheck = [k for k in dict.fromkeys(keys) if k in raws]
+        parts = self.store.get_ranges(
+            requests + [(k, self.codec.index_range) for k in recheck]) if (
+            requests or recheck) else []
+        stale = [k for k, raw in zip(recheck, parts[len(requests):], strict=True)
+                 if raw is None or bytes(raw) != raws[k]]
+        datas = parts[:len(requests)]
+        for i, ((key, (start, stop)), part) in enumerate(zip(requests, datas, strict=True)):
+            if part is None or len(part) != stop - start:
+                stale.append(key)
+            elif type(part) is not bytes:  # the one-pass decoders take bytes
+                datas[i] = bytes(part)
+        if stale:
+            raise _StaleIndex(stale)
+        starts = [start for _, (start, _) in requests]
+        many = sum(len(plan[3]) for plan in plans) >= _POOL_CHUNKS
+        current().pool.run_batched(
+            lambda plan: self._place(plan, datas, starts, region, out), plans,
+            item_bytes=self.shard_nbytes, cpu_bound=True, min_parallel=1 if many else 2)
+
+    def _locate(self, key: str, ids: np.ndarray, here: np.ndarray, entries: np.ndarray,
+                gap: int, first: int, requests: list[tuple[str, tuple[int, int]]]
+                ) -> tuple[np.ndarray, list[int], list[int], list[int]]:
+        """The requests (appended to ``requests``, numbered from ``first``) for the stored
+        inner chunks ``ids[here]`` of shard ``key``, after the bounds checks of
+        ``_read_batch``; returns ``(here, offsets, sizes, request of each)``."""
+        offsets, sizes = entries[here, 0], entries[here, 1]
+        if self.max_inner is not None and (big := np.flatnonzero(sizes > self.max_inner)).size:
+            i = int(big[0])
+            raise ChunkDecodeError(
+                f"array {self.name!r}: cannot decode chunk "
+                f"{self._label(key, int(ids[here[i]]))!r}: its index entry claims "
+                f"{int(sizes[i])} bytes, more than the {self.max_inner} its largest "
+                "legitimate encoding takes")
+        if int(offsets.max()) + int(sizes.max()) >= _ONE_RANGE:  # no real shard is this large
+            raise ChunkDecodeError(f"array {self.name!r}: shard {key!r}: its index entries "
+                                   "lie beyond any shard it may hold")
+        offsets, sizes = offsets.astype(np.int64), sizes.astype(np.int64)
+        order = np.argsort(offsets, kind="stable")
+        firsts, lasts, group = coalesce(offsets[order], offsets[order] + sizes[order], gap)
+        for a, b in zip(firsts.tolist(), lasts.tolist(), strict=True):
+            if self.max_shard is not None and b - a > self.max_shard:
+                raise ChunkDecodeError(f"array {self.name!r}: shard {key!r}: its index "
+                                       f"entries span {b - a} bytes, more than the "
+                                       f"{self.max_shard} a shard of it may hold")
+            requests.append((key, (a, b)))
+        request = np.empty_like(group)
+        request[order] = group + first
+        return here, offsets.tolist(), sizes.tolist(), request.tolist()
+
+    def _place(self, plan: tuple[Any, ...], datas: list[Any], starts: list[int],
+               region: tuple[tuple[int, int], ...], out: np.ndarray) -> None:
+        """Decode the inner chunks of one shard's part of a region and place them in
+        ``out``: fill where not stored."""
+        key, lo, box, ids, found = plan
+        chunks = self.chunk_shape
+        ends = [(a + b) * c for a, b, c in zip(lo, box, chunks, strict=True)]
+        starts_of = [a * c for a, c in zip(lo, chunks, strict=True)]
+        inner = tuple(slice(max(s, a) - s, min(e, b) - s) for s, e, (a, b) in
+                      zip(starts_of, ends, region, strict=True))
+        target = out[tuple(slice(max(s, a) - a, min(e, b) - a) for s, e, (a, b) in
+                           zip(starts_of, ends, region, strict=True))]
+        if found is None:
+            target[...] = self.read_fill
+            return
+        here, offsets, sizes, request = found
+        blobs = [datas[r][o - starts[r]:o - starts[r] + n]
+                 for o, n, r in zip(offsets, sizes, request, strict=True)]
+        decoded = self.inner.decode_many(blobs, lambda i: self._label(key, int(ids[here[i]])))
+        if len(here) == len(ids):
+            stack = decoded
+        else:
+            stack = np.full((len(ids), *chunks), self.read_fill, self.dtype)
+            stack[here] = decoded
+        nd = len(chunks)
+        # (shard chunks..., chunk...) -> (n0, c0, n1, c1, ...): the box as one image
+        image = stack.reshape(*box, *chunks).transpose(
+            [k for i in range(nd) for k in (i, nd + i)])
+        if all(s.start == 0 and s.stop == b * c for s, b, c in zip(inner, box, chunks,
+                                                                   strict=True)):
+            split = np.lib.stride_tricks.as_strided(
+                target, [x for b, c in zip(box, chunks, strict=True) for x in (b, c)],
+                [x for st, c in zip(target.strides, chunks, strict=True) for x in (st * c, st)],
+                writeable=True)
+            split[...] = image
+        else:  # part of an inner chunk on an edge of the region
+            target[...] = image.reshape([b * c for b, c in zip(box, chunks, strict=True)])[inner]
+
     def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
         """One whole inner chunk (fill_value where it is not stored)."""
         out = np.empty(self.chunk_shape, dtype=self.dtype)
@@ -333,17 +496,62 @@ class ShardEngine:
     def write(self, projections: Iterable[ChunkProjection], value: np.ndarray,
               scalar: bool = False) -> None:
         """Write ``value`` (broadcast to the selection shape) into the projected chunks."""
+        region = self._region(projections, value.shape)
+        if region is not None and not any(a % n or b % n for (a, b), n in
+                                          zip(region, self.layout.write_shape, strict=True)):
+            # whole shards only: each encoded from its block of ``value`` in one pass
+            for batch in self._shard_batches(region):
+                self._commit([self._region_unit(shard, region, value, scalar)
+                              for shard in batch], cpu_bound=True)
+            return
         scalar_cache: dict[Any, Any] | None = {} if scalar else None
         projections = map(self.layout.for_write, projections)
         for batch in self._groups(projections):
-            units = [self._unit(group, value, scalar_cache) for group in batch]
+            self._commit([self._unit(group, value, scalar_cache) for group in batch])
+
+    def _commit(self, units: list[WriteUnit], cpu_bound: bool = False) -> None:
+        try:
+            built = commit_units(self.store, units, synchronizer=self.synchronizer,
+                                 cpu_bound=cpu_bound)
+        finally:  # even when it failed half-way: part of it may have landed
+            self._invalidate([u.key for u in units])
+        for unit, result in zip(units, built, strict=True):
+            self._after_commit(unit.key, result)
+
+    def _region_unit(self, shard: tuple[int, ...], region: tuple[tuple[int, int], ...],
+                     value: np.ndarray, scalar: bool) -> WriteUnit:
+        """The write unit replacing shard ``shard``, wholly inside ``region``: its inner
+        chunks cut from ``value`` as one stack by a reshape, encoded in one loop, the
+        shard assembled in one pass."""
+        key = self.layout.unit_key(shard)
+        where = self._where(key)
+        self.codec.check_index_fits(where)  # every write builds one: refuse before any IO
+        shape, chunks, ratio = self.layout.write_shape, self.chunk_shape, self.layout.ratio
+        block = value[tuple(slice(s * n - a, (s + 1) * n - a) for s, n, (a, _) in
+                            zip(shard, shape, region, strict=True))]
+        n_inner, nd = self.layout.chunks_per_unit, len(chunks)
+
+        def build(old: bytes | None) -> Any:
             try:
-                built = commit_units(self.store, units, synchronizer=self.synchronizer,
-                                     cpu_bound=False)
-            finally:  # even when it failed half-way: part of it may have landed
-                self._invalidate([u.key for u in units])
-            for unit, result in zip(units, built, strict=True):
-                self._after_commit(unit.key, result)
+                if scalar:  # every inner chunk the same
+                    blobs = [self.inner.encode(np.ascontiguousarray(
+                        block[tuple(slice(0, c) for c in chunks)]))] * n_inner
+                else:
+                    split = block.reshape([x for r, c in zip(ratio, chunks, strict=True)
+                                           for x in (r, c)])
+                    stack = np.ascontiguousarray(
+                        split.transpose([*range(0, 2 * nd, 2), *range(1, 2 * nd, 2)]),
+                        dtype=self.dtype).reshape(n_inner, *chunks)
+                    blobs = self.inner.encode_many(stack)
+                built = self.codec.build_list(blobs, where)
+            except MemoryError as e:  # the shard's own index
+                if isinstance(e, OutOfMemoryError):
+                    raise
+                raise self.codec.index_memory_error(where) from None
+            return None if built is None else built[0]
+
+        return WriteUnit(key, build, needs_old=False, fallback=self._empty_shard,
+                         label=f"array {self.name!r}", max_bytes=self.max_shard)
 
     def _after_commit(self, key: str, result: Any) -> None:
         if isinstance(result, bytes | bytearray):
