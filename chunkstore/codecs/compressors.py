@@ -124,10 +124,13 @@ def blosc_decode_into(codec: Any, data: Any, out: np.ndarray, copy: bool = False
     The per-chunk fast path: the same header checks as ``check_blosc_frame``, then
     numcodecs' ``blosc.decompress``. ``copy=True`` (tiny chunks of plain dtypes, see
     ``blosc_copy_ok``) decompresses to new bytes and copies them in, which is cheaper
-    than numcodecs normalising the destination. Buffers other than ``bytes`` and memory
-    maps go through ``codec.decode`` (a ``numcodecs.Blosc``).
+    than numcodecs normalising the destination. Buffers other than ``bytes``, memory maps
+    and contiguous byte views go through ``codec.decode`` (a ``numcodecs.Blosc``).
     """
-    if type(data) in _WHOLE_BUFFERS and len(data) >= 16:
+    # bytes, maps and byte views (obstore's downloaded bodies): len() is the size in bytes
+    whole = type(data) in _WHOLE_BUFFERS or (
+        type(data) is memoryview and data.format == "B" and data.c_contiguous)
+    if whole and len(data) >= 16:
         nbytes, cbytes = _BLOSC_SIZES.unpack_from(data, 4)
         if cbytes == len(data) and nbytes == out.nbytes:
             if not copy:
