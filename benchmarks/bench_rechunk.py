@@ -13,7 +13,10 @@ cluster's memory). Methods: chunkstore, dask + zarr-python (rechunk method "task
 "p2p"), rechunker 0.5 (needs zarr-python 2.18: it runs from a virtual environment this
 script creates under bench-out/) and cubed (if installed; processes executor,
 allowed_mem = max_mem) and chunkstore on a cluster started from the dask CLI with its
-arrays on moto's S3 server (``chunkstore-cli-s3``: benchmarks/rechunk_cli.py). Arrays are
+arrays on moto's S3 server (``chunkstore-cli-s3``: benchmarks/rechunk_cli.py); and
+``limit``, the machine's limit: the same bytes decoded, encoded and written once per
+stage of chunkstore's plan by plain numcodecs and file writes on the same 2 x 1 slots
+(benchmarks/rechunk_limit.py); the table shows each row's fraction of it. Arrays are
 Zarr v2 so that every method reads the same source. ``--gib`` below 4 and
 ``--transpose-side`` give smaller arrays, ``--max-mem`` another memory budget.
 
@@ -45,6 +48,8 @@ import numpy as np
 
 from benchmarks.rechunk_cli import METHOD as CLI_METHOD
 from benchmarks.rechunk_cli import run_cli
+from benchmarks.rechunk_limit import METHOD as LIMIT_METHOD
+from benchmarks.rechunk_limit import plan_stages, run_limit
 from benchmarks.rechunk_measure import (
     BOUND_EXTRA,
     MB,
@@ -134,8 +139,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="the transpose array is side^3 float32")
     parser.add_argument("--max-mem", default="512MB", help="max_mem of every method")
     parser.add_argument("--cases", default="rechunk,transpose")
-    parser.add_argument("--methods", default="chunkstore,dask-tasks,dask-p2p,rechunker,cubed,"
-                        + CLI_METHOD)
+    parser.add_argument("--methods", default=f"{LIMIT_METHOD},chunkstore,dask-tasks,dask-p2p,"
+                        f"rechunker,cubed,{CLI_METHOD}")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per method, the methods interleaved; the median is kept")
@@ -238,6 +243,8 @@ def run_method(case, method, src, dst, work, shape, chunks, target, axes, max_me
             functools.partial(chunkstore_rechunk, src, dst, target, max_mem, axes), max_mem)
     if method == CLI_METHOD:
         return run_cli(case, src, target, axes, max_mem, work)
+    if method == LIMIT_METHOD:
+        return run_limit(src, work, plan_stages(src, target, max_mem, axes))
     if method.startswith("dask-"):
         return run_on_cluster(
             functools.partial(dask_zarr_rechunk, src, dst, target, method[5:], axes), max_mem)

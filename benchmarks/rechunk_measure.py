@@ -274,20 +274,24 @@ def format_row(r: dict) -> str:
 
 def print_table(results: list[dict]) -> None:
     """The results as a Markdown table, then per case chunkstore's plan and speed-ups."""
-    print("\n| case | method | wall s | worker CPU s | load avg | peak RSS per worker MiB | "
-          "plan's prediction MiB | measured / predicted | <= max_mem + 200 MB | memory events "
-          "| correct |")
+    print("\n| case | method | wall s | limit / wall | worker CPU s | load avg | peak RSS per "
+          "worker MiB | plan's prediction MiB | measured / predicted | <= max_mem + 200 MB | "
+          "memory events | correct |")
     # correct=False with an error: the method failed (e.g. dask killed its workers)
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    # the machine's limit per case (benchmarks/rechunk_limit.py): a row's fraction of it
+    limits = {r["case"]: r["wall_s"] for r in results if r["method"] == "limit"}
     for r in results:
         peaks = " / ".join(f"{p * MB / MiB:.0f}" for p in r["peak_rss_mb"])
-        ok = all(p <= r["bound_mb"] for p in r["peak_rss_mb"])
+        ok = all(p <= r["bound_mb"] for p in r["peak_rss_mb"]) if r["method"] != "limit" else "-"
         pred = r.get("predicted_worker_mb")
         ratio = f"{max(r['peak_rss_mb']) / pred:.2f}" if pred else "-"
         pred_s = f"{pred * MB / MiB:.0f}" if pred else "-"
         cpu = f"{r['cpu_s']:.0f}" if "cpu_s" in r else "-"
         load = "-".join(f"{v:.1f}" for v in r.get("load_avg", [])) or "-"
-        print(f"| {r['case']} | {r['method']} | {r['wall_s']:.1f} | {cpu} | {load} | {peaks} | "
+        frac = f"{limits[r['case']] / r['wall_s']:.2f}" if r["case"] in limits else "-"
+        print(f"| {r['case']} | {r['method']} | {r['wall_s']:.1f} | {frac} | {cpu} | {load} | "
+              f"{peaks or '-'} | "
               f"{pred_s} | "
               f"{ratio} | {ok} | {len(r.get('memory_events', []))} | {r['correct']} |")
     for case in sorted({r["case"] for r in results}):
@@ -302,7 +306,13 @@ def print_table(results: list[dict]) -> None:
                       f"{cs_row['decoded_read_mb'] / cs_row['nbytes_mb']:.0f}x the array; "
                       f"{cs_row['decoded_read_mb'] / cs_row['wall_s'] / 2:.0f} MB/s of decoded "
                       "data copied per worker thread")
+            if "limit" in rows:
+                print(f"  chunkstore: {rows['limit']['wall_s'] / cs_row['wall_s']:.2f} of the "
+                      f"limit ({rows['limit']['wall_s']:.1f} s: {rows['limit']['stages']} "
+                      "stage(s) of plain decode + encode + write on 2 x 1 slots)")
             for m, r in rows.items():
+                if m == "limit":
+                    continue
                 if m.startswith("chunkstore-"):  # the same library elsewhere (e.g. on S3)
                     print(f"  {m}: {r['wall_s'] / cs_row['wall_s']:.2f}x the wall time of "
                           "chunkstore on the LocalCluster with local files")

@@ -52,3 +52,27 @@ def test_long_runs_when_the_source_is_near():
 def test_shape_mismatch_refused():
     with pytest.raises(ValueError, match="differ"):
         copy_permuted(np.empty((2, 3)), np.empty((3, 2)))
+
+
+@pytest.mark.parametrize("stage", [64, 4096, 1 << 20])
+def test_staged_copy_of_a_far_source_matches_numpy(stage):
+    # the source is >= FAR bytes apart along the destination's inner axis: copied slab
+    # by slab through a buffer of ``stage`` bytes, into a strided destination too
+    from chunkstore.dask.permute import is_far
+    a = np.random.default_rng(1).standard_normal((70, 33, 40)).astype("f4")
+    t = a.transpose(2, 1, 0)
+    big = np.zeros((45, 33, 70), "f4")
+    out = big[3:43]
+    assert is_far(out.shape, out.strides, t.strides)
+    copy_permuted(out, t, tile=64, stage=stage)
+    np.testing.assert_array_equal(out, t)
+    assert not big[:3].any() and not big[43:].any()
+
+
+def test_near_source_is_not_staged():
+    from chunkstore.dask.permute import is_far
+    dst = np.empty((512, 64), "f4")
+    src = np.empty((64, 512), "f4").transpose()  # 2 KiB apart: tiles, no staging
+    assert not is_far(dst.shape, dst.strides, src.strides)
+    far = np.empty((64, 2048), "f4").transpose()  # 8 KiB apart
+    assert is_far((2048, 64), np.empty((2048, 64), "f4").strides, far.strides)
