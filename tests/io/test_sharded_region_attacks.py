@@ -1,0 +1,273 @@
+"""Red-team attacks on the sharded region fast path (``ShardEngine._read_region`` /
+``_region_unit``): whatever it stores must be, bit for bit, what the chunk-by-chunk path
+stores, and read back (by chunkstore either way, zarr-python and tensorstore) as NumPy
+says; hostile shards are refused naming the array and key, within bounded memory."""
+
+from __future__ import annotations
+
+import numcodecs
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.errors import ChunkDecodeError
+from chunkstore.io.sharded import ShardEngine
+from chunkstore.storage import LocalStore
+
+LZ4 = numcodecs.Blosc(cname="lz4", clevel=5, shuffle=1)
+COMPRESSORS = {"blosc": [LZ4], "zstd": [numcodecs.Zstd(1)], "gzip": [numcodecs.GZip(1)],
+               "none": None, "blosc+crc32c": [LZ4, numcodecs.CRC32C()]}
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    """Comparable bit patterns (-0.0 != 0.0, NaN payloads told apart)."""
+    x = np.ascontiguousarray(x)
+    if x.dtype.kind in "fc":
+        return x.view(f"u{x.dtype.itemsize // (2 if x.dtype.kind == 'c' else 1)}")
+    return x
+
+
+def _equal(got, want, what=""):
+    native = want.dtype.newbyteorder("=")
+    assert got.shape == want.shape and got.dtype.newbyteorder("=") == native, what
+    got, want = got.astype(native), want.astype(native)  # '>f4' is stored, read native
+    np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=what)
+
+
+def _slow(monkeypatch):
+    """Force the chunk-by-chunk path (the oracle)."""
+    monkeypatch.setattr(ShardEngine, "_region", lambda self, projections, shape: None)
+
+
+def _others(path, want):
+    """What zarr-python and tensorstore read from the array at ``path``."""
+    import tensorstore as ts
+    import zarr
+
+    _equal(np.asarray(zarr.open_array(str(path), mode="r")[...]), want, "zarr-python")
+    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}}).result()
+    _equal(np.asarray(t.read().result()), want, "tensorstore")
+
+
+def _stored(store):
+    return {k: bytes(store.get(k)) for k in sorted(store.list()) if k.startswith("c/")}
+
+
+def _run(tmp_path, monkeypatch, kwargs, writes, ref):
+    """Do ``writes`` (selection, value) through the region path and through the
+    chunk-by-chunk path into two stores: the same shard bytes, the same reads."""
+    results = []
+    for name in ("fast", "slow"):
+        path = tmp_path / name
+        with monkeypatch.context() as m:
+            if name == "slow":
+                _slow(m)
+            a = cs.create_array(LocalStore(str(path)), **kwargs)
+            for sel, value in writes:
+                a[sel] = value
+            _equal(a[...], ref, f"{name} written, region read")
+        with monkeypatch.context() as m:
+            _slow(m)
+            _equal(cs.open_array(LocalStore(str(path)), mode="r")[...], ref,
+                   f"{name} written, chunk-by-chunk read")
+        results.append(_stored(LocalStore(str(path))))
+        _others(path, ref)
+    assert results[0].keys() == results[1].keys()
+    for key in results[0]:
+        assert results[0][key] == results[1][key], key
+    return results[0]
+
+
+def _float_data(shape, dtype, fill):
+    """Values with inner chunks (2x3) all fill, all -0.0 / 0.0, NaN of other payloads."""
+    data = (np.arange(int(np.prod(shape))).reshape(shape) % 13 - 6).astype(dtype)
+    data[0:2, 0:3] = fill
+    data[0:2, 3:6] = -0.0
+    data[2:4, 0:3] = 0.0
+    data[2:4, 3:6] = np.nan
+    if data.dtype.kind == "f":
+        other = np.array(np.nan, dtype).view(f"u{data.dtype.itemsize}") ^ 1
+        data[4, 0] = other.view(dtype)
+    return data
+
+
+@pytest.mark.parametrize("wec", [False, True])
+@pytest.mark.parametrize("fill", [np.nan, -0.0, 0.0, 2.5])
+@pytest.mark.parametrize("dtype", ["f8", "f2", ">f4"])
+def test_float_fills_bit_for_bit(tmp_path, monkeypatch, dtype, fill, wec):
+    data = _float_data((8, 12), dtype, fill)
+    kwargs = dict(shape=data.shape, chunks=(2, 3), shards=(4, 6), dtype=dtype,
+                  fill_value=fill, compressors=COMPRESSORS["blosc"], write_empty_chunks=wec)
+    stored = _run(tmp_path, monkeypatch, kwargs, [(Ellipsis, data)], data)
+    assert stored  # something was stored (a non-fill chunk in every shard)
+
+
+@pytest.mark.parametrize("codec", list(COMPRESSORS))
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_codecs_and_index_location(tmp_path, monkeypatch, codec, location):
+    data = _float_data((8, 12), "f4", 0.0)
+    kwargs = dict(shape=data.shape, chunks=(2, 3),
+                  shards={"shape": (4, 6), "index_location": location}, dtype="f4",
+                  fill_value=0.0, compressors=COMPRESSORS[codec])
+    _run(tmp_path, monkeypatch, kwargs, [(Ellipsis, data)], data)
+
+
+@pytest.mark.parametrize("dtype,fill", [("bool", False), ("bool", True), ("c8", 1 + 2j),
+                                        ("c16", complex(np.nan, 0)), (">i4", 3),
+                                        ("<u2", 0), ("i1", -1)])
+def test_dtypes(tmp_path, monkeypatch, dtype, fill):
+    rng = np.random.default_rng(1)
+    data = (rng.integers(0, 3, (8, 12)) * (1 + 1j if dtype[0] == "c" else 1))
+    data = data.astype(dtype) if dtype != "bool" else data.astype(bool)
+    data[0:2, 0:3] = fill
+    data[4:8, 6:12] = fill  # a whole shard of fill: not stored
+    kwargs = dict(shape=data.shape, chunks=(2, 3), shards=(4, 6), dtype=dtype,
+                  fill_value=fill, compressors=COMPRESSORS["blosc"])
+    stored = _run(tmp_path, monkeypatch, kwargs, [(Ellipsis, data)], data)
+    assert "c/1/1" not in stored
+
+
+def test_edge_shards_whole_and_partial_regions(tmp_path, monkeypatch):
+    """Shape not a multiple of shard nor inner chunk; whole-shard regions next to edge
+    ones, then boxes over whole plus partial shards."""
+    shape = (11, 17)
+    rng = np.random.default_rng(2)
+    ref = np.full(shape, 9, "i4")
+    writes = []
+    for sel in [(slice(0, 8), slice(0, 12)), (slice(4, 11), slice(6, 17)),
+                (slice(0, 4), slice(12, 17)), (slice(8, 11), slice(0, 6)),
+                (slice(0, 8), slice(6, 12))]:
+        value = rng.integers(0, 5, ref[sel].shape).astype("i4")
+        ref[sel] = value
+        writes.append((sel, value))
+    kwargs = dict(shape=shape, chunks=(2, 3), shards=(4, 6), dtype="i4", fill_value=9,
+                  compressors=COMPRESSORS["zstd"])
+    _run(tmp_path, monkeypatch, kwargs, writes, ref)
+    a = cs.open_array(LocalStore(str(tmp_path / "fast")), mode="r")
+    for _ in range(40):
+        lo = rng.integers(0, shape)
+        hi = [int(rng.integers(int(lo_) + 1, n + 1)) for lo_, n in zip(lo, shape, strict=True)]
+        box = tuple(slice(int(a_), b) for a_, b in zip(lo, hi, strict=True))
+        _equal(a[box], ref[box], str(box))
+
+
+def test_f_order_array_and_value(tmp_path, monkeypatch):
+    data = np.asfortranarray(np.arange(8 * 12, dtype="i8").reshape(8, 12) % 5)
+    kwargs = dict(shape=data.shape, chunks=(2, 3), shards=(4, 6), dtype="i8", fill_value=0,
+                  order="F", compressors=COMPRESSORS["blosc"])
+    _run(tmp_path, monkeypatch, kwargs, [(Ellipsis, data), (np.s_[4:8, 0:6], data[0:4, 6:12])],
+         np.concatenate([data[:4], np.concatenate([data[0:4, 6:12], data[4:8, 6:12]], 1)]))
+    out = np.empty((7, 9), "i8", order="F")
+    a = cs.open_array(LocalStore(str(tmp_path / "fast")), mode="r")
+    a.get_basic_selection(np.s_[1:8, 2:11], out=out)
+    _equal(out, a[...][1:8, 2:11])
+
+
+def test_scalar_whole_shard_writes(tmp_path, monkeypatch):
+    ref = np.full((8, 12), -0.0, "f4")
+    ref[0:4, 0:6] = 0.0
+    kwargs = dict(shape=(8, 12), chunks=(2, 3), shards=(4, 6), dtype="f4", fill_value=0.0,
+                  compressors=COMPRESSORS["blosc"])
+    stored = _run(tmp_path, monkeypatch, kwargs,
+                  [(Ellipsis, np.float32(-0.0)), (np.s_[0:4, 0:6], 0.0)], ref)
+    assert "c/0/0" not in stored and "c/1/1" in stored
+
+
+def test_strings_fall_back(tmp_path, monkeypatch):
+    calls = []
+    real = ShardEngine._region_unit
+    monkeypatch.setattr(ShardEngine, "_region_unit",
+                        lambda self, *a: calls.append(1) or real(self, *a))
+    data = np.array([["a", "bb", "", "ccc"]] * 4, dtype=object)
+    a = cs.create_array(LocalStore(str(tmp_path / "s")), shape=(4, 4), chunks=(2, 2),
+                        shards=(4, 4), dtype=str)
+    a[...] = data
+    assert a[...].tolist() == data.tolist() and not calls
+
+
+# -- hostile stored shards ---------------------------------------------------------------
+def _index_of(raw, n):
+    return np.frombuffer(raw[-16 * n - 4:-4], "<u8").reshape(-1, 2).copy()
+
+
+def _with_index(raw, n, entries):
+    body = raw[:-16 * n - 4]
+    return body + bytes(numcodecs.CRC32C().encode(entries.astype("<u8").tobytes()))
+
+
+def test_overlapping_entries_read_as_zarr_python_reads(tmp_path):
+    """Two entries pointing at the same bytes (the spec does not forbid it): both inner
+    chunks read that content, in the region path as in zarr-python."""
+    path = tmp_path / "a"
+    data = np.arange(8 * 12, dtype="i4").reshape(8, 12)
+    cs.array(data, store=LocalStore(str(path)), chunks=(2, 3), shards=(8, 12),
+             compressors=COMPRESSORS["blosc"])
+    store = LocalStore(str(path))
+    raw = bytes(store.get("c/0/0"))
+    index = _index_of(raw, 16)
+    index[5] = index[0]
+    store.set("c/0/0", _with_index(raw, 16, index))
+    ref = data.copy()
+    ref[2:4, 3:6] = data[0:2, 0:3]
+    _equal(cs.open_array(store, mode="r")[...], ref)
+    _others(path, ref)
+
+
+def test_entry_past_the_end_is_an_error_naming_the_shard(tmp_path):
+    store = LocalStore(str(tmp_path / "a"))
+    cs.array(np.arange(64, dtype="i4").reshape(8, 8), store=store, chunks=(2, 2),
+             shards=(8, 8), compressors=COMPRESSORS["blosc"])
+    raw = bytes(store.get("c/0/0"))
+    index = _index_of(raw, 16)
+    index[7, 0] = len(raw) + 10  # a size within bounds, an offset past the end
+    store.set("c/0/0", _with_index(raw, 16, index))
+    with pytest.raises(ChunkDecodeError, match="c/0/0"):
+        cs.open_array(store, mode="r")[0:4, 0:8]
+
+
+def test_lying_blosc_header_is_named(tmp_path):
+    """A frame whose header claims the chunk's size but holds a smaller chunk's frame."""
+    store = LocalStore(str(tmp_path / "a"))
+    a = cs.array(np.arange(64, dtype="i4").reshape(8, 8), store=store, chunks=(2, 2),
+                 shards=(8, 8), compressors=[numcodecs.Blosc("lz4", 5, 0)])
+    raw = bytearray(store.get("c/0/0"))
+    index = _index_of(bytes(raw), 16)
+    off = int(index[6, 0])
+    small = numcodecs.Blosc("lz4", 5, 0).encode(np.arange(2, dtype="i4"))
+    frame = bytearray(small)
+    frame[4:8] = (16).to_bytes(4, "little")  # claims the 16 bytes of a 2x2 i4 chunk
+    assert len(frame) <= int(index[6, 1])
+    raw[off:off + len(frame)] = frame
+    index[6, 1] = len(frame)
+    store.set("c/0/0", _with_index(bytes(raw), 16, index))
+    try:
+        got = cs.open_array(store, mode="r")[...]
+    except ChunkDecodeError as e:
+        assert "c/0/0" in str(e) and "(1, 2)" in str(e)
+    else:  # blosc took it: then as the chunk-by-chunk path reads it
+        with pytest.MonkeyPatch.context() as m:
+            _slow(m)
+            _equal(got, cs.open_array(store, mode="r")[...])
+    assert a.shape == (8, 8)
+
+
+def test_zstd_bomb_in_one_inner_chunk_is_bounded(tmp_path):
+    """An inner chunk of 512 KiB whose zstd frame inflates to 1 GiB: refused naming the
+    array, shard and inner chunk, without allocating the GiB."""
+    import resource
+
+    store = LocalStore(str(tmp_path / "a"))
+    data = np.random.default_rng(0).random((512, 256))  # 1 MiB per inner chunk: f8
+    cs.array(data, store=store, chunks=(256, 256), shards=(512, 256), name=None,
+             compressors=[numcodecs.Zstd(1)])
+    bomb = numcodecs.Zstd(1).encode(np.zeros(2**30, np.uint8))
+    raw = bytes(store.get("c/0/0"))
+    index = _index_of(raw, 2)
+    body = raw[:-2 * 16 - 4] + bomb
+    index[1] = [len(raw) - 2 * 16 - 4, len(bomb)]
+    store.set("c/0/0", _with_index(body + raw[-2 * 16 - 4:], 2, index))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ChunkDecodeError, match=r"c/0/0.*\(1, 0\)"):
+        cs.open_array(store, mode="r")[...]
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 256 * 1024, grown_kib
