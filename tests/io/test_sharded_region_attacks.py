@@ -271,3 +271,123 @@ def test_zstd_bomb_in_one_inner_chunk_is_bounded(tmp_path):
         cs.open_array(store, mode="r")[...]
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kib < 256 * 1024, grown_kib
+
+
+# -- writers and readers in other processes ----------------------------------------------
+ROUNDS = 25
+
+
+def _mixed_writer(path, i, start):
+    """Writer 0 replaces whole shards (both shards of row 0, then all four) with its round
+    number; writers 1..3 write their own inner chunks (partial regions) of those shards;
+    after writer 0 is done (its marker file), each makes one last partial write."""
+    import os
+    import time
+
+    a = cs.open_array(LocalStore(path), mode="r+")
+    start.wait()
+    if i == 0:
+        for r in range(1, ROUNDS + 1):
+            a[0:4, 0:12] = np.full((4, 12), r, "i4")
+            a[...] = np.full((8, 12), r, "i4")
+        open(os.path.join(path, "..", "done"), "w").close()
+        return
+    rows, cols = [(slice(0, 2), slice(0, 3)), (slice(6, 8), slice(3, 9)),
+                  (slice(2, 3), slice(9, 12))][i - 1]
+    shape = (rows.stop - rows.start, cols.stop - cols.start)
+    for r in range(ROUNDS):
+        a[rows, cols] = np.full(shape, 1000 * i + r, "i4")
+    while not os.path.exists(os.path.join(path, "..", "done")):
+        time.sleep(0.005)
+    a[rows, cols] = np.full(shape, 1000 * i + 999, "i4")
+
+
+def test_four_processes_whole_and_partial_writes_of_the_same_shards(tmp_path):
+    from tests.multiproc import run_together
+
+    path = str(tmp_path / "a")
+    cs.create_array(LocalStore(path), shape=(8, 12), chunks=(2, 3), shards=(4, 6),
+                    dtype="i4", fill_value=0, compressors=COMPRESSORS["blosc"])
+    run_together(_mixed_writer, lambda i: (path, i))
+    ref = np.full((8, 12), ROUNDS, "i4")
+    ref[0:2, 0:3] = 1999
+    ref[6:8, 3:9] = 2999
+    ref[2:3, 9:12] = 3999
+    _equal(cs.open_array(LocalStore(path), mode="r")[...], ref)
+    _others(tmp_path / "a", ref)
+
+
+def _whole_writer_or_reader(path, i, start):
+    if i == 3:  # this reader keeps decoded inner chunks (the cached read path)
+        with cs.config.set({"cache.chunk_bytes": 1 << 20}):
+            return _whole_writer_or_reader_(path, i, start)
+    return _whole_writer_or_reader_(path, i, start)
+
+
+def _whole_writer_or_reader_(path, i, start):
+    a = cs.open_array(LocalStore(path), mode="r+" if i < 2 else "r")
+    start.wait()
+    if i < 2:  # writer i owns the shard column i: whole shards, one value per round
+        for r in range(1, 4 * ROUNDS):
+            a[:, 6 * i:6 * i + 6] = np.full((8, 6), r, "i4")
+        return
+    last = np.zeros((2, 2), np.int64)
+    for _ in range(4 * ROUNDS):
+        got = a[...] if i == 2 else a[1:7, 2:11]  # whole shards / partial boxes
+        blocks = got.reshape(2, 4, 2, 6) if i == 2 else None
+        if blocks is None:  # the box: row 1..7, col 2..11 of four shards
+            full = np.full((8, 12), -1, np.int64)
+            full[1:7, 2:11] = got
+            blocks = full.reshape(2, 4, 2, 6)
+        for s0 in range(2):
+            for s1 in range(2):
+                vals = np.unique(blocks[s0, :, s1, :])
+                vals = vals[vals != -1]
+                assert len(vals) == 1, f"torn shard {(s0, s1)}: {vals}"
+                assert vals[0] >= last[s0, s1], "went back in time"
+                last[s0, s1] = vals[0]
+
+
+def test_readers_never_see_a_torn_shard_while_whole_shards_are_rewritten(tmp_path):
+    from tests.multiproc import run_together
+
+    path = str(tmp_path / "a")
+    # the inner chunks compress to the same size every round: an unchanged index
+    cs.create_array(LocalStore(path), shape=(8, 12), chunks=(2, 3), shards=(4, 6),
+                    dtype="i4", fill_value=0, compressors=COMPRESSORS["blosc"])
+    run_together(_whole_writer_or_reader, lambda i: (path, i))
+    _equal(cs.open_array(LocalStore(path), mode="r")[...], np.full((8, 12), 4 * ROUNDS - 1,
+                                                                   "i4"))
+
+
+# -- the decoded-chunk cache ---------------------------------------------------------------
+def _other_process_write(path, i, start):
+    a = cs.open_array(LocalStore(path), mode="r+")
+    start.wait()
+    a[0:4, 0:6] = np.full((4, 6), 77, "i4")          # a whole shard: region path
+    a[4:8, 6:12] = np.arange(24, dtype="i4").reshape(4, 6)
+
+
+def test_chunk_cache_stays_coherent_after_region_writes(tmp_path):
+    from tests.multiproc import run_together
+
+    path = str(tmp_path / "a")
+    data = np.arange(96, dtype="i4").reshape(8, 12)
+    with cs.config.set({"cache.chunk_bytes": 1 << 20}):
+        a = cs.create_array(LocalStore(path), shape=(8, 12), chunks=(2, 3), shards=(4, 6),
+                            dtype="i4", fill_value=0, compressors=COMPRESSORS["blosc"])
+        a[...] = data
+        _equal(a[...], data)                          # cached
+        b = cs.open_array(LocalStore(path), mode="r+")  # another handle, same location
+        b[0:4, 6:12] = np.full((4, 6), 5, "i4")
+        data[0:4, 6:12] = 5
+        _equal(a[...], data)
+        a[4:8, 0:6] = 0                               # the shard deleted
+        data[4:8, 0:6] = 0
+        _equal(b[...], data)
+        _equal(a[...], data)
+        run_together(_other_process_write, lambda i: (path, i), n=1)
+        data[0:4, 0:6] = 77
+        data[4:8, 6:12] = np.arange(24).reshape(4, 6)
+        _equal(a[...], data)
+        _equal(a[1:7, 2:11], data[1:7, 2:11])
