@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.errors import ChunkDecodeError
+from chunkstore.errors import ChunkDecodeError, ChunkstoreError
 from chunkstore.io.sharded import ShardEngine
 from chunkstore.storage import LocalStore
 
@@ -391,3 +391,82 @@ def test_chunk_cache_stays_coherent_after_region_writes(tmp_path):
         data[4:8, 6:12] = np.arange(24).reshape(4, 6)
         _equal(a[...], data)
         _equal(a[1:7, 2:11], data[1:7, 2:11])
+
+
+# -- more shapes of values and arrays -------------------------------------------------------
+def test_broadcast_and_cast_values(tmp_path, monkeypatch):
+    ref = np.zeros((8, 12), "i4")
+    writes = [(Ellipsis, np.arange(12)), (np.s_[0:4, :], np.arange(4)[:, None] + 50),
+              (np.s_[4:8, 6:12], np.full((4, 6), 2.9)),   # floats cast as NumPy does
+              (np.s_[4:8, 0:6], np.arange(24, dtype="u8").reshape(4, 6) * 2**33 + 7)]
+    for sel, value in writes:
+        ref[sel] = np.asarray(value).astype("i4") if np.asarray(value).dtype.kind == "u" \
+            else value
+    kwargs = dict(shape=(8, 12), chunks=(2, 3), shards=(4, 6), dtype="i4", fill_value=0,
+                  compressors=COMPRESSORS["blosc"])
+    _run(tmp_path, monkeypatch, kwargs, writes, ref)
+
+
+@pytest.mark.parametrize("dtype,fill", [([("a", "i2"), ("b", "f4")], 0),
+                                        ("M8[s]", "NaT"), ("U3", "")])
+def test_records_datetimes_strings_equal_the_chunk_path(tmp_path, monkeypatch, dtype, fill):
+    dt = np.dtype(dtype)
+    rng = np.random.default_rng(3)
+    raw = rng.integers(0, 3, (8, 12))
+    if dt.kind == "V":
+        data = np.zeros((8, 12), dt)
+        data["a"], data["b"] = raw, -raw * 0.5
+        data["b"][0:2, 0:3] = -0.0  # bit for bit not the fill
+    elif dt.kind == "M":
+        data = raw.astype(dt)
+        data[raw == 0] = np.datetime64("NaT")
+    else:
+        data = np.array(["", "ab", "xyz"])[raw].astype(dt)
+    data[4:8, 6:12] = np.zeros((), dt) if dt.kind == "V" else np.array(fill).astype(dt)
+    results = []
+    for name in ("fast", "slow"):
+        with monkeypatch.context() as m:
+            if name == "slow":
+                _slow(m)
+            try:
+                a = cs.create_array(LocalStore(str(tmp_path / name)), shape=(8, 12),
+                                    chunks=(2, 3), shards=(4, 6), dtype=dt,
+                                    fill_value=fill if dt.kind != "V" else None,
+                                    compressors=COMPRESSORS["blosc"])
+            except ChunkstoreError as e:
+                pytest.skip(f"not supported: {e}")
+            a[...] = data
+            got = a[...]
+            assert got.dtype == dt
+            assert got.tobytes() == data.tobytes() or (
+                dt.kind == "M" and (got.astype("i8") == data.astype("i8")).all())
+        results.append(_stored(LocalStore(str(tmp_path / name))))
+    assert results[0] == results[1]
+    assert "c/1/1" not in results[0]
+
+
+def test_one_shard_per_batch_and_shrink_then_grow(tmp_path, monkeypatch):
+    """Batches of one shard (``BATCH_BYTES`` tiny), and an array shrunk then grown: the
+    region path reads the regrown part as fill, as the chunk path does."""
+    import chunkstore.io.sharded as sharded
+
+    monkeypatch.setattr(sharded, "BATCH_BYTES", 1)
+    data = np.arange(11 * 17, dtype="i4").reshape(11, 17)
+    a = cs.create_array(LocalStore(str(tmp_path / "a")), shape=(11, 17), chunks=(2, 3),
+                        shards=(4, 6), dtype="i4", fill_value=-1,
+                        compressors=COMPRESSORS["blosc"])
+    a[...] = data
+    a[0:8, 0:12] = data[3:11, 5:17]
+    ref = data.copy()
+    ref[0:8, 0:12] = data[3:11, 5:17]
+    _equal(a[...], ref)
+    a.resize((6, 10))
+    a.resize((11, 17))
+    ref[6:, :] = -1
+    ref[:, 10:] = -1
+    _equal(a[...], ref)
+    _equal(a[5:9, 8:16], ref[5:9, 8:16])
+    with monkeypatch.context() as m:
+        _slow(m)
+        _equal(cs.open_array(LocalStore(str(tmp_path / "a")), mode="r")[...], ref)
+    _others(tmp_path / "a", ref)
