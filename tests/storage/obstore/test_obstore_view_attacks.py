@@ -175,3 +175,45 @@ def test_empty_and_oversized_chunk_objects_name_the_key(s3_bucket):
     raw.set("c/1", b"\0" * (1 << 20))
     with pytest.raises((ChunkDecodeError, ObjectSizeError), match="c/1"):
         a[...]
+
+
+def test_sharded_regions_on_s3_while_whole_shards_are_rewritten(s3_bucket):
+    """The region path on a store without snapshot ranges (one covering GET per shard):
+    equal to NumPy, and a reader racing a whole-shard writer sees each shard whole."""
+    url, options = s3_bucket
+    where = url + "/sharded"
+    opts = {**options, "backend": "obstore"}
+    data = np.arange(12 * 18, dtype="i4").reshape(12, 18)
+    a = cs.create_array(where, shape=(12, 18), chunks=(2, 3), shards=(4, 6), dtype="i4",
+                        fill_value=-1, storage_options=opts, compressors=[numcodecs.Blosc()],
+                        cache=0)
+    a[0:8, 0:12] = data[0:8, 0:12]          # whole shards
+    a[5:12, 10:18] = data[5:12, 10:18]      # partial ones
+    ref = np.full((12, 18), -1, "i4")
+    ref[0:8, 0:12] = data[0:8, 0:12]
+    ref[5:12, 10:18] = data[5:12, 10:18]
+    np.testing.assert_array_equal(a[...], ref)
+    np.testing.assert_array_equal(a[3:11, 2:17], ref[3:11, 2:17])
+    stop = threading.Event()
+    errors = []
+
+    def writer():
+        w = cs.open_array(where, mode="r+", storage_options=opts, cache=0)
+        r = 0
+        while not stop.is_set():
+            r += 1
+            w[0:4, 0:12] = np.full((4, 12), r, "i4")   # two shards, each one value
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        reader = cs.open_array(where, mode="r", storage_options=opts, cache=0)
+        for _ in range(15):
+            got = reader[0:4, 1:11]
+            for half in (got[:, :5], got[:, 5:]):
+                if len(np.unique(half)) != 1:
+                    errors.append(half)
+    finally:
+        stop.set()
+        t.join()
+    assert not errors, errors[:1]
