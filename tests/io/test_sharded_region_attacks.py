@@ -16,6 +16,8 @@ from chunkstore.storage import LocalStore
 
 LZ4 = numcodecs.Blosc(cname="lz4", clevel=5, shuffle=1)
 COMPRESSORS = {"blosc": [LZ4], "zstd": [numcodecs.Zstd(1)], "gzip": [numcodecs.GZip(1)],
+               "blosc-bitshuffle-zstd": [numcodecs.Blosc("zstd", 3, 2, blocksize=64)],
+               "blosc-noshuffle-typesize": [numcodecs.Blosc("blosclz", 9, 0)],
                "none": None, "blosc+crc32c": [LZ4, numcodecs.CRC32C()]}
 
 
@@ -251,26 +253,27 @@ def test_lying_blosc_header_is_named(tmp_path):
     assert a.shape == (8, 8)
 
 
-def test_zstd_bomb_in_one_inner_chunk_is_bounded(tmp_path):
-    """An inner chunk of 512 KiB whose zstd frame inflates to 1 GiB: refused naming the
-    array, shard and inner chunk, without allocating the GiB."""
+@pytest.mark.parametrize("codec", [numcodecs.Zstd(1), numcodecs.GZip(1)])
+def test_bomb_in_one_inner_chunk_is_bounded(tmp_path, codec):
+    """An inner chunk of 512 KiB whose frame inflates to 256 MiB: refused naming the
+    array, shard and inner chunk, without allocating the 256 MiB."""
     import resource
 
     store = LocalStore(str(tmp_path / "a"))
     data = np.random.default_rng(0).random((512, 256))  # 1 MiB per inner chunk: f8
     cs.array(data, store=store, chunks=(256, 256), shards=(512, 256), name=None,
-             compressors=[numcodecs.Zstd(1)])
-    bomb = numcodecs.Zstd(1).encode(np.zeros(2**30, np.uint8))
+             compressors=[codec])
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    bomb = codec.encode(np.zeros(2**28, np.uint8))  # calloc'd zero pages: not resident
     raw = bytes(store.get("c/0/0"))
     index = _index_of(raw, 2)
     body = raw[:-2 * 16 - 4] + bomb
     index[1] = [len(raw) - 2 * 16 - 4, len(bomb)]
     store.set("c/0/0", _with_index(body + raw[-2 * 16 - 4:], 2, index))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(ChunkDecodeError, match=r"c/0/0.*\(1, 0\)"):
         cs.open_array(store, mode="r")[...]
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-    assert grown_kib < 256 * 1024, grown_kib
+    assert grown_kib < 128 * 1024, grown_kib
 
 
 # -- writers and readers in other processes ----------------------------------------------
@@ -522,3 +525,24 @@ def test_aba_rewrite_between_the_gets_is_not_read_as_garbage(monkeypatch, path):
     got = cs.open_array(store, mode="r", cache=0)[...]
     # either version, whole; or an error saying the shard changed
     assert got.tolist() in (list(range(1, 9)), [0, 0, *range(11, 17)]), got.tolist()
+
+
+@pytest.mark.parametrize("cache", [0, 1 << 20])
+def test_cached_reader_sees_same_size_rewrites_by_another_writer(tmp_path, cache):
+    """tensorstore (another engine: no write notification reaches chunkstore) rewrites a
+    shard with content of the same size again and again (the same index bytes); a
+    chunkstore reader with and without a decoded-chunk cache sees every version."""
+    import tensorstore as ts
+
+    path = tmp_path / "a"
+    a = cs.create_array(LocalStore(str(path)), shape=(8, 12), chunks=(2, 3), shards=(4, 6),
+                        dtype="i4", fill_value=0, compressors=COMPRESSORS["blosc"],
+                        cache=cache)
+    a[...] = np.ones((8, 12), "i4")
+    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}}).result()
+    for r in range(2, 40):
+        _equal(a[0:4, 0:6], np.full((4, 6), r - 1, "i4"), f"round {r} before")
+        _equal(a[1:3, 2:5], np.full((2, 3), r - 1, "i4"), f"round {r} before")
+        t[0:4, 0:6].write(np.full((4, 6), r, "i4")).result()
+        _equal(a[0:4, 0:6], np.full((4, 6), r, "i4"), f"round {r}")
+        _equal(a[1:3, 2:5], np.full((2, 3), r, "i4"), f"round {r}")
