@@ -162,6 +162,25 @@ def test_metrics_count_what_a_read_only_array_does(tmp_path):
     assert fresh.requests == 1 and metrics.requests == 0
 
 
+@pytest.mark.parametrize("wrap", [lambda s: s, MetricsStore, lambda s: LatencyStore(
+    MetricsStore(s), 0.0)])
+def test_enclosing_consolidated_copy_kept_current_through_wrappers(tmp_path, wrap):
+    """BUG (fixed): a member array of a consolidated group, opened through a wrapper of a
+    LocalStore rooted at the member, resized: the group's consolidated copy was not
+    updated (the enclosing-copies lookup wanted a LocalStore itself), so the group showed
+    the old shape (4 of the 8 elements written unseen)."""
+    where = str(tmp_path / "g.zarr")
+    g = cs.open_group(where, mode="w")
+    g.create_array("arr", shape=(4,), chunks=(2,), dtype="i4", fill_value=0)
+    cs.consolidate_metadata(where)
+    a = cs.open_array(wrap(LocalStore(where + "/arr")), mode="r+")
+    a.resize((8,))
+    a[...] = np.arange(8, dtype="i4")
+    seen = cs.open_group(where, mode="r")["arr"]
+    assert seen.shape == (8,)
+    np.testing.assert_array_equal(seen[...], np.arange(8))
+
+
 # -- Dask on a process cluster --------------------------------------------------------------
 def test_dask_from_and_to_store_with_a_wrapped_local_store(tmp_path):
     distributed = pytest.importorskip("distributed")
