@@ -164,16 +164,19 @@ class _WrappedReader(Reader):
 
 
 def _moved(value: Any) -> int:
-    """Bytes in a call's result (values, lists of values, (value, generation) pairs)."""
+    """Bytes in a call's result (values, lists of values, (value, generation) pairs);
+    a value is any buffer: bytes, a view, a memory map, an array."""
     if value is None or isinstance(value, bool | int):
         return 0
-    if isinstance(value, bytes | bytearray | memoryview):
-        return memoryview(value).nbytes
     if isinstance(value, tuple):
         return _moved(value[0])
     if isinstance(value, list):
         return sum(_moved(v) for v in value)
-    return 0
+    try:
+        with memoryview(value) as view:  # released at once: a map stays closable
+            return view.nbytes
+    except TypeError:
+        return 0
 
 
 class _Counts:

@@ -162,6 +162,29 @@ def test_metrics_count_what_a_read_only_array_does(tmp_path):
     assert fresh.requests == 1 and metrics.requests == 0
 
 
+@pytest.mark.parametrize("backend", ["local", "memory"])
+def test_metrics_count_the_bytes_of_views(tmp_path, backend):
+    """BUG (fixed): ``bytes_read`` counted 0 for LocalStore's views (memory maps): only
+    bytes and memoryviews were measured. Any buffer now counts, and a map stays closable."""
+    inner = LocalStore(str(tmp_path / "a")) if backend == "local" else MemoryStore()
+    m = MetricsStore(inner)
+    m.set("k", b"x" * 100_000)
+    m.set("j", b"")
+    m.reset()
+    views = m.get_views(["k", "j", "missing"])
+    assert m.bytes_read == 100_000
+    assert bytes(views[0]) == b"x" * 100_000
+    if hasattr(views[0], "close"):
+        views[0].close()  # no export of the map left behind by the counting
+    m.reset()
+    a = cs.create_array(m, shape=(1000,), chunks=(100,), dtype="i8", fill_value=0,
+                        compressors=None)
+    a[...] = np.arange(1000)
+    m.reset()
+    np.testing.assert_array_equal(cs.open_array(m, mode="r", cache=0)[...], np.arange(1000))
+    assert m.bytes_read >= 8000
+
+
 @pytest.mark.parametrize("wrap", [lambda s: s, MetricsStore, lambda s: LatencyStore(
     MetricsStore(s), 0.0)])
 def test_enclosing_consolidated_copy_kept_current_through_wrappers(tmp_path, wrap):
