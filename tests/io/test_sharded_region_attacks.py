@@ -603,3 +603,13 @@ def test_cache_coherent_after_a_region_write_that_failed_half_way(tmp_path):
         assert set(np.unique(truth).tolist()) == {1, 2}  # part landed, part not
         _equal(a[...], truth)
         _equal(a[1:7, 2:11], truth[1:7, 2:11])
+
+
+@pytest.mark.parametrize("codec", ["blosc", "none", "zstd"])
+def test_big_endian_inner_bytes_codec(tmp_path, monkeypatch, codec):
+    data = _float_data((8, 12), "f8", 0.0)
+    kwargs = dict(shape=data.shape, chunks=(2, 3), shards=(4, 6), dtype="f8", fill_value=0.0,
+                  compressors=COMPRESSORS[codec],
+                  serializer={"name": "bytes", "configuration": {"endian": "big"}})
+    _run(tmp_path, monkeypatch, kwargs, [(Ellipsis, data), (np.s_[4:8, 6:12], -data[:4, :6])],
+         np.block([[data[:4]], [data[4:8, :6], -data[:4, :6]]]))
