@@ -204,6 +204,23 @@ def test_enclosing_consolidated_copy_kept_current_through_wrappers(tmp_path, wra
     np.testing.assert_array_equal(seen[...], np.arange(8))
 
 
+@pytest.mark.parametrize("wrap", [MetricsStore, lambda s: LatencyStore(s, 0.0),
+                                  lambda s: LatencyStore(MetricsStore(s), 0.0)])
+def test_dask_names_of_arrays_in_two_wrapped_memory_stores_differ(wrap):
+    """Two wrapped memory stores of the same shape: distinct Dask names (one graph of
+    both must not merge their chunks)."""
+    import chunkstore.dask as csd
+
+    stores = []
+    for v in (1, 2):
+        s = MemoryStore()
+        cs.create_array(s, shape=(4,), chunks=(2,), dtype="i4", fill_value=0)[...] = v
+        stores.append(wrap(s))
+    x, y = (csd.from_store(s) for s in stores)
+    assert x.name != y.name
+    np.testing.assert_array_equal((x * 10 + y).compute(), np.full(4, 12))
+
+
 # -- Dask on a process cluster --------------------------------------------------------------
 def test_dask_from_and_to_store_with_a_wrapped_local_store(tmp_path):
     distributed = pytest.importorskip("distributed")
