@@ -217,3 +217,24 @@ def test_sharded_regions_on_s3_while_whole_shards_are_rewritten(s3_bucket):
         stop.set()
         t.join()
     assert not errors, errors[:1]
+
+
+def test_capabilities_cached_by_a_read_only_clone_do_not_leak_into_writers(s3_bucket):
+    """A read-only store's capabilities (assumed, never probed) cached before it is
+    cloned writable: the writable clone probes, commits conditionally, and threads
+    writing distinct elements of one chunk lose nothing."""
+    url, options = s3_bucket
+    ro = ObstoreStore(url + "/caps", options, read_only=True)
+    assert ro.capabilities.partial_reads  # cached now
+    rw = ro.with_read_only(False)
+    assert not rw.read_only and ro.read_only
+    a = cs.create_array(rw, shape=(8,), chunks=(8,), dtype="i4", fill_value=0, cache=0)
+    assert rw.capabilities.conditional_writes  # moto honours If-Match
+    with ThreadPoolExecutor(4) as pool:
+        def write(k):
+            for r in range(1, 6):
+                a[k] = 10 * r + k
+                a[k + 4] = 10 * r + k
+        list(pool.map(write, range(4)))
+    np.testing.assert_array_equal(cs.open_array(ro, mode="r", cache=0)[...],
+                                  np.tile(50 + np.arange(4), 2))
