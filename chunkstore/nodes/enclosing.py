@@ -27,6 +27,7 @@ from chunkstore.metadata.consolidated import V2_KEY
 from chunkstore.runtime import current
 from chunkstore.storage.base import Store
 from chunkstore.storage.local.store import LocalStore
+from chunkstore.storage.wrappers import WrapperStore
 
 #: directories above a store's root looked at, at most
 MAX_LEVELS = 16
@@ -103,7 +104,10 @@ def enclosing_copies(store: Store, zarr_format: int) -> list[tuple[LocalStore, s
     """``(store of the group's directory, path of our store's root relative to it)`` for
     each group above a LocalStore's root that holds a consolidated copy (of
     ``zarr_format``); nearest first. The walk stops at the first directory that is not a
-    group of that format."""
+    group of that format. A wrapper (``WrapperStore``) shows its inner store's data: the
+    copies above a wrapped LocalStore are those above it."""
+    while isinstance(store, WrapperStore):
+        store = store.inner
     if not isinstance(store, LocalStore) or store.read_only:
         return []
     found: list[tuple[LocalStore, str]] = []

@@ -164,34 +164,63 @@ class _WrappedReader(Reader):
 
 
 def _moved(value: Any) -> int:
-    """Bytes in a call's result (values, lists of values, (value, generation) pairs)."""
+    """Bytes in a call's result (values, lists of values, (value, generation) pairs);
+    a value is any buffer: bytes, a view, a memory map, an array."""
     if value is None or isinstance(value, bool | int):
         return 0
-    if isinstance(value, bytes | bytearray | memoryview):
-        return memoryview(value).nbytes
     if isinstance(value, tuple):
         return _moved(value[0])
     if isinstance(value, list):
         return sum(_moved(v) for v in value)
-    return 0
+    try:
+        with memoryview(value) as view:  # released at once: a map stays closable
+            return view.nbytes
+    except TypeError:
+        return 0
+
+
+class _Counts:
+    """What a MetricsStore counted, shared with its read-only views."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: Counter[str] = Counter()
+        self.bytes_read = 0
 
 
 class MetricsStore(WrapperStore):
     """Counts the calls made to it (``calls["get_many"]``...) and the bytes the reads
     returned (``bytes_read``); a call the inner store makes up of other calls counts
-    once. ``reset()`` starts again. Thread-safe."""
+    once. ``reset()`` starts again. Thread-safe. Its ``with_read_only`` views (what
+    ``open_array(..., mode="r")`` reads through) count into the same counters; a
+    pickled copy (a Dask worker's) counts its own."""
 
     def __init__(self, inner: Store) -> None:
         super().__init__(inner)
-        self._lock = threading.Lock()
-        self.calls: Counter[str] = Counter()
-        self.bytes_read = 0
+        self._counts = _Counts()
+
+    def with_read_only(self, read_only: bool = True) -> Store:
+        """The same counters around the inner store with the given read-only flag."""
+        clone = super().with_read_only(read_only)
+        clone._counts = self._counts  # type: ignore[attr-defined]
+        return clone
+
+    @property
+    def calls(self) -> Counter[str]:
+        """The number of calls made, by Store method name."""
+        return self._counts.calls
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes the reads returned."""
+        return self._counts.bytes_read
 
     def reset(self) -> None:
         """Forget what was counted."""
-        with self._lock:
-            self.calls.clear()
-            self.bytes_read = 0
+        counts = self._counts
+        with counts.lock:
+            counts.calls.clear()
+            counts.bytes_read = 0
 
     @property
     def requests(self) -> int:
@@ -203,9 +232,10 @@ class MetricsStore(WrapperStore):
         moved = _moved(out) if name.startswith("get") else 0
         if name == "read_into" and out:
             moved = args[1].nbytes
-        with self._lock:
-            self.calls[name] += 1
-            self.bytes_read += moved
+        counts = self._counts
+        with counts.lock:
+            counts.calls[name] += 1
+            counts.bytes_read += moved
         return out
 
 
