@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                       f"({_pct(r['predicted_worker'], peak):+.1f}%); wall {r['execute_s']:.1f} s, "
                       f"predicted {r['predicted_wall']:.1f} s "
                       f"({_pct(r['predicted_wall'], r['execute_s']):+.1f}%); stages "
-                      f"{[round(s, 1) for s in r['stage_walls']]} s; {r['ntasks']} tasks",
+                      f"{[round(s, 1) for s in r['stage_walls']]} s; {r['ntasks']} tasks; worker CPU "
+                      f"{r['cpu_s']:.1f} s; describe {r['describe_s']:.2f} s",
                       flush=True)
             if not runs:
                 continue

@@ -13,19 +13,24 @@ else the local threads): the cost of one task to the slot that runs it.
 
 Each figure is measured once per process: cached on the Runtime (``Calibrations``, a
 part of ``runtime.current()``) by the codec chains, dtype, chunk shapes and store kinds
-of the source and the target. The timings are wall clock, so a machine busy with other
-work gives slower figures, as it gives slower runs.
+of the source and the target. The samples are timed in CPU seconds of their thread
+(what the copy costs a core, steady whatever else runs); how much of a core each
+worker thread will get is measured apart when the workers run here (:func:`cpu_share`:
+threads as busy as the run's for a moment; kept a few seconds only).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import socket
 import statistics
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -45,6 +50,9 @@ SAMPLE_BYTES = 8 * 2**20
 REPEATS = 3
 #: trivial tasks timed for the scheduling overhead
 OVERHEAD_TASKS = 40
+#: how long the share of a core left by other work is measured, and kept
+SHARE_SECONDS = 0.3
+SHARE_KEEP_SECONDS = 10.0
 
 
 class Calibrations:
@@ -55,6 +63,7 @@ class Calibrations:
         self.lock = threading.Lock()
         self.seconds_per_byte: dict[Hashable, tuple[float, float]] = {}
         self.overheads: dict[Hashable, float] = {}
+        self.shares: dict[Hashable, tuple[float, float]] = {}  # -> (when, share)
         self.measurements = 0  # samples timed (tests: measured once per process)
 
     def get(self, table: dict, key: Hashable, measure: Callable[[], Any]) -> Any:
@@ -72,10 +81,11 @@ def calibrations() -> Calibrations:
 
 
 def copy_rates(source: Array | TransposedSource, target: Array, stages: Sequence[Stage],
-               slots: int = 1) -> CopyRates:
+               slots: int = 1, codec_threads: int = 1) -> CopyRates:
     """The measured rates of copying ``source`` into ``target`` (see the module
-    docstring), and the scheduling overhead per task on ``slots`` worker threads of the
-    current scheduler; each measured once per process."""
+    docstring), the scheduling overhead per task on ``slots`` worker threads of the
+    current scheduler, each measured once per process; and the share of a core each
+    slot gets now (``cpu_share``, from the load of the moment)."""
     cache = calibrations()
     array = source.array if isinstance(source, TransposedSource) else source
     key = ("copy", _chain(array), _chain(target), str(target.dtype), _kind(array.store),
@@ -91,7 +101,70 @@ def copy_rates(source: Array | TransposedSource, target: Array, stages: Sequence
             cache.seconds_per_byte, key,
             lambda: _in_pool_thread(lambda: _time_raw(target.dtype, raw.target_chunks)))
     return CopyRates(read=read, write=write, raw_read=raw_read, raw_write=raw_write,
-                     task_overhead=task_overhead(slots))
+                     task_overhead=task_overhead(slots),
+                     cpu_share=cpu_share(slots, codec_threads))
+
+
+def cpu_share(slots: int, codec_threads: int, local: bool | None = None) -> float:
+    """The fraction of a core each of ``slots`` worker threads gets when the workers run
+    on this machine (``local``; default: no cluster, or a cluster whose workers are all
+    on this host), measured: as many threads as the run would keep busy (each slot's
+    task decodes and encodes on up to ``codec_threads`` pool threads, a core's worth at
+    most) compress a buffer for ``SHARE_SECONDS`` (zlib releases the GIL, as the codecs
+    do) and the CPU seconds they got are shared among the slots. Kept for
+    ``SHARE_KEEP_SECONDS`` (the load changes). 1.0 on workers elsewhere."""
+    if local is None:
+        local = _workers_here()
+    if not local:
+        return 1.0
+    cores = os.cpu_count() or 1
+    threads = min(4 * cores, max(1, slots) * max(1, min(codec_threads, cores)))
+    cache = calibrations()
+    with cache.lock:
+        kept = cache.shares.get((slots, threads))
+        if kept is not None and time.monotonic() - kept[0] < SHARE_KEEP_SECONDS:
+            return kept[1]
+    share = _measure_share(threads) / max(1, slots)
+    share = min(1.0, max(share, 1e-3))
+    with cache.lock:
+        cache.shares[(slots, threads)] = (time.monotonic(), share)
+    return share
+
+
+def _measure_share(threads: int) -> float:
+    """Cores' worth of CPU ``threads`` threads busy with GIL-free work get now."""
+    data = np.random.default_rng(0).integers(0, 64, 2**18, dtype=np.uint8).tobytes()
+    got = [0.0] * threads
+    start = threading.Barrier(threads + 1)
+
+    def spin(i: int) -> None:
+        start.wait()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        while time.perf_counter() - t0 < SHARE_SECONDS:
+            zlib.compress(data, 1)
+        got[i] = time.thread_time() - c0
+
+    workers = [threading.Thread(target=spin, args=(i,), daemon=True) for i in range(threads)]
+    for w in workers:
+        w.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for w in workers:
+        w.join()
+    return sum(got) / max(time.perf_counter() - t0, 1e-9)
+
+
+def _workers_here() -> bool:
+    client = active_client()
+    if client is None:
+        return True
+    here = {"127.0.0.1", "localhost", socket.gethostname()}
+    try:
+        addresses = client.scheduler_info()["workers"]
+    except Exception:  # noqa: BLE001  (not knowing: assume elsewhere)
+        return False
+    return all(a.startswith("inproc://") or a.split("://")[-1].rsplit(":", 1)[0] in here
+               for a in addresses)
 
 
 def task_overhead(slots: int = 1) -> float:
@@ -136,12 +209,15 @@ def _region(shape: Sequence[int], unit: Sequence[int], nbytes: int, itemsize: in
 
 
 def _median_seconds(fn: Callable[[], None]) -> float:
+    """The median CPU seconds of ``fn()`` in this thread (which runs the engine's work
+    inline): what it costs a core, whatever share of one other work on the machine
+    leaves it at the moment (``cpu_share`` accounts for that)."""
     fn()  # warm-up: code paths, first touch of the buffers
     times = []
     for _ in range(REPEATS):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(time.thread_time() - t0)
     return statistics.median(times)
 
 

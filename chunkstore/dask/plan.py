@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -82,11 +83,13 @@ class RechunkPlan:
 
     def rates(self, slots: int | None = None) -> CopyRates:
         """This machine's measured rates of the plan's copy per worker thread, and the
-        scheduling overhead per task on ``slots`` threads (default: the plan's workers);
-        measured once per process (``chunkstore.dask.calibrate``)."""
+        scheduling overhead per task on ``slots`` threads (default: the plan's workers),
+        measured once per process; and the share of a core each thread gets now
+        (``chunkstore.dask.calibrate``)."""
         if slots is None:
             slots = self.workers.count * self.workers.threads
-        return copy_rates(self.source, self.target, self.stages, slots)
+        return copy_rates(self.source, self.target, self.stages, slots,
+                          self.workers.codec_threads)
 
     def describe(self) -> PlanDescription:
         """Stages, tasks, bytes read and written, the expected peak memory per task and
@@ -115,7 +118,9 @@ class RechunkPlan:
         current scheduler); ``store_bandwidth``: optional aggregate bytes/s the store
         sustains (read + write).
         """
-        rates = self.rates(workers * threads_per_worker) if throughput is None else None
+        # a simulated cluster's threads each have a core: no share of this machine's
+        rates = None if throughput is not None else dataclasses.replace(
+            self.rates(workers * threads_per_worker), cpu_share=1.0)
         return report.simulate(self.stages, self.max_mem, workers, threads_per_worker,
                                worker_memory, throughput,
                                baseline=baseline if baseline is not None

@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from chunkstore.codecs.bytes_codec import MIN_ROW_BYTES
 from chunkstore.io import buffers
 from chunkstore.io.buffers import contiguous_in
 from chunkstore.sizes import parse_bytes
@@ -112,6 +113,8 @@ class Stage:
     pieces: int = field(default=PIECES, compare=False)
     raw_source: bool = False
     raw_target: bool = False
+    streamed_reads: bool = False
+    run_writes: bool = False
 
     @property
     def ntasks(self) -> int:
@@ -178,9 +181,18 @@ class Stage:
                                         not contiguous_in(inner, block), threads,
                                         cores=buffers.cpu_threads(threads),
                                         sharded=self.sharded, raw=raw)
-        read_c = math.prod(read_piece) * size  # for raw chunks: the mapped pages
-        write_c = buffers.stored_in_flight(math.prod(write_piece) * size,
-                                           sharded=self.sharded, raw=raw)
+        if self.streamed_reads or self.raw_source:
+            read_c = buffers.streamed_in_flight(
+                math.prod(src) * size, per_read, threads,
+                into_place=self.raw_source and not self.transposed
+                and len(src) >= 2 and src[-1] * size >= MIN_ROW_BYTES)
+        else:
+            read_c = math.prod(read_piece) * size
+        units = buffers.encoding_threads(per_write, math.prod(inner) * size, threads,
+                                         buffers.cpu_threads(threads))
+        write_c = buffers.stored_in_flight(
+            math.prod(write_piece) * size, sharded=self.sharded, raw=raw,
+            run_bytes=units * math.prod(inner) * size if self.run_writes else None)
         terms = {"block": self.block_bytes, "compressed": max(read_c, write_c),
                  "decode_scratch": decode, "encode_copy": encode}
         # the sum: a transposed source's piece buffer is kept through the write (the
@@ -264,8 +276,8 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
                  max_mem: int | str, *, transposed: bool = False,
                  write_chunks: Sequence[int] | None = None,
                  codec_threads: int = CODEC_THREADS, min_tasks: int = 1,
-                 block_bytes: int = BLOCK_BYTES, raw_intermediate: bool = False
-                 ) -> list[Stage]:
+                 block_bytes: int = BLOCK_BYTES, raw_intermediate: bool = False,
+                 streamed_reads: bool = False, run_writes: bool = False) -> list[Stage]:
     """One or two stages that copy ``source_chunks`` into ``target_chunks`` with every
     task's modelled memory (``Stage.task_memory``) within ``max_mem``.
 
@@ -274,6 +286,8 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
     (e.g. twice the cluster's threads, so that every thread has work).
     ``raw_intermediate``: an intermediate array, if one is needed, is stored
     uncompressed in a local directory (``Stage.raw_source``/``raw_target``).
+    ``streamed_reads``/``run_writes``: the source is read in place / the target written
+    in runs (local directories: ``Stage``).
 
     >>> [s.block for s in plan_rechunk((100, 100), (10, 100), (100, 10), 8, "1MiB")]
     [(100, 100)]
@@ -290,7 +304,8 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
         return Stage(shape, a, b, tuple(block), itemsize, transposed=transposed and first,
                      raw_source=raw_intermediate and not first,
                      raw_target=raw_intermediate and not last,
-                     write_chunks=inner if last else None, codec_threads=codec_threads)
+                     write_chunks=inner if last else None, codec_threads=codec_threads,
+                     streamed_reads=streamed_reads and first, run_writes=run_writes and last)
 
     def fits(a: tuple[int, ...], b: tuple[int, ...], first: bool, last: bool
              ) -> Callable[[tuple[int, ...]], bool]:

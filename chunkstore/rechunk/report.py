@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from chunkstore.io.buffers import POOL_THREAD_BYTES
 from chunkstore.rechunk.planner import Stage, blocks_per_task
 from chunkstore.sizes import format_bytes, parse_bytes
 
@@ -48,11 +49,13 @@ class CopyRates:
     raw_read: float
     raw_write: float
     task_overhead: float = 0.0
+    cpu_share: float = 1.0
 
     def seconds_per_byte(self, stage: Stage) -> float:
         """Seconds one worker thread takes per decoded byte of ``stage``."""
         return ((self.raw_read if stage.raw_source else self.read)
-                + (self.raw_write if stage.raw_target else self.write))
+                + (self.raw_write if stage.raw_target else self.write)) / max(
+                    self.cpu_share, 1e-3)
 
     def throughput(self, stage: Stage) -> float:
         """Decoded bytes per second one worker thread copies in ``stage``."""
@@ -89,11 +92,13 @@ def _mb(n: float) -> str:
 
 def stage_worker_memory(stage: Stage, threads: int, baseline: int) -> int:
     """Peak RSS of a worker running ``threads`` tasks of ``stage`` at once: the baseline,
-    each task's block and stored bytes, and the codec buffers of the worker's one IO pool
-    (``Stage.memory`` counts the whole pool for one task, so they count once)."""
+    each task's block and stored bytes, and the codec buffers and threads of the
+    worker's one IO pool (``Stage.memory`` counts the whole pool for one task, so they
+    count once; ``buffers.POOL_THREAD_BYTES`` per pool thread)."""
     m = stage.memory
     codec = m["decode_scratch"] + m["encode_copy"]
-    return baseline + threads * (m["total"] - codec) + codec
+    pool = stage.codec_threads * POOL_THREAD_BYTES if stage.shape else 0
+    return baseline + threads * (m["total"] - codec) + codec + pool
 
 
 def ntasks(stages: Sequence[Stage]) -> int:
@@ -167,7 +172,8 @@ def describe(stages: Sequence[Stage], *, shape: tuple[int, ...], dtype: str, max
                             "write_seconds_per_byte": rates.write,
                             "raw_read_seconds_per_byte": rates.raw_read,
                             "raw_write_seconds_per_byte": rates.raw_write,
-                            "task_overhead_seconds": rates.task_overhead}
+                            "task_overhead_seconds": rates.task_overhead,
+                            "cpu_share": rates.cpu_share}
     return PlanDescription(figures, _text(figures, len(stages), w))
 
 
@@ -175,9 +181,10 @@ def _text(d: dict[str, Any], nstages: int, w: WorkerFacts) -> str:
     lines = [f"RechunkPlan {d['shape']} {d['dtype']}: {nstages} stage(s), "
              f"{d['ntasks']} tasks, peak ~{_mb(d['peak_task_memory'])} per task "
              f"(max_mem {_mb(d['max_mem'])}), ~{_mb(d['peak_worker_memory'])} per worker "
-             f"({w.threads} task(s) at once + {_mb(w.baseline)} baseline)"
+             f"({w.threads} task(s) at once + {_mb(w.baseline)} baseline + IO pool)"
              + (f"; predicted wall time {d['predicted_wall_seconds']:.1f} s on "
-                f"{w.count} worker(s) x {w.threads} thread(s)"
+                f"{w.count} worker(s) x {w.threads} thread(s) at "
+                f"{d['rates']['cpu_share']:.0%} of a core each"
                 if "predicted_wall_seconds" in d else "")]
     for i, s in enumerate(d["stages"], 1):
         t = s["task_memory_terms"]

@@ -1,6 +1,7 @@
 """describe()'s predicted wall time and simulate()'s default throughput: this machine's
 copy rates, measured once per process and kept on the Runtime (``dask.calibrate``)."""
 
+import dataclasses
 import tempfile
 
 import numpy as np
@@ -13,6 +14,13 @@ from chunkstore.dask import calibrate
 from chunkstore.dask.memory import Workers
 
 ONE_SLOT = Workers(threads=1, codec_threads=2, count=1)
+
+
+@pytest.fixture(autouse=True)
+def steady_load(monkeypatch):
+    """The share of a core measured once and held: the predictions compared are made
+    apart."""
+    monkeypatch.setattr(calibrate, "SHARE_KEEP_SECONDS", 3600.0)
 
 
 def _plan(rows, store=None, workers=ONE_SLOT):
@@ -41,7 +49,24 @@ def test_rates_are_measured_once_per_process_and_kept_on_the_runtime(monkeypatch
     assert len(timed) == 2
     rates = first["rates"]
     assert rates["read_seconds_per_byte"] > 0 and rates["write_seconds_per_byte"] > 0
-    assert rates["task_overhead_seconds"] > 0
+    assert rates["task_overhead_seconds"] > 0 and 0 < rates["cpu_share"] <= 1
+
+
+def test_cpu_share_is_measured_and_kept_a_moment(monkeypatch):
+    runtime.reset()
+    spins = []
+    real = calibrate._measure_share
+    monkeypatch.setattr(calibrate, "_measure_share", lambda n: spins.append(n) or real(n))
+    share = calibrate.cpu_share(2, 8, local=True)
+    cores = calibrate.os.cpu_count()
+    assert 0 < share <= 1 and spins == [min(4 * cores, 2 * min(8, cores))]
+    assert calibrate.cpu_share(2, 8, local=True) == share and len(spins) == 1  # kept
+    monkeypatch.setattr(calibrate, "SHARE_KEEP_SECONDS", 0.0)
+    calibrate.cpu_share(2, 8, local=True)
+    assert len(spins) == 2  # measured again once stale
+    # many slots on few cores: each gets a small share of one
+    assert calibrate.cpu_share(64 * cores, 1, local=True) < 0.1
+    assert calibrate.cpu_share(2, 8, local=False) == 1.0  # workers elsewhere
 
 
 def test_predicted_wall_time_grows_linearly_with_the_array():
@@ -70,7 +95,8 @@ def test_predicted_wall_time_grows_linearly_with_the_array():
 def test_simulate_uses_the_measured_throughput_by_default():
     plan = _plan(1024)
     sim = plan.simulate(workers=50, threads_per_worker=4, worker_memory="1GiB")
-    rates = plan.rates(200)
+    # a simulated cluster's threads each have a core (none of this machine's load)
+    rates = dataclasses.replace(plan.rates(200), cpu_share=1.0)
     assert sim["throughput_measured"] and "(measured here)" in str(sim)
     assert sim["throughput_per_thread"] == pytest.approx(rates.throughput(plan.stages[0]))
     row = sim["stages"][0]
@@ -98,9 +124,9 @@ def test_raw_intermediate_is_timed_on_local_files(tmp_path, monkeypatch):
     assert rates.raw_read > 0 and rates.raw_write > 0
     d = plan.describe()
     assert d["stages"][0]["throughput_per_thread"] == pytest.approx(
-        1 / (rates.read + rates.raw_write))
+        rates.cpu_share / (rates.read + rates.raw_write))
     assert d["stages"][1]["throughput_per_thread"] == pytest.approx(
-        1 / (rates.raw_read + rates.write))
+        rates.cpu_share / (rates.raw_read + rates.write))
     # the local target's and the raw samples were written to local files, then removed
     assert len(made) == 2 and all(m.startswith(str(scratch)) for m in made)
     assert not list(scratch.iterdir())
