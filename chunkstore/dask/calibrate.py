@@ -46,8 +46,10 @@ from chunkstore.runtime import current
 
 #: decoded bytes of each timed sample (at least one chunk)
 SAMPLE_BYTES = 8 * 2**20
-#: each sample is timed this many times after a warm-up; the median is kept
+#: each sample is timed this many times after a warm-up; the median is kept (the
+#: warm-up alone when it took ``LONG_SAMPLE_SECONDS`` or more)
 REPEATS = 3
+LONG_SAMPLE_SECONDS = 0.25
 #: trivial tasks timed for the scheduling overhead
 OVERHEAD_TASKS = 40
 #: how long the share of a core left by other work is measured, and kept
@@ -212,9 +214,11 @@ def _median_seconds(fn: Callable[[], None]) -> float:
     """The median CPU seconds of ``fn()`` in this thread (which runs the engine's work
     inline): what it costs a core, whatever share of one other work on the machine
     leaves it at the moment (``cpu_share`` accounts for that)."""
+    c0 = time.thread_time()
     fn()  # warm-up: code paths, first touch of the buffers
-    times = []
-    for _ in range(REPEATS):
+    # a sample of large chunks (at least one is read) takes long enough once
+    times = [] if time.thread_time() - c0 < LONG_SAMPLE_SECONDS else [time.thread_time() - c0]
+    for _ in range(REPEATS if not times else 0):
         t0 = time.thread_time()
         fn()
         times.append(time.thread_time() - t0)

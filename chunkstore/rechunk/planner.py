@@ -13,7 +13,12 @@ and writes it piece by piece (``write_piece``: whole target write units), so it 
 * ``block``: the decoded block;
 * ``compressed``: the stored bytes of one piece in flight, read or written, counted
   incompressible (the worst case; compressible data holds less). Encoding a whole
-  shard holds its inner chunks and the assembled shard: twice its piece;
+  shard holds its inner chunks and the assembled shard: twice its piece. A source in
+  a local directory (``streamed_reads``) is read in place, each pool thread holding one
+  stored chunk at a time (raw chunks of long rows: none, read into the block); a local
+  target (``run_writes``) commits a plain array's chunks in runs, holding the encoding
+  threads' chunks (the 1 GiB rechunk on 2 local workers: 383 MiB measured per worker,
+  468 predicted when whole pieces were counted, 428 now);
 * ``decode_scratch``: a decoded chunk per codec thread when chunks cannot be decoded
   straight into the block (their place in it is strided); pool threads keep this
   buffer between tasks. A transposed source decodes each read piece in its own order
@@ -28,8 +33,9 @@ and writes it piece by piece (``write_piece``: whole target write units), so it 
 The engine's terms (decode scratch, codec buffers, encodes in flight, stored bytes) are
 the engine's own description of its buffers, ``chunkstore.io.buffers``, which its write
 batching uses too: the model follows the engine when it changes.
-A worker holds its baseline (the idle process) plus ``threads`` tasks at once: that is
-the per-worker figure ``RechunkPlan.describe()`` shows beside the per-task one.
+A worker holds its baseline (the idle process) plus ``threads`` tasks at once, its IO
+pool's codec buffers once and the pool's threads (``buffers.POOL_THREAD_BYTES`` each):
+that is the per-worker figure ``RechunkPlan.describe()`` shows beside the per-task one.
 ``max_mem`` bounds ``task_memory``: blocks are grown only while it fits, and beyond
 their aligned size only up to ``BLOCK_BYTES`` (a larger block reads and writes the same
 chunks, but holds more and leaves fewer tasks to balance over the workers).
