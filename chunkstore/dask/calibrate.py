@@ -1,10 +1,9 @@
 """How fast this machine copies a plan's data, measured: the figures ``describe()``
 predicts a plan's wall time from and ``simulate()`` uses unless given a throughput.
 
-:func:`copy_rates` times a small real sample of a plan's copy in one thread of
-chunkstore's IO pool (where the engine runs inline: one worker thread's work, as on a
-cluster whose slots each have a core): whole source chunks read from the plan's source
-(fetched, decoded, permuted for a transposed source), then written with the target's
+:func:`copy_rates` times a small real sample of a plan's copy as a task does it (on
+chunkstore's IO pool): whole source chunks read from the plan's source (fetched,
+decoded, permuted for a transposed source), then written with the target's
 codecs and chunks into a scratch array of the same kind of store (a temporary directory
 for a local target, memory otherwise: nothing is written where the target is). A plan
 with an intermediate array also times an uncompressed local array, written and read.
@@ -13,10 +12,11 @@ else the local threads): the cost of one task to the slot that runs it.
 
 Each figure is measured once per process: cached on the Runtime (``Calibrations``, a
 part of ``runtime.current()``) by the codec chains, dtype, chunk shapes and store kinds
-of the source and the target. The samples are timed in CPU seconds of their thread
-(what the copy costs a core, steady whatever else runs); how much of a core each
-worker thread will get is measured apart when the workers run here (:func:`cpu_share`:
-threads as busy as the run's for a moment; kept a few seconds only).
+of the source and the target. The samples are timed in CPU seconds (what the copy
+costs the cores, steady whatever else runs: one worker thread's seconds when it has a
+core to itself); how much of a core each worker thread will get is measured apart
+when the workers run here (:func:`cpu_share`: threads as busy as the run's for a
+moment; kept a few seconds only).
 """
 
 from __future__ import annotations
@@ -94,14 +94,14 @@ def copy_rates(source: Array | TransposedSource, target: Array, stages: Sequence
            _kind(target.store), tuple(source.chunks), tuple(target.layout.write_shape),
            isinstance(source, TransposedSource))
     read, write = cache.get(cache.seconds_per_byte, key,
-                            lambda: _in_pool_thread(lambda: _time_copy(source, target)))
+                            lambda: _time_copy(source, target))
     raw_read = raw_write = 0.0
     raw = next((s for s in stages if s.raw_target), None)
     if raw is not None:
         key = ("raw", str(target.dtype), tuple(raw.target_chunks))
         raw_read, raw_write = cache.get(
             cache.seconds_per_byte, key,
-            lambda: _in_pool_thread(lambda: _time_raw(target.dtype, raw.target_chunks)))
+            lambda: _time_raw(target.dtype, raw.target_chunks))
     return CopyRates(read=read, write=write, raw_read=raw_read, raw_write=raw_write,
                      task_overhead=task_overhead(slots),
                      cpu_share=cpu_share(slots, codec_threads))
@@ -193,12 +193,6 @@ def _kind(store: Any) -> str:
     return type(store).__name__
 
 
-def _in_pool_thread(fn: Callable[[], Any]) -> Any:
-    """``fn()`` in a thread of chunkstore's IO pool: the engine's reads and writes run
-    inline there (one thread's work, as one worker thread whose core is its own)."""
-    return current().pool.executor().submit(fn).result()
-
-
 def _region(shape: Sequence[int], unit: Sequence[int], nbytes: int, itemsize: int
             ) -> tuple[slice, ...]:
     """A region from the origin of whole ``unit`` multiples (last axes grown first) of
@@ -211,17 +205,19 @@ def _region(shape: Sequence[int], unit: Sequence[int], nbytes: int, itemsize: in
 
 
 def _median_seconds(fn: Callable[[], None]) -> float:
-    """The median CPU seconds of ``fn()`` in this thread (which runs the engine's work
-    inline): what it costs a core, whatever share of one other work on the machine
-    leaves it at the moment (``cpu_share`` accounts for that)."""
-    c0 = time.thread_time()
+    """The median CPU seconds of ``fn()`` over this process's threads (the engine's
+    work spread over its IO pool, as in a task, with what the threads cost each other):
+    what it costs the cores, whatever share of them other work on the machine leaves at
+    the moment (``cpu_share`` accounts for that)."""
+    c0 = time.process_time()
     fn()  # warm-up: code paths, first touch of the buffers
     # a sample of large chunks (at least one is read) takes long enough once
-    times = [] if time.thread_time() - c0 < LONG_SAMPLE_SECONDS else [time.thread_time() - c0]
+    first = time.process_time() - c0
+    times = [] if first < LONG_SAMPLE_SECONDS else [first]
     for _ in range(REPEATS if not times else 0):
-        t0 = time.thread_time()
+        t0 = time.process_time()
         fn()
-        times.append(time.thread_time() - t0)
+        times.append(time.process_time() - t0)
     return statistics.median(times)
 
 
