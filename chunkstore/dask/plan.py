@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -15,6 +16,7 @@ from dask.local import get_sync
 from chunkstore.api.creation import create_array
 from chunkstore.api.locations import resolve_location
 from chunkstore.array.array import Array
+from chunkstore.dask.calibrate import copy_rates
 from chunkstore.dask.graph import PlanGraph
 from chunkstore.dask.memory import (
     Workers,
@@ -29,7 +31,7 @@ from chunkstore.errors import ContainsArrayError
 from chunkstore.group.scratch import HEARTBEAT, ScratchRun, run_path, temp_run_path
 from chunkstore.rechunk import report
 from chunkstore.rechunk.planner import MAX_TASKS_PER_STAGE, PlanError, Stage
-from chunkstore.rechunk.report import PlanDescription
+from chunkstore.rechunk.report import CopyRates, PlanDescription
 from chunkstore.runtime.sync import ProcessSynchronizer
 
 
@@ -79,33 +81,51 @@ class RechunkPlan:
         return report.peak_worker_memory(self.stages, self.workers.threads,
                                          self.workers.baseline)
 
+    def rates(self, slots: int | None = None) -> CopyRates:
+        """This machine's measured rates of the plan's copy per worker thread, and the
+        scheduling overhead per task on ``slots`` threads (default: the plan's workers),
+        measured once per process; and the share of a core each thread gets now
+        (``chunkstore.dask.calibrate``)."""
+        if slots is None:
+            slots = self.workers.count * self.workers.threads
+        return copy_rates(self.source, self.target, self.stages, slots,
+                          self.workers.codec_threads)
+
     def describe(self) -> PlanDescription:
-        """Stages, tasks, bytes read and written, and the expected peak memory per task
-        and per worker: a dict that prints as the plan's summary."""
+        """Stages, tasks, bytes read and written, the expected peak memory per task and
+        per worker, and the predicted wall time per stage and in all
+        (``predicted_wall_seconds``, from this machine's measured copy rates: see
+        ``rates()``): a dict that prints as the plan's summary."""
         return report.describe(self.stages, shape=tuple(self.target.shape),
                                dtype=str(self.target.dtype), max_mem=self.max_mem,
                                workers=self.workers,
                                write_unit=tuple(self.target.layout.write_shape),
-                               notes=self.notes, thresholds=nanny_thresholds())
+                               notes=self.notes, thresholds=nanny_thresholds(),
+                               rates=self.rates())
 
     def __repr__(self) -> str:
         return str(self.describe())
 
     def simulate(self, workers: int, threads_per_worker: int, worker_memory: int | str,
-                 throughput: float | str, *, baseline: int | None = None,
+                 throughput: float | str | None = None, *, baseline: int | None = None,
                  store_bandwidth: float | str | None = None) -> PlanDescription:
         """Estimate a run on ``workers`` x ``threads_per_worker`` with ``worker_memory``
         each: tasks, stages, bytes per stage, per-worker peak memory and wall time.
 
         ``throughput``: decoded bytes one worker thread copies per second (read, decode,
-        encode, write; measure it with ``benchmarks/bench_rechunk.py``);
-        ``store_bandwidth``: optional aggregate bytes/s the store sustains (read + write).
+        encode, write), for every stage; by default each stage's as measured on this
+        machine (``rates()``: its stores and codecs, plus the per-task overhead of the
+        current scheduler); ``store_bandwidth``: optional aggregate bytes/s the store
+        sustains (read + write).
         """
+        # a simulated cluster's threads each have a core: no share of this machine's
+        rates = None if throughput is not None else dataclasses.replace(
+            self.rates(workers * threads_per_worker), cpu_share=1.0)
         return report.simulate(self.stages, self.max_mem, workers, threads_per_worker,
                                worker_memory, throughput,
                                baseline=baseline if baseline is not None
                                else self.workers.baseline, store_bandwidth=store_bandwidth,
-                               thresholds=nanny_thresholds())
+                               thresholds=nanny_thresholds(), rates=rates)
 
     # -- execution ----------------------------------------------------------------------------
     def _intermediate(self, stage: Stage) -> Array:

@@ -114,7 +114,8 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     refuse_reader_of(base, store, path, "rechunk")  # (the source array: onto itself)
     workers = workers or _workers_here()
     raw = _local_intermediate(store, temp_store)
-    stages, notes = _plan_for(source, probe, budget, workers, raw)
+    stages, notes = _plan_for(source, probe, budget, workers, raw,
+                              run_writes=_writes_in_runs(store))
     refuse_copied(store, f"rechunk into {path or '/'!r}")
     if len(stages) > 1:  # an intermediate array needs a place (PlanError if none)
         if temp_store is not None:
@@ -187,7 +188,8 @@ def _local_intermediate(target_store: Any, temp_store: Any) -> bool:
 
 def _plan_for(source: Array | TransposedSource, target: Array, budget: int,
               workers: Workers | None = None, raw_intermediate: bool = False, *,
-              onto_grid: bool = True) -> tuple[list[Stage], list[str]]:
+              onto_grid: bool = True, run_writes: bool = False
+              ) -> tuple[list[Stage], list[str]]:
     """Stages whose blocks cover whole write units of the target (its shards, if sharded),
     so no two tasks write into one object. When one shard does not fit in ``max_mem``,
     blocks follow the inner chunks and each shard is assembled by conditional
@@ -195,15 +197,18 @@ def _plan_for(source: Array | TransposedSource, target: Array, budget: int,
     without conditional commits they take turns under a lock: ``_shares_write_units``).
     ``target`` may be a probe with the target's metadata (nothing is written). A
     rectilinear target: ``_plan_onto_grid`` (``onto_grid`` False: its largest unit as
-    a regular one)."""
+    a regular one). ``run_writes``: the target's store commits chunks in runs
+    (``Stage.run_writes``; ``target`` may be a probe in memory)."""
     if onto_grid and not target.layout.write_grid.is_regular:
-        return _plan_onto_grid(source, target, budget, workers, raw_intermediate)
+        return _plan_onto_grid(source, target, budget, workers, raw_intermediate,
+                               run_writes=run_writes)
     unit = tuple(target.layout.write_shape)
     itemsize = source.dtype.itemsize
     workers = workers or Workers()
     model = {"transposed": isinstance(source, TransposedSource),
              "codec_threads": workers.codec_threads, "min_tasks": workers.min_tasks,
-             "raw_intermediate": raw_intermediate}
+             "raw_intermediate": raw_intermediate,
+             "streamed_reads": _reads_in_place(source), "run_writes": run_writes}
     source_chunks = _planning_chunks(source)
     try:
         return plan_rechunk(source.shape, source_chunks, unit, itemsize, budget,
@@ -216,6 +221,21 @@ def _plan_for(source: Array | TransposedSource, target: Array, budget: int,
     return stages, [f"a target shard {unit} does not fit in max_mem={budget} bytes: blocks "
                     f"follow the chunks {tuple(target.layout.chunks)}, and each shard is assembled "
                     "by read-modify-writes (raise max_mem to write whole shards)"]
+
+
+def _reads_in_place(source: Array | TransposedSource) -> bool:
+    """Whether the source's chunks are read in place, one per pool thread at a time
+    (a local directory; the memory model's ``Stage.streamed_reads``)."""
+    array = source.array if isinstance(source, TransposedSource) else source
+    caps = array.store.capabilities
+    return bool(caps.zero_copy_views and caps.reads_arrays)
+
+
+def _writes_in_runs(store: Any) -> bool:
+    """Whether chunks written into ``store`` are committed in runs by blocking local
+    writes (a local directory; ``Stage.run_writes``)."""
+    caps = store.capabilities
+    return bool(caps.blocking_commits and not caps.remote)
 
 
 def _planning_chunks(source: Array | TransposedSource) -> tuple[int, ...]:
@@ -234,8 +254,8 @@ MAX_EXACT = 100_000
 
 
 def _plan_onto_grid(source: Array | TransposedSource, target: Array, budget: int,
-                    workers: Workers | None, raw_intermediate: bool
-                    ) -> tuple[list[Stage], list[str]]:
+                    workers: Workers | None, raw_intermediate: bool, *,
+                    run_writes: bool = False) -> tuple[list[Stage], list[str]]:
     """Stages into a target with a rectilinear grid: planned on its largest write unit
     per axis (the planner's regular unit); the last stage's blocks are then snapped onto
     the grid (``source.snapped``), which grows a block by less than one largest unit per
@@ -245,7 +265,7 @@ def _plan_onto_grid(source: Array | TransposedSource, target: Array, budget: int
     for _ in range(GRID_ATTEMPTS):
         try:
             stages, notes = _plan_for(source, target, plan_budget, workers, raw_intermediate,
-                                      onto_grid=False)
+                                      onto_grid=False, run_writes=run_writes)
         except PlanError:
             break
         last = stages[-1] if stages else None

@@ -73,11 +73,34 @@ def encode_buffers(chunk_bytes: int, units: int, strided: bool, threads: int, *,
     return encoders * chunk_bytes * copies
 
 
-def stored_in_flight(piece_bytes: int, *, sharded: bool = False, raw: bool = False) -> int:
+#: what a worker's IO pool threads add to its RSS once they have decoded and encoded
+#: (their stacks and malloc arenas, which keep freed chunk-sized buffers), per thread; an
+#: idle worker, whose baseline is measured, has no pool yet. Measured on the 1 GiB
+#: rechunk and transpose (2 workers x 1 thread, 8 pool threads): 1-11 MiB per worker
+#: above the block and buffers
+POOL_THREAD_BYTES = 2**20
+
+
+def stored_in_flight(piece_bytes: int, *, sharded: bool = False, raw: bool = False,
+                     run_bytes: int | None = None) -> int:
     """Stored bytes of one written piece of ``piece_bytes`` decoded bytes, counted
     incompressible (the worst case): a shard's encoding holds its encoded inner chunks
     and the assembled shard (twice); raw chunks of a plain array are written from the
-    block (nothing more)."""
+    block (nothing more). ``run_bytes``: a plain array's chunks are committed in runs
+    (``rmw.commit_units`` on a local store) holding this much encoded at once (the
+    encoding threads' chunks), not the whole piece."""
     if raw and not sharded:
         return 0
+    if run_bytes is not None and not sharded:
+        return min(piece_bytes, run_bytes)
     return piece_bytes * (2 if sharded else 1)
+
+
+def streamed_in_flight(chunk_bytes: int, chunks: int, threads: int, *,
+                       into_place: bool = False) -> int:
+    """Stored bytes held reading ``chunks`` chunks of ``chunk_bytes`` (decoded size,
+    counted incompressible) from a store read in place (a local directory: ``plain``'s
+    ``_read_in_place``): each pool thread fetches and decodes one chunk at a time;
+    ``into_place``: uncompressed chunks of long rows read straight into the block
+    (nothing held)."""
+    return 0 if into_place else min(threads, chunks) * chunk_bytes

@@ -13,7 +13,12 @@ and writes it piece by piece (``write_piece``: whole target write units), so it 
 * ``block``: the decoded block;
 * ``compressed``: the stored bytes of one piece in flight, read or written, counted
   incompressible (the worst case; compressible data holds less). Encoding a whole
-  shard holds its inner chunks and the assembled shard: twice its piece;
+  shard holds its inner chunks and the assembled shard: twice its piece. A source in
+  a local directory (``streamed_reads``) is read in place, each pool thread holding one
+  stored chunk at a time (raw chunks of long rows: none, read into the block); a local
+  target (``run_writes``) commits a plain array's chunks in runs, holding the encoding
+  threads' chunks (the 1 GiB rechunk on 2 local workers: 383 MiB measured per worker,
+  468 predicted when whole pieces were counted, 428 now);
 * ``decode_scratch``: a decoded chunk per codec thread when chunks cannot be decoded
   straight into the block (their place in it is strided); pool threads keep this
   buffer between tasks. A transposed source decodes each read piece in its own order
@@ -28,8 +33,9 @@ and writes it piece by piece (``write_piece``: whole target write units), so it 
 The engine's terms (decode scratch, codec buffers, encodes in flight, stored bytes) are
 the engine's own description of its buffers, ``chunkstore.io.buffers``, which its write
 batching uses too: the model follows the engine when it changes.
-A worker holds its baseline (the idle process) plus ``threads`` tasks at once: that is
-the per-worker figure ``RechunkPlan.describe()`` shows beside the per-task one.
+A worker holds its baseline (the idle process) plus ``threads`` tasks at once, its IO
+pool's codec buffers once and the pool's threads (``buffers.POOL_THREAD_BYTES`` each):
+that is the per-worker figure ``RechunkPlan.describe()`` shows beside the per-task one.
 ``max_mem`` bounds ``task_memory``: blocks are grown only while it fits, and beyond
 their aligned size only up to ``BLOCK_BYTES`` (a larger block reads and writes the same
 chunks, but holds more and leaves fewer tasks to balance over the workers).
@@ -53,6 +59,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from chunkstore.codecs.bytes_codec import MIN_ROW_BYTES
 from chunkstore.io import buffers
 from chunkstore.io.buffers import contiguous_in
 from chunkstore.sizes import parse_bytes
@@ -112,6 +119,8 @@ class Stage:
     pieces: int = field(default=PIECES, compare=False)
     raw_source: bool = False
     raw_target: bool = False
+    streamed_reads: bool = False
+    run_writes: bool = False
 
     @property
     def ntasks(self) -> int:
@@ -178,9 +187,18 @@ class Stage:
                                         not contiguous_in(inner, block), threads,
                                         cores=buffers.cpu_threads(threads),
                                         sharded=self.sharded, raw=raw)
-        read_c = math.prod(read_piece) * size  # for raw chunks: the mapped pages
-        write_c = buffers.stored_in_flight(math.prod(write_piece) * size,
-                                           sharded=self.sharded, raw=raw)
+        if self.streamed_reads or self.raw_source:
+            read_c = buffers.streamed_in_flight(
+                math.prod(src) * size, per_read, threads,
+                into_place=self.raw_source and not self.transposed
+                and len(src) >= 2 and src[-1] * size >= MIN_ROW_BYTES)
+        else:
+            read_c = math.prod(read_piece) * size
+        units = buffers.encoding_threads(per_write, math.prod(inner) * size, threads,
+                                         buffers.cpu_threads(threads))
+        write_c = buffers.stored_in_flight(
+            math.prod(write_piece) * size, sharded=self.sharded, raw=raw,
+            run_bytes=units * math.prod(inner) * size if self.run_writes else None)
         terms = {"block": self.block_bytes, "compressed": max(read_c, write_c),
                  "decode_scratch": decode, "encode_copy": encode}
         # the sum: a transposed source's piece buffer is kept through the write (the
@@ -264,8 +282,8 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
                  max_mem: int | str, *, transposed: bool = False,
                  write_chunks: Sequence[int] | None = None,
                  codec_threads: int = CODEC_THREADS, min_tasks: int = 1,
-                 block_bytes: int = BLOCK_BYTES, raw_intermediate: bool = False
-                 ) -> list[Stage]:
+                 block_bytes: int = BLOCK_BYTES, raw_intermediate: bool = False,
+                 streamed_reads: bool = False, run_writes: bool = False) -> list[Stage]:
     """One or two stages that copy ``source_chunks`` into ``target_chunks`` with every
     task's modelled memory (``Stage.task_memory``) within ``max_mem``.
 
@@ -274,6 +292,8 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
     (e.g. twice the cluster's threads, so that every thread has work).
     ``raw_intermediate``: an intermediate array, if one is needed, is stored
     uncompressed in a local directory (``Stage.raw_source``/``raw_target``).
+    ``streamed_reads``/``run_writes``: the source is read in place / the target written
+    in runs (local directories: ``Stage``).
 
     >>> [s.block for s in plan_rechunk((100, 100), (10, 100), (100, 10), 8, "1MiB")]
     [(100, 100)]
@@ -290,7 +310,8 @@ def plan_rechunk(shape: Sequence[int], source_chunks: Sequence[int],
         return Stage(shape, a, b, tuple(block), itemsize, transposed=transposed and first,
                      raw_source=raw_intermediate and not first,
                      raw_target=raw_intermediate and not last,
-                     write_chunks=inner if last else None, codec_threads=codec_threads)
+                     write_chunks=inner if last else None, codec_threads=codec_threads,
+                     streamed_reads=streamed_reads and first, run_writes=run_writes and last)
 
     def fits(a: tuple[int, ...], b: tuple[int, ...], first: bool, last: bool
              ) -> Callable[[tuple[int, ...]], bool]:

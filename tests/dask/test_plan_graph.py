@@ -11,6 +11,7 @@ import chunkstore as cs
 import chunkstore.dask as csd
 from chunkstore.dask.graph import PlanGraph
 from chunkstore.dask.memory import Workers
+from chunkstore.io.buffers import POOL_THREAD_BYTES
 from chunkstore.rechunk.planner import blocks_per_task
 
 GiB = 2**30
@@ -34,10 +35,11 @@ def test_seed_plan_describe_and_simulate():
     assert d["peak_task_memory"] <= 3.5 * GiB
     terms = d["stages"][0]["task_memory_terms"]
     codec = terms["decode_scratch"] + terms["encode_copy"]
-    # 4 tasks at once; the codec buffers of the worker's one IO pool counted once
+    # 4 tasks at once; the codec buffers and threads of the worker's one IO pool once
+    pool = plan.stages[0].codec_threads * POOL_THREAD_BYTES
     assert d["peak_worker_memory"] == \
-        d["workers"]["baseline"] + 4 * (d["peak_task_memory"] - codec) + codec
-    assert d["peak_worker_memory"] < d["workers"]["baseline"] + 4 * d["peak_task_memory"]
+        d["workers"]["baseline"] + 4 * (d["peak_task_memory"] - codec) + codec + pool
+    assert d["peak_worker_memory"] < d["workers"]["baseline"] + 4 * d["peak_task_memory"] + pool
     assert terms["total"] == d["peak_task_memory"] and terms["block"] > 0
     text = str(d)
     assert "per worker" in text and "per task" in text
