@@ -91,20 +91,22 @@ class RechunkPlan:
         return copy_rates(self.source, self.target, self.stages, slots,
                           self.workers.codec_threads)
 
-    def describe(self) -> PlanDescription:
+    def describe(self, predict_time: bool = True) -> PlanDescription:
         """Stages, tasks, bytes read and written, the expected peak memory per task and
         per worker, and the predicted wall time per stage and in all
         (``predicted_wall_seconds``, from this machine's measured copy rates: see
-        ``rates()``): a dict that prints as the plan's summary."""
+        ``rates()``; the first call in a process measures them, 1-3 s; ``predict_time=
+        False`` leaves the time out and measures nothing): a dict that prints as the
+        plan's summary."""
         return report.describe(self.stages, shape=tuple(self.target.shape),
                                dtype=str(self.target.dtype), max_mem=self.max_mem,
                                workers=self.workers,
                                write_unit=tuple(self.target.layout.write_shape),
                                notes=self.notes, thresholds=nanny_thresholds(),
-                               rates=self.rates())
+                               rates=self.rates() if predict_time else None)
 
-    def __repr__(self) -> str:
-        return str(self.describe())
+    def __repr__(self) -> str:  # printing a plan measures nothing
+        return str(self.describe(predict_time=False))
 
     def simulate(self, workers: int, threads_per_worker: int, worker_memory: int | str,
                  throughput: float | str | None = None, *, baseline: int | None = None,
