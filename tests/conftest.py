@@ -14,22 +14,6 @@ from pathlib import Path
 
 import pytest
 
-#: the longest tests (a notebook on a cluster, benchmarks and races with processes and
-#: clusters: 20-120 s each) start first, so that with ``-n 2`` no worker runs one alone
-#: at the end while the other waits
-LONGEST_FIRST = ("tests/notebooks/test_cluster_notebook.py", "tests/notebooks/", "tests/benchmarks/test_bench_rechunk",
-                 "tests/benchmarks/test_bench_rectilinear", "tests/deployment/",
-                 "tests/dask/test_memory.py", "tests/dask/test_distributed.py",
-                 "tests/storage/obstore/test_obstore_attacks.py")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        return next((i for i, prefix in enumerate(LONGEST_FIRST)
-                     if item.nodeid.startswith(prefix)), len(LONGEST_FIRST))
-
-    items.sort(key=rank)
-
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze what collection imported (numpy, dask, zarr, tensorstore, every test module):
