@@ -156,11 +156,9 @@ LAYERS = [
     ["metadata"], ["storage"], ["runtime"], ["config"], ["progress"], ["sizes"], ["errors"],
 ]
 RANK = {unit: i for i, row in enumerate(LAYERS) for unit in row}
-# What the dask layer may use (issue 31: a thin executor over public primitives).
-# ``config`` is the public settings object (``cs.config``): workers set the map-cache bound
-# through it as a user would.
-DASK_USES = {"api", "array", "group", "rechunk", "runtime", "errors", "sizes", "progress",
-             "config"}
+# What the dask layer may use (issue 31: a thin executor over public primitives; workers
+# set the map-cache bound through the runtime, ``runtime.set_map_bytes``).
+DASK_USES = {"api", "array", "group", "rechunk", "runtime", "errors", "sizes", "progress"}
 # Upward edges owned by work under way, each removed by its owner when fixed.
 KNOWN_UPWARD: set[tuple[str, str]] = set()
 KNOWN_DASK: set[str] = set()

@@ -28,10 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chunkstore.config import config
 from chunkstore.rechunk.planner import CODEC_THREADS, PlanError
 from chunkstore.rechunk.report import NANNY_THRESHOLDS
-from chunkstore.runtime import current
+from chunkstore.runtime import current, set_map_bytes
 
 #: RSS of an idle worker process with numpy, dask, distributed and chunkstore imported,
 #: measured here (113-125 MiB); used when the workers cannot be asked
@@ -176,14 +175,13 @@ def refuse_copied(store: Any, what: str, collection: Any = None) -> None:
 
 
 # -- settings applied in each worker ---------------------------------------------------------
-def limit_map_cache(nbytes: int = WORKER_MAP_BYTES) -> int:
-    """Bound this process's LocalStore map cache to ``nbytes`` (``config["cache.map_bytes"]``:
-    the next reads drop the maps beyond it); returns the previous bound.
+def limit_map_cache(nbytes: int | None = WORKER_MAP_BYTES) -> int | None:
+    """Bound this process's LocalStore map cache to ``nbytes`` (the runtime's
+    ``map_bytes`` budget: the next reads drop the maps beyond it); returns the previous
+    bound.
 
     Maps handed to a reader stay valid: a map lives as long as a view of it."""
-    previous = config.get("cache.map_bytes")
-    config.set({"cache.map_bytes": nbytes})
-    return previous
+    return set_map_bytes(nbytes)
 
 
 class _Settings:

@@ -199,6 +199,15 @@ def reset() -> None:
         old.close()
 
 
+def set_map_bytes(nbytes: int | None) -> int | None:
+    """Bound the memory maps ``LocalStore`` keeps between reads in this process to
+    ``nbytes`` (the ``map_bytes`` budget, ``config["cache.map_bytes"]``: the next reads
+    drop the maps beyond it); returns the previous setting, to restore."""
+    previous = config.get("cache.map_bytes")
+    config.set({"cache.map_bytes": nbytes})
+    return previous
+
+
 def _after_fork_in_child() -> None:
     global _current, _current_lock
     _current_lock = threading.Lock()  # another thread may have held it at the fork

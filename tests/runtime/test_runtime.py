@@ -13,7 +13,7 @@ import chunkstore as cs
 from chunkstore.codecs.limits import decode_limits, variable_cap
 from chunkstore.config import ENVIRONMENT, environ
 from chunkstore.io.cache import chunk_cache
-from chunkstore.runtime import Budgets, Runtime, current, reset, scratch
+from chunkstore.runtime import Budgets, Runtime, current, reset, scratch, set_map_bytes
 from chunkstore.storage.local.maps import MapCache, map_cache
 from chunkstore.storage.obstore.setup import ObstoreState
 from chunkstore.storage.s3_conditional import Conditions, conditional_probes
@@ -61,6 +61,17 @@ def test_budgets_follow_the_config():
         assert variable_cap(100 << 20) == 700 << 20
     assert current().budgets == before
     assert isinstance(before, Budgets)
+
+
+def test_set_map_bytes_sets_the_budget_and_gives_the_previous():
+    previous = set_map_bytes(5 << 20)
+    try:
+        assert current().budgets.map_bytes == 5 << 20
+        assert cs.config.get("cache.map_bytes") == 5 << 20
+        assert map_cache().nbytes == 5 << 20
+    finally:
+        assert set_map_bytes(previous) == 5 << 20
+    assert cs.config.get("cache.map_bytes") == previous
 
 
 def test_bad_vlen_caps_are_refused_by_the_config():
