@@ -100,6 +100,8 @@ def import_graph() -> dict[str, set[str]]:
                     sub = f"{base}.{alias.name}"
                     if sub in modules:  # ``from . import indexing``: the submodule
                         graph[name] |= _targets(name, sub, modules)
+                    elif base in modules:  # a name the body of ``base`` defines: an
+                        graph[name].add(base)  # edge even to a package above the importer
         graph[name].discard(name)
     return graph
 
@@ -144,6 +146,71 @@ def test_the_checker_sees_function_local_and_package_edges():
     real = import_graph()
     assert "chunkstore.nodes.documents" in real["chunkstore.array.array"]
     assert "chunkstore.array" in real["chunkstore.group.group"]
+    # ``from chunkstore import __version__``: the root package's body runs first
+    assert "chunkstore" in real["chunkstore.cli.main"]
+    # ``from chunkstore import indexing``: the submodule, not the root
+    assert "chunkstore" not in real["chunkstore.array.array"]
+
+
+# The only package modules imported inside a function, each for the optional package it
+# imports when imported (so that ``import chunkstore`` and the CLI's parser do not need
+# it). Any other function-level import of a package module would hide a cycle or a
+# dependency: import it at the top instead.
+DEFERRED = {"chunkstore.dask": "dask", "chunkstore.cli.cluster": "distributed"}
+
+
+def _function_level_imports(tree: ast.AST):
+    """The Import/ImportFrom nodes inside a function body (not under TYPE_CHECKING)."""
+    seen: set[int] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in _imports(fn):
+                if id(node) not in seen:
+                    seen.add(id(node))
+                    yield node
+
+
+def function_level_imports() -> dict[str, set[str]]:
+    """module -> the package modules it imports inside a function (``from X import y``:
+    X)."""
+    modules = _modules()
+    out: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in _function_level_imports(tree):
+            if isinstance(node, ast.Import):
+                bases = [alias.name for alias in node.names]
+            else:
+                bases = [_resolve(name, modules, node.level, node.module)]
+            for base in bases:
+                if base.split(".")[0] == PACKAGE:
+                    out.setdefault(name, set()).add(base)
+    return out
+
+
+def test_function_level_imports_only_defer_optional_packages():
+    found = function_level_imports()
+    deferred = {target for targets in found.values() for target in targets}
+    assert deferred - set(DEFERRED) == set(), found
+    assert set(DEFERRED) - deferred == set(), "no longer deferred: remove from DEFERRED"
+
+
+def test_deferred_modules_import_their_optional_package():
+    """Each of DEFERRED imports its optional package, which ``import chunkstore`` and the
+    CLI do not: the reason it is imported inside functions holds."""
+    import subprocess
+    import sys
+    code = "\n".join([
+        "import importlib, sys", "import chunkstore, chunkstore.cli.main",
+        f"deferred = {DEFERRED!r}",
+        "assert not [p for p in deferred.values() if p in sys.modules], sys.modules.keys()",
+        "for module, package in deferred.items():",
+        "    importlib.import_module(module)",
+        "    assert package in sys.modules, (module, package)",
+    ])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT.parent, timeout=300)
+    assert done.returncode == 0, done.stderr
 
 
 # The layers, top to bottom (DESIGN.md "Layers"): a unit imports only units below it.

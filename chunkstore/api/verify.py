@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from chunkstore.api.opening import open as open_any
 from chunkstore.errors import ChunkstoreError, NodeNotFoundError
 
 _METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
@@ -94,7 +95,6 @@ def _walk(node: Any, report: VerifyReport) -> Iterator[Any]:
     if hasattr(node, "shape"):
         yield node
         return
-    from chunkstore import open as open_any
     base = f"{node.path}/" if node.path else ""
     for name in sorted(node.store.list_dir(node.path)):
         if name in _METADATA_NAMES:
@@ -115,7 +115,6 @@ def verify(node: Any, path: str = "", progress: Callable[[int, int, int], None] 
     Array or Group, or a store with the node's ``path`` in it); ``progress`` is called as
     ``(done, total, nbytes_decoded)``."""
     if not hasattr(node, "store"):
-        from chunkstore import open as open_any
         node = open_any(node, mode="r", path=path or None)
     report = VerifyReport()
     arrays = list(_walk(node, report))

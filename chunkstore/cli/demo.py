@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from chunkstore.api.creation import create_array
+from chunkstore.api.opening import open_array, open_group
 from chunkstore.api.verify import verify
 from chunkstore.cli.args import bytes_arg
 from chunkstore.cli.errors import CLIError
@@ -98,7 +100,6 @@ def _run(root: str, small: bool, workers: int, max_mem: int | str,
          progress: TerminalProgress) -> bool:
     import dask
 
-    from chunkstore import create_array, open_array, open_group
     from chunkstore.cli.cluster import local_cluster
     from chunkstore.dask import TransposedSource, parse_bytes, rechunk
 

@@ -9,6 +9,7 @@ import traceback
 from collections.abc import Sequence
 from importlib import metadata
 
+from chunkstore import __version__
 from chunkstore.cli import clean, copy, demo, dump, header, nodes, rechunk, verify
 from chunkstore.cli.args import Parser
 from chunkstore.cli.errors import EXIT_ERROR, explain
@@ -29,8 +30,6 @@ EXIT_INTERRUPTED = 130
 
 def version_text() -> str:
     """``chunkstore X (Python Y, numpy Z, ...)``: what a bug report needs."""
-    from chunkstore import __version__
-
     def installed(name: str) -> str:
         try:
             return f"{name} {metadata.version(name)}"

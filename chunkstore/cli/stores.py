@@ -9,8 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from chunkstore.api.opening import open as open_any
 from chunkstore.cli.errors import CLIError
 from chunkstore.errors import NodeNotFoundError
+from chunkstore.storage.obstore import setup as obstore_setup
+from chunkstore.storage.s3_backend import is_plain_s3
 
 #: what a store argument may be, for error messages
 EXPECTED_STORE = "expected a Zarr store: a directory, a .zip archive or a URL"
@@ -58,10 +61,7 @@ def _check_protocols(url: str) -> None:
     import fsspec
     from fsspec.registry import known_implementations
 
-    from chunkstore.storage.obstore.setup import available
-    from chunkstore.storage.s3_backend import is_plain_s3
-
-    if is_plain_s3(url) and available():
+    if is_plain_s3(url) and obstore_setup.available():
         return
     segments = url.split("::")
     for segment in segments:
@@ -145,8 +145,6 @@ def open_node(path: str, options: dict[str, Any] | None = None, node: str | None
 
     ``kind``: "array", "group" or "node" (either); a node of the other kind is an error.
     """
-    from chunkstore import open as open_any
-
     check_location(path)
     with reading(path):
         try:

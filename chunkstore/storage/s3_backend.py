@@ -35,6 +35,13 @@ from chunkstore.storage.errors import InvalidStoreError, MissingBackendError
 from chunkstore.storage.fsspec.setup import protocols
 from chunkstore.storage.fsspec.store import FsspecStore
 from chunkstore.storage.location import canonical_scheme
+from chunkstore.storage.obstore import setup as obstore_setup
+from chunkstore.storage.obstore.options import (
+    credentials_refusal,
+    region_refusal,
+    untranslatable,
+)
+from chunkstore.storage.obstore.store import ObstoreStore
 
 #: the environment variable choosing the backend of s3:// URLs that do not name one
 BACKEND_VARIABLE = "CHUNKSTORE_S3_BACKEND"
@@ -57,14 +64,7 @@ def _checked(backend: Any, url: str) -> str:
 
 def obstore_refusal(url: str, options: Mapping[str, Any]) -> str | None:
     """Why obstore cannot serve the s3:// ``url`` with ``options`` (None: it can)."""
-    from chunkstore.storage.obstore.options import (
-        credentials_refusal,
-        region_refusal,
-        untranslatable,
-    )
-    from chunkstore.storage.obstore.setup import available
-
-    if not available():
+    if not obstore_setup.available():
         return "obstore is not installed"
     if "//" in url.split("://", 1)[1].rstrip("/"):
         return "obstore cannot take a path with an empty segment ('//'), which s3fs keeps"
@@ -144,7 +144,6 @@ def s3_store(url: str, options: dict[str, Any], read_only: bool, requested: Any 
     S3FsspecStore (plain s3:// URLs) or an FsspecStore (every other URL)."""
     backend, why = choose(url, options, requested)
     if backend == "obstore":
-        from chunkstore.storage.obstore.store import ObstoreStore
         return ObstoreStore(url, options, read_only=read_only)
     if is_plain_s3(url):
         return S3FsspecStore(url, options, read_only, backend_reason=why)
