@@ -21,16 +21,16 @@ result is compared with the source array (assert), so a wrong fast answer cannot
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.common import add_ratios, measured, row
+from benchmarks.common import fmt, measured, row
 from benchmarks.core_adapters import (  # noqa: F401 (DATA_SETS: re-exported for users)
     ADAPTERS,
     DATA_SETS,
@@ -43,13 +43,11 @@ from benchmarks.core_adapters import (  # noqa: F401 (DATA_SETS: re-exported for
 from benchmarks.measure import (
     LIBRARIES,
     MB,
-    fmt,
     release_memory,
+    report,
     settle_memory,
-    throughput_pivot,
 )
 
-OUT = Path("bench-out")
 #: the peers run by default: zarr-python also with the zarrs codec pipeline
 DEFAULT_LIBRARIES = (*LIBRARIES[:2], "zarrs", *LIBRARIES[2:], "file-limit")
 
@@ -149,14 +147,7 @@ def run_case(case: Case, libraries: list[str], work: Path, repeat: int,
     slots = [Slot(case, ADAPTERS[name], work / f"{case.name.replace(' ', '-')}-{name}", keep)
              for name in libraries if applies(name, case)]
     try:
-        settle_memory(data.nbytes)  # see settle_memory: the first library is not charged
-        for _ in range(max(1, repeat)):
-            for slot in slots:
-                slot.write(data)
-        settle_memory(data.nbytes)  # a read's output
-        for _ in range(max(1, repeat)):
-            for slot in slots:
-                slot.read(data)
+        interleave(slots, data, repeat)
     finally:
         for slot in slots:
             if slot.keep:
@@ -164,6 +155,20 @@ def run_case(case: Case, libraries: list[str], work: Path, repeat: int,
             else:
                 slot.close()
     return [r for slot in slots for r in slot.rows(data.nbytes)]
+
+
+def interleave(slots: Iterable[Slot], data: np.ndarray, repeat: int) -> None:
+    """Each of ``repeat`` runs writes ``data`` with every slot in turn, then each run
+    reads it back likewise (see :func:`run_case`)."""
+    slots = list(slots)
+    settle_memory(data.nbytes)  # see settle_memory: the first library is not charged
+    for _ in range(max(1, repeat)):
+        for slot in slots:
+            slot.write(data)
+    settle_memory(data.nbytes)  # a read's output
+    for _ in range(max(1, repeat)):
+        for slot in slots:
+            slot.read(data)
 
 
 HEADER = """\
@@ -208,12 +213,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             slot.close()
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
-    rows = add_ratios(rows)
-    print()
-    print(throughput_pivot(rows), flush=True)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "bench_core.json").write_text(json.dumps(rows, indent=2))
-    return rows
+    return report(rows, "bench_core")
 
 
 if __name__ == "__main__":

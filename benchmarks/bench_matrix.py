@@ -19,7 +19,6 @@ tensorstore in that cell.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import statistics
@@ -28,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_core import OUT, Case, make_data, run_case
-from benchmarks.common import add_ratios
-from benchmarks.measure import fmt
+from benchmarks.bench_core import Case, make_data, run_case
+from benchmarks.common import markdown_table
+from benchmarks.measure import report
 
 DATA_DTYPES = {"noise": "float64", "ramp": "int32", "smooth": "float32"}
 CHUNK_KIB = (256, 1024, 4096, 16384)
@@ -78,7 +77,7 @@ def best_ratio(row: dict) -> float | None:
 def summary(rows: list[dict]) -> str:
     """Per operation and peer (and the best of ``BEST_OF``): min / median / max of
     chunkstore's ratio, and the worst cell."""
-    lines = ["| op | vs | min | median | max | worst cell |", "|---|---|---|---|---|---|"]
+    out = []
     for op in ("write", "read"):
         ours = [r for r in rows if r["library"] == "chunkstore" and r["case"].endswith(op)]
         for peer in (*PEERS, "best"):
@@ -90,10 +89,10 @@ def summary(rows: list[dict]) -> str:
             values = [v for v, _ in ratios]
             worst = min(ratios)
             name = f"best of {' / '.join(BEST_OF)}" if peer == "best" else peer
-            lines.append(f"| {op} | {name} | {fmt(min(values))} | "
-                         f"{fmt(statistics.median(values))} | {fmt(max(values))} | "
-                         f"{worst[1]} |")
-    return "\n".join(lines)
+            out.append({"op": op, "vs": name, "min": min(values),
+                        "median": statistics.median(values), "max": max(values),
+                        "worst cell": worst[1]})
+    return markdown_table(out, ["op", "vs", "min", "median", "max", "worst cell"])
 
 
 def cell_table(rows: list[dict], libraries: list[str]) -> str:
@@ -101,18 +100,18 @@ def cell_table(rows: list[dict], libraries: list[str]) -> str:
     libs = [lib for lib in libraries if lib != "numpy"]
     peers = [p for p in PEERS if p in libs]
     head = ["case"] + [f"{lib} MB/s" for lib in libs] + [f"x {p}" for p in peers] + ["x best"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     by_case: dict[str, dict[str, dict]] = {}
     for r in rows:
         by_case.setdefault(r["case"], {})[r["library"]] = r
+    out = []
     for case, per_lib in by_case.items():
         if "chunkstore" not in per_lib:
             continue
         ours = per_lib["chunkstore"]
-        cells = [fmt(per_lib[lib]["mb_per_s"]) if lib in per_lib else "" for lib in libs]
-        cells += [fmt(ours.get(f"ratio_vs_{p}")) for p in peers] + [fmt(best_ratio(ours))]
-        lines.append(f"| {case} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        line = {f"{lib} MB/s": per_lib[lib]["mb_per_s"] for lib in libs if lib in per_lib}
+        line.update({f"x {p}": ours.get(f"ratio_vs_{p}") for p in peers})
+        out.append({"case": case, **line, "x best": best_ratio(ours)})
+    return markdown_table(out, head)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -151,14 +150,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
-    rows = add_ratios(rows)
-    print()
-    print(cell_table(rows, libraries))
-    print()
-    print(summary(rows), flush=True)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "bench_matrix.json").write_text(json.dumps(rows, indent=2))
-    return rows
+    return report(rows, "bench_matrix", lambda rows: cell_table(rows, libraries), summary)
 
 
 if __name__ == "__main__":

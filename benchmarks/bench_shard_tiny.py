@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -28,8 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.bench_core import Slot
-from benchmarks.common import add_ratios
+from benchmarks.bench_core import Slot, interleave
 from benchmarks.core_adapters import (
     Case,
     ChunkstoreLib,
@@ -42,9 +40,8 @@ from benchmarks.core_adapters import (
     tensorstore_codec,
     zarr_codec,
 )
-from benchmarks.measure import release_memory, settle_memory, throughput_pivot
+from benchmarks.measure import release_memory, report
 
-OUT = Path("bench-out")
 LIBRARIES = ("chunkstore", "tensorstore", "zarrs", "zarr-python")
 
 
@@ -127,14 +124,7 @@ def run_case(case: ShardCase, libraries: list[str], work: Path, repeat: int) -> 
     slots = {name: Slot(case, ADAPTERS[name], work / f"{case.name.split()[0]}-{name}")
              for name in libraries}
     try:
-        settle_memory(data.nbytes)
-        for _ in range(max(1, repeat)):
-            for slot in slots.values():
-                slot.write(data)
-        settle_memory(data.nbytes)
-        for _ in range(max(1, repeat)):
-            for slot in slots.values():
-                slot.read(data)
+        interleave(slots.values(), data, repeat)
         crossed = cross_read(case, slots, data)
     finally:
         for slot in slots.values():
@@ -176,12 +166,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             rows += run_case(case, libraries, work, repeat)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    rows = add_ratios(rows)
-    print()
-    print(throughput_pivot(rows), flush=True)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "bench_shard_tiny.json").write_text(json.dumps(rows, indent=2))
-    return rows
+    return report(rows, "bench_shard_tiny")
 
 
 if __name__ == "__main__":

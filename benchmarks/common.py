@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import math
 import os
 import threading
 import time
@@ -216,27 +217,57 @@ def add_ratios(rows: Iterable[Row], ours: str = "chunkstore") -> list[Row]:
     2.0
     """
     rows = list(rows)
-    by_case: dict[str, dict[str, Row]] = {}
-    for r in rows:
-        by_case.setdefault(r["case"], {})[r["library"]] = r
-    for libs in by_case.values():
+    for libs in by_case(rows).values():
         mine = libs.get(ours)
         if mine is None or not mine["seconds"] > 0:
             continue
-        for lib, r in libs.items():
+        for lib in libs:
             if lib != ours:
-                mine[f"ratio_vs_{lib}"] = r["seconds"] / mine["seconds"]
+                mine[f"ratio_vs_{lib}"] = speed_ratio(libs, ours, lib)
     return rows
 
 
-def _fmt(value: Any) -> str:
+def by_case(rows: Iterable[Row]) -> dict[str, dict[str, Row]]:
+    """case -> library -> its row (the last one of each pair)."""
+    out: dict[str, dict[str, Row]] = {}
+    for r in rows:
+        out.setdefault(r["case"], {})[r["library"]] = r
+    return out
+
+
+def speed_ratio(libs: dict[str, Row], ours: str, peer: str) -> float | None:
+    """``peer`` seconds / ``ours`` seconds among one case's rows ``libs`` (> 1: ``ours``
+    is faster); None when either did not run or ours took no time."""
+    mine, theirs = libs.get(ours), libs.get(peer)
+    if mine is None or theirs is None or not mine["seconds"] > 0:
+        return None
+    return theirs["seconds"] / mine["seconds"]
+
+
+def fmt(value: Any) -> str:
+    """Format a table cell: 3 significant digits for small floats, none for large ones.
+
+    >>> fmt(1234.5), fmt(0.12345), fmt(float("nan")), fmt([1, None])
+    ('1234', '0.123', 'n/a', '1 / ')
+    """
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return str(value)
     if isinstance(value, float):
-        if value != value:  # NaN
+        if not math.isfinite(value):
             return "n/a"
         return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
-    return str(value)
+    if isinstance(value, (list, tuple)):
+        return " / ".join(fmt(v) for v in value)
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(rows: Sequence[dict], columns: Sequence[str]) -> str:
+    """A Markdown table of ``rows`` with the given columns (missing cells empty)."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
 
 
 def print_table(rows: Sequence[Row], columns: Sequence[str]) -> str:
@@ -244,14 +275,9 @@ def print_table(rows: Sequence[Row], columns: Sequence[str]) -> str:
 
     The pseudo-column ``ms`` shows ``seconds * 1000``. Missing values print empty.
     """
-    def cell(r: Row, c: str) -> str:
-        if c == "ms" and "ms" not in r:
-            return _fmt(r["seconds"] * 1e3) if "seconds" in r else ""
-        return _fmt(r.get(c))
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r, c) for c in columns) + " |" for r in rows]
-    text = "\n".join(lines)
+    shown = [r if "ms" in r or "seconds" not in r else {**r, "ms": r["seconds"] * 1e3}
+             for r in rows]
+    text = markdown_table(shown, columns)
     print(text, flush=True)
     return text
 
@@ -262,19 +288,14 @@ def pivot_table(rows: Sequence[Row], libraries: Sequence[str], ours: str = "chun
 
     A ratio > 1 means ``ours`` is faster than that peer.
     """
-    cases: dict[str, dict[str, Row]] = {}
-    for r in rows:
-        cases.setdefault(r["case"], {})[r["library"]] = r
     peers = [lib for lib in libraries if lib != ours]
     cols = ["case"] + [f"{lib} ms" for lib in libraries] + [f"x vs {p}" for p in peers]
     out = []
-    for case, libs in cases.items():
+    for case, libs in by_case(rows).items():
         line: Row = {"case": case}
         for lib in libraries:
             line[f"{lib} ms"] = libs[lib]["seconds"] * 1e3 if lib in libs else None
-        mine = libs.get(ours)
         for p in peers:
-            if mine is not None and p in libs and mine["seconds"] > 0:
-                line[f"x vs {p}"] = libs[p]["seconds"] / mine["seconds"]
+            line[f"x vs {p}"] = speed_ratio(libs, ours, p)
         out.append(line)
     return print_table(out, cols)

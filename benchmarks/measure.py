@@ -1,8 +1,9 @@
 """Extra benchmark helpers (on top of :mod:`benchmarks.common`): timed runs with an
-RSS bookkeeping, directory sizes and the MB/s pivot table.
+RSS bookkeeping, directory sizes, the MB/s pivot table and the end of a run
+(:func:`report`: ratios, tables, ``bench-out/<name>.json``).
 
-    >>> fmt(1234.5)
-    '1234'
+    >>> canonical_library("ts")
+    'tensorstore'
 """
 
 from __future__ import annotations
@@ -10,18 +11,22 @@ from __future__ import annotations
 import ctypes
 import gc
 import importlib.metadata
-import math
+import json
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psutil
 
+from benchmarks.common import add_ratios, by_case, markdown_table, speed_ratio
+
 MB = 1e6
+#: where benchmarks write their rows (relative to the working directory)
+OUT = Path("bench-out")
 
 #: The libraries the benchmarks compare, in the order tables and plots show them.
 LIBRARIES = ("chunkstore", "zarr-python", "tensorstore", "numpy")
@@ -109,37 +114,13 @@ def machine_description() -> dict[str, str]:
     return info
 
 
-def fmt(value: Any) -> str:
-    """Format a table cell: 3 significant digits for small floats, none for large ones."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return "n/a"
-        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
-    if isinstance(value, (list, tuple)):
-        return " / ".join(fmt(v) for v in value)
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(rows: Sequence[dict], columns: Sequence[str]) -> str:
-    """A Markdown table of ``rows`` with the given columns (missing cells empty)."""
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def throughput_pivot(rows: Sequence[dict], libraries: Sequence[str] = PIVOT_LIBRARIES,
                      ours: str = "chunkstore") -> str:
     """One line per case: MB/s and peak MB per library, and ``ours / peer`` speed ratios.
 
     A ratio > 1 means ``ours`` is faster than that peer on that case.
     """
-    cases: dict[str, dict[str, dict]] = {}
-    for r in rows:
-        cases.setdefault(r["case"], {})[r["library"]] = r
+    cases = by_case(rows)
     present = [lib for lib in libraries if any(lib in libs for libs in cases.values())]
     peers = [lib for lib in present if lib != ours]
     cols = (["case"] + [f"{lib} MB/s" for lib in present]
@@ -151,9 +132,22 @@ def throughput_pivot(rows: Sequence[dict], libraries: Sequence[str] = PIVOT_LIBR
             if lib in libs:
                 line[f"{lib} MB/s"] = libs[lib].get("mb_per_s")
                 line[f"{lib} peak MB"] = libs[lib].get("peak_mb")
-        mine = libs.get(ours)
         for p in peers:
-            if mine is not None and p in libs and mine["seconds"] > 0:
-                line[f"{ours}/{p}"] = libs[p]["seconds"] / mine["seconds"]
+            line[f"{ours}/{p}"] = speed_ratio(libs, ours, p)
         out.append(line)
     return markdown_table(out, cols)
+
+
+def report(rows: Iterable[dict], name: str,
+           *tables: Callable[[list[dict]], str]) -> list[dict]:
+    """The end of a benchmark run: add chunkstore's ratios to ``rows``
+    (:func:`~benchmarks.common.add_ratios`), print each of ``tables`` made of them (by
+    default :func:`throughput_pivot`) and write them to ``bench-out/<name>.json``;
+    returns the rows."""
+    rows = add_ratios(rows)
+    for table in tables or (throughput_pivot,):
+        print()
+        print(table(rows), flush=True)
+    OUT.mkdir(exist_ok=True)
+    (OUT / f"{name}.json").write_text(json.dumps(rows, indent=2))
+    return rows

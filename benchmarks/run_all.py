@@ -25,12 +25,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import markdown_table
 from benchmarks.measure import (
     LIBRARIES,
     MB,
     canonical_library,
     machine_description,
-    markdown_table,
     throughput_pivot,
 )
 
