@@ -181,21 +181,37 @@ the output array for reads). ratio chunkstore/peer = peer seconds / chunkstore s
 (> 1: chunkstore faster). All libraries run in one process with default thread settings."""
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
-    """Run the core benchmark; return one row per (case + operation, library)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_parser(description: str, libraries: Iterable[str]) -> argparse.ArgumentParser:
+    """The options of an interleaved benchmark: ``--tiny``, ``--repeat`` and
+    ``--libraries`` (by default ``libraries``); see :func:`run_options`."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--tiny", action="store_true", help="small arrays, one run (CI)")
     parser.add_argument("--repeat", type=int, default=None, help="runs per operation")
-    parser.add_argument("--cases", default=None,
-                        help="comma-separated case names (default: all), e.g. 'lz4 local'")
-    parser.add_argument("--libraries", default=",".join(DEFAULT_LIBRARIES))
-    parser.add_argument("--workdir", default=None)
-    args = parser.parse_args(argv)
+    parser.add_argument("--libraries", default=",".join(libraries))
+    return parser
+
+
+def run_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                adapters: Iterable[str]) -> tuple[int, list[str]]:
+    """The runs per operation (1 with ``--tiny``, else 5) and the libraries of ``args``
+    (parsed by a :func:`run_parser`); a library not among ``adapters`` is a usage error."""
     repeat = args.repeat or (1 if args.tiny else 5)
     libraries = [s.strip() for s in args.libraries.split(",") if s.strip()]
-    unknown = set(libraries) - set(ADAPTERS)
+    known = sorted(adapters)
+    unknown = set(libraries) - set(known)
     if unknown:
-        parser.error(f"unknown libraries {sorted(unknown)}; choose from {sorted(ADAPTERS)}")
+        parser.error(f"unknown libraries {sorted(unknown)}; choose from {known}")
+    return repeat, libraries
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    """Run the core benchmark; return one row per (case + operation, library)."""
+    parser = run_parser(__doc__.splitlines()[0], DEFAULT_LIBRARIES)
+    parser.add_argument("--cases", default=None,
+                        help="comma-separated case names (default: all), e.g. 'lz4 local'")
+    parser.add_argument("--workdir", default=None)
+    args = parser.parse_args(argv)
+    repeat, libraries = run_options(parser, args, ADAPTERS)
     selected = cases(args.tiny)
     if args.cases:
         wanted = {s.strip() for s in args.cases.split(",")}

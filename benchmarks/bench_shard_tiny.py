@@ -18,7 +18,6 @@ The unsharded case (10,000 chunk files) is ``bench_core``'s ``tiny-chunks local`
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import shutil
 import tempfile
@@ -27,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.bench_core import Slot, interleave
+from benchmarks.bench_core import Slot, interleave, run_options, run_parser
 from benchmarks.core_adapters import (
     Case,
     ChunkstoreLib,
@@ -140,18 +139,11 @@ def run_case(case: ShardCase, libraries: list[str], work: Path, repeat: int) -> 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     """Run the benchmark; return one row per (case + operation, library)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="small arrays, one run (CI)")
-    parser.add_argument("--repeat", type=int, default=None, help="runs per operation")
-    parser.add_argument("--libraries", default=",".join(LIBRARIES))
+    parser = run_parser(__doc__.splitlines()[0], LIBRARIES)
     parser.add_argument("--cases", default=None, help="comma-separated numbers of inner "
                         "chunks per shard (default: 100,1000)")
     args = parser.parse_args(argv)
-    repeat = args.repeat or (1 if args.tiny else 5)
-    libraries = [s.strip() for s in args.libraries.split(",") if s.strip()]
-    unknown = set(libraries) - set(ADAPTERS)
-    if unknown:
-        parser.error(f"unknown libraries {sorted(unknown)}; choose from {sorted(ADAPTERS)}")
+    repeat, libraries = run_options(parser, args, ADAPTERS)
     selected = cases(args.tiny)
     if args.cases:
         wanted = {f"tiny-in-shards-{s.strip()} local" for s in args.cases.split(",")}
