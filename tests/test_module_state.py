@@ -4,7 +4,8 @@ its own slots and the parts the layers above keep there).
 
 Walked with ``ast`` over every module of the package:
 
-* a ``global`` statement is state (it rebinds a module name at run time);
+* a ``global`` statement is state (it rebinds a module name at run time), and so is
+  a call of ``globals()``;
 * so is ``os.register_at_fork`` outside runtime/ (what must be reset after a fork is
   state: the Runtime is re-made in the child instead);
 * a module-level name bound to a list, dict or set (literal or comprehension) is a
@@ -58,6 +59,7 @@ PURE_MEMOS: set[tuple[str, str]] = {
     ("codecs/scalars.py", "_bounds"),  # a dtype's integer range
     ("codecs/pipeline.py", "_takes_limit"),  # whether a codec class's decode takes a limit
     ("storage/s3_conditional.py", "conditional_requests_supported"),  # installed botocore
+    ("dask/memory.py", "_plugin_class"),  # the one WorkerPlugin class of installed distributed
 }
 MEMOIZERS = {"cache", "lru_cache", "cached"}
 
@@ -149,6 +151,9 @@ def module_state(trees: dict[str, ast.Module]) -> list[tuple[str, str, int, str]
             if isinstance(node, ast.Call) and _callee(node) == "register_at_fork":
                 found.append((rel, "register_at_fork", node.lineno,
                               "fork handling outside the Runtime"))
+            if isinstance(node, ast.Call) and _callee(node) == "globals":
+                found.append((rel, "globals", node.lineno,
+                              "globals() binds module names at run time"))
         for node in _module_body(tree):
             if isinstance(node, ast.FunctionDef) and (rel, node.name) not in PURE_MEMOS:
                 for d in node.decorator_list:
@@ -205,6 +210,7 @@ def test_known_state_is_still_there():
     ("SEEN = set()\ndef f(x):\n    SEEN.add(x)\n", "SEEN"),
     ("n = 0\ndef f():\n    global n\n    n += 1\n", "n"),
     ("import os\nos.register_at_fork(after_in_child=print)\n", "register_at_fork"),
+    ("def f():\n    globals()['_made'] = 1\n", "globals"),
     ("class _Pool:\n    pass\n_POOL = _Pool()\n", "_POOL"),
     ("import functools\n@functools.lru_cache(maxsize=8)\ndef store(p):\n    return [p]\n",
      "store"),

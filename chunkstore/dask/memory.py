@@ -20,6 +20,7 @@ Three parts:
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
@@ -196,15 +197,13 @@ class _Settings:
         limit_map_cache(self.map_bytes)
 
 
+@functools.cache
 def _plugin_class() -> type:
     """``WorkerSettings``: ``_Settings`` as a distributed WorkerPlugin, made on first use so
-    that importing chunkstore.dask does not import distributed."""
-    cls = globals().get("_WorkerSettings")
-    if cls is None:
-        from distributed.diagnostics.plugin import WorkerPlugin
-        cls = type("WorkerSettings", (_Settings, WorkerPlugin), {"__module__": __name__})
-        globals()["_WorkerSettings"] = cls
-    return cls
+    that importing chunkstore.dask does not import distributed (once: a pickle of a
+    plugin names this one class)."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+    return type("WorkerSettings", (_Settings, WorkerPlugin), {"__module__": __name__})
 
 
 def __getattr__(name: str) -> Any:  # ``memory.WorkerSettings`` (also what unpickling asks)
