@@ -26,12 +26,13 @@ import threading
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chunkstore.errors import ConditionalWritesWarning
 from chunkstore.runtime import current
 from chunkstore.storage.base import ABSENT, ANY
+from chunkstore.storage.capabilities import Capabilities
 
 #: S3 error codes and HTTP statuses that mean "the condition did not hold"
 _CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
@@ -289,3 +290,43 @@ def versioned_reads(key: tuple[Any, ...]) -> bool:
     ETag is a true generation anyway, and commits decide whether to use it)."""
     known = conditional_probes().known(key)
     return known is None or known.writes
+
+
+class ServerConditions:
+    """One S3 store's view of the conditions its server honours (both S3 backends own
+    one): its ``capabilities`` with the conditional fields as probed (:func:`honoured`),
+    and whether its versioned reads return ETags (:func:`versioned_reads`).
+
+    ``base``: the store's capabilities but the conditional fields; ``conditional_delete``:
+    whether its client can send a conditional DELETE. Each call is given the store's
+    ``location`` method (its canonical ``location()``), called once: the probe key never
+    changes."""
+
+    def __init__(self, base: Capabilities, conditional_delete: bool) -> None:
+        self.base, self.conditional_delete = base, conditional_delete
+        self._key: tuple[Any, ...] | None = None
+        # asked several times per array read: built again only when what is known changed
+        self._built: tuple[Conditions, Capabilities] | None = None
+
+    def key(self, location: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
+        """The store's :func:`probe_location`."""
+        if self._key is None:
+            self._key = probe_location(location())
+        return self._key
+
+    def capabilities(self, location: Callable[[], tuple[Any, ...]], read_only: bool,
+                     probe: Callable[[], Conditions], where: str) -> Capabilities:
+        """``base`` with what the server was found to honour (probed with ``probe()``
+        once per process and server, unless ``read_only``: see :func:`honoured`)."""
+        found = honoured(self.key(location), read_only, probe, where)
+        built = self._built
+        if built is None or built[0] is not found:
+            built = self._built = (found, replace(
+                self.base, conditional_writes=found.writes,
+                conditional_delete=self.conditional_delete and found.deletes,
+                conditional_writes_ignored=not found.writes))
+        return built[1]
+
+    def versioned_reads(self, location: Callable[[], tuple[Any, ...]]) -> bool:
+        """Whether versioned reads return ETags (see :func:`versioned_reads`)."""
+        return versioned_reads(self.key(location))

@@ -116,3 +116,40 @@ def test_missing_backend_names_the_package():
         FsspecStore("gs://bucket/x.zarr")
     with pytest.raises(MissingBackendError, match="gcsfs"):
         cs.open("gs://bucket/x.zarr", mode="r")
+
+
+def test_server_conditions_probe_once_and_build_capabilities_once():
+    """``ServerConditions`` (one per S3 store, both backends): the location is asked once,
+    the probe runs once per process and server, a read-only store never probes, and the
+    capabilities are built again only when what is known changed."""
+    from chunkstore.runtime import reset
+    from chunkstore.storage.capabilities import Capabilities
+    from chunkstore.storage.s3_conditional import Conditions, ServerConditions
+
+    base = Capabilities(partial_reads=True, conditional_writes=False,
+                        conditional_delete=False, conditional_writes_ignored=False)
+    asked, probed = [], []
+
+    def location():
+        asked.append(1)
+        return ("s3", "bucket/prefix", "http://example.invalid")
+
+    def probe():
+        probed.append(1)
+        return Conditions(writes=True, deletes=False)
+
+    reset()  # no probe result of this server known in the process
+    try:
+        server = ServerConditions(base, conditional_delete=True)
+        assumed = server.capabilities(location, True, probe, "here")
+        assert not probed and assumed.conditional_writes and assumed.conditional_delete
+        first = server.capabilities(location, False, probe, "here")
+        assert first.conditional_writes and not first.conditional_delete
+        assert not first.conditional_writes_ignored and first.partial_reads
+        assert server.capabilities(location, False, probe, "here") is first
+        assert server.versioned_reads(location)
+        assert len(probed) == 1 and len(asked) == 1
+        assert ServerConditions(base, False).capabilities(location, False, probe, "x") \
+            .conditional_writes and len(probed) == 1  # the same server: probed already
+    finally:
+        reset()

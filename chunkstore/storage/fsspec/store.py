@@ -44,7 +44,6 @@ import os
 import threading
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import fsspec
@@ -129,7 +128,8 @@ class FsspecStore(Store):
             s3_conditional.conditional_requests_supported())
         #: the client can send conditional requests; whether the server honours them is
         #: probed before the first conditional commit (``capabilities``)
-        self._conditional_requests = self._conditional_delete = conditional
+        self._conditional_requests = conditional
+        self._server = s3_conditional.ServerConditions(_CAPABILITIES, conditional)
         self._fs: Any = None
         self._fs_pid: int | None = None
         self._root = ""
@@ -218,11 +218,8 @@ class FsspecStore(Store):
         first use of them (``s3_conditional.honoured``)."""
         if not self._conditional_requests:
             return _CAPABILITIES
-        found = s3_conditional.honoured(self._probe_location(), self.read_only,
-                                        self._probe_conditions, self._where())
-        return replace(_CAPABILITIES, conditional_writes=found.writes,
-                       conditional_delete=self._conditional_delete and found.deletes,
-                       conditional_writes_ignored=not found.writes)
+        return self._server.capabilities(self.location, self.read_only,
+                                         self._probe_conditions, self._where())
 
     def _commits_checked(self, keys: Sequence[str]) -> bool:
         """``capabilities.conditional_writes`` before committing ``keys``: a failed probe
@@ -235,11 +232,7 @@ class FsspecStore(Store):
     @property
     def _versioned_reads(self) -> bool:
         """Whether versioned reads return ETags (``s3_conditional.versioned_reads``)."""
-        return self._conditional_requests and s3_conditional.versioned_reads(
-            self._probe_location())
-
-    def _probe_location(self) -> tuple[Any, ...]:
-        return s3_conditional.probe_location(self.location())
+        return self._conditional_requests and self._server.versioned_reads(self.location)
 
     def _probe_conditions(self) -> s3_conditional.Conditions:
         """Whether the S3 server honours conditional PUTs and DELETEs: a probe object at

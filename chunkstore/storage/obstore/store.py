@@ -49,7 +49,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from chunkstore.errors import ChunkstoreError
@@ -83,11 +82,9 @@ from chunkstore.storage.obstore.writes import as_buffer, delete_if_match, put_mo
 from chunkstore.storage.s3_conditional import (
     Conditions,
     ETag,
-    honoured,
+    ServerConditions,
     probe_conditions,
     probe_key,
-    probe_location,
-    versioned_reads,
 )
 
 #: what an ObstoreStore can do; the conditional fields are probed (``capabilities``)
@@ -130,6 +127,7 @@ class ObstoreStore(Store):
         self._conditional_requests = True
         #: a checked delete is a presigned DELETE with If-Match, which needs signing
         self._conditional_delete = bool(signed)
+        self._server = ServerConditions(_CAPABILITIES, self._conditional_delete)
         self._store: Any = None
         self._pid: int | None = None
         self._lock = threading.Lock()
@@ -182,16 +180,8 @@ class ObstoreStore(Store):
         """What the store can do; conditional commits are what the server was found to
         honour: probed once per process and bucket, before a writable store's first use
         of them (``s3_conditional.honoured``)."""
-        found = honoured(self._probe_location(), self.read_only, self._probe_conditions,
-                         self._where())
-        # asked several times per array read: built again only when what is known changed
-        cached = self.__dict__.get("_capabilities")
-        if cached is None or cached[0] is not found:
-            cached = self._capabilities = (found, replace(
-                _CAPABILITIES, conditional_writes=found.writes,
-                conditional_delete=self._conditional_delete and found.deletes,
-                conditional_writes_ignored=not found.writes))
-        return cached[1]
+        return self._server.capabilities(self.location, self.read_only,
+                                         self._probe_conditions, self._where())
 
     def _commits_checked(self, keys: Sequence[str]) -> bool:
         """``capabilities.conditional_writes`` before committing ``keys``: a failed probe
@@ -204,13 +194,7 @@ class ObstoreStore(Store):
     @property
     def _versioned_reads(self) -> bool:
         """Whether versioned reads return ETags (``s3_conditional.versioned_reads``)."""
-        return versioned_reads(self._probe_location())
-
-    def _probe_location(self) -> tuple[Any, ...]:
-        found = self.__dict__.get("_probed_at")  # the location never changes: parsed once
-        if found is None:
-            found = self._probed_at = probe_location(self.location())
-        return found
+        return self._server.versioned_reads(self.location)
 
     def _probe_conditions(self) -> Conditions:
         """Whether the S3 server honours conditional PUTs and DELETEs: a probe object at
