@@ -14,7 +14,8 @@ from chunkstore.storage.base import ANY, Store
 
 #: imported once by the fork server, so a writer process starts in milliseconds instead of
 #: importing them (spawn: 4 processes took 2-20 s to start, more than most races last)
-PRELOAD = ["numpy", "pytest", "hypothesis", "chunkstore", "chunkstore.dask", "tests.multiproc"]
+PRELOAD = ["numpy", "pytest", "hypothesis", "distributed", "chunkstore", "chunkstore.dask",
+           "tests.multiproc"]
 
 
 class _FreshProcess(mp.context.ForkServerProcess):
