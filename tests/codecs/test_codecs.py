@@ -409,3 +409,22 @@ def test_malformed_json_names_document():
     store.set("x/zarr.json", b"{oops")
     with pytest.raises(MetadataError, match=r"x/zarr\.json.*malformed"):
         cs.open_array(store, path="x", mode="r")
+
+
+def test_gzip_encodes_the_same_chunk_to_the_same_bytes_at_any_time(monkeypatch):
+    """numcodecs' gzip puts the current second in each member's header, so rewriting a
+    chunk with the same values changed its bytes (and its ETag); chunkstore's header has
+    no time. zarr-python (numcodecs) and the standard library read it."""
+    import time
+
+    from chunkstore.codecs import GzipCodec
+
+    data = np.arange(1000, dtype="<f8").reshape(10, 100)
+    codec = GzipCodec(5)
+    first = codec.encode(data)
+    monkeypatch.setattr(time, "time", lambda: 2.0e9)  # another second
+    assert codec.encode(data) == first
+    assert first[4:8] == b"\0\0\0\0"  # MTIME: none
+    assert gzip.decompress(first) == data.tobytes()
+    assert bytes(numcodecs.GZip(5).decode(first)) == data.tobytes()
+    assert bytes(codec.decode(first)) == data.tobytes()
