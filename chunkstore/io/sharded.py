@@ -4,12 +4,14 @@ write whole shards, each a write unit of ``io.rmw``.
 The array layer sees inner chunks (``Array.chunks``) and hands this engine projections
 on the inner chunk grid; the layout groups them by shard.
 
-* Reads fetch the indexes of all touched shards with one ``get_ranges`` (parsed indexes
-  are kept in a bounded cache), then the byte ranges of just the needed inner chunks
-  with one more ``get_ranges`` (neighbours merged by the store's request cost), and
-  decode them in the pool straight into the output. A cached index is never trusted
-  blindly: the same batched call re-reads the index bytes, and if another writer has
-  replaced the shard the batch is redone with the new index. With a decoded-chunk cache
+* Reads fetch the indexes of all touched shards with one ``get_versioned_ranges``
+  (parsed indexes are kept in a bounded cache, each with the generation of the shard it
+  was read from), then the byte ranges of just the needed inner chunks with one more
+  (neighbours merged by the store's request cost), and decode them in the pool straight
+  into the output. An index is never trusted blindly: the data ranges are pinned to its
+  generation (S3: ``If-Match: <ETag>``), or where it has none (a store without versions,
+  an index the engine wrote itself) the same batched call re-reads the index bytes; if
+  another writer has replaced the shard the batch is redone with the new index. With a decoded-chunk cache
   budget (``chunk_cache``), inner chunks are first looked up there (``inner_cache``:
   checked against each shard's token), and those read are decoded, kept and scattered.
 * A selection of step-1 slices on a regular grid (``a[...]``, ``a[10:500, :]``) is read
@@ -61,7 +63,7 @@ from chunkstore.io.resize import clear_outside
 from chunkstore.io.rmw import WriteUnit, commit_units
 from chunkstore.runtime import current
 from chunkstore.runtime.pool import batches
-from chunkstore.storage.base import Store
+from chunkstore.storage.base import ANY, CHANGED, Store
 
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
 #: reads of a batch whose shards other writers keep replacing (about 2 s in all with the
@@ -147,18 +149,18 @@ class ShardEngine:
         return f"{key} (inner chunk {tuple(int(c) for c in coords)})"
 
     # -- indexes -------------------------------------------------------------------------
-    def indexes(self, keys: Sequence[str], raws: dict[str, bytes] | None = None
+    def indexes(self, keys: Sequence[str], seen: dict[str, tuple[bytes, Any]] | None = None
                 ) -> list[np.ndarray | None]:
         """Parsed indexes of the shards ``keys`` (None: shard not stored), one batched
-        ranged read for those not cached; the raw bytes of every index found go to
-        ``raws`` (to check them against the store when the data is read)."""
+        ranged read for those not cached; the raw bytes and the generation of every index
+        found go to ``seen`` (to read the data from that version: ``_fetch_checked``)."""
         found: dict[str, np.ndarray | None] = {}
         for k in keys:
             entry = self._indexes.get(k)
             if entry is not None:
                 found[k] = entry[1]
-                if raws is not None:
-                    raws[k] = entry[0]
+                if seen is not None:
+                    seen[k] = (entry[0], entry[2])
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         if missing:
             missing = self._fitting(missing, found)
@@ -166,13 +168,13 @@ class ShardEngine:
             where = self._where(missing[0])
             rng = self.codec.index_range
             try:
-                parts = self.store.get_ranges([(k, rng) for k in missing])
+                parts = self.store.get_versioned_ranges([(k, rng, ANY) for k in missing])
             except MemoryError:
                 raise self.codec.index_memory_error(where) from None
-            for key, part in zip(missing, parts, strict=True):
-                found[key] = None if part is None else self._remember(key, part)
-                if part is not None and raws is not None:
-                    raws[key] = bytes(part)
+            for key, (part, generation) in zip(missing, parts, strict=True):
+                found[key] = None if part is None else self._remember(key, part, generation)
+                if part is not None and seen is not None:
+                    seen[key] = (bytes(part), generation)
         return [found[k] for k in keys]
 
     def _where(self, key: str | None) -> str:
@@ -195,9 +197,11 @@ class ShardEngine:
             found[key] = None
         return []
 
-    def _remember(self, key: str, raw: Any) -> np.ndarray:
+    def _remember(self, key: str, raw: Any, generation: Any = ANY) -> np.ndarray:
+        """Parse and cache the index ``raw`` of shard ``key``, of the stored version
+        ``generation`` (``ANY``: unknown)."""
         index = self.codec.decode_index(raw, f"array {self.name!r}: shard {key!r}")
-        self._indexes.put(key, (bytes(raw), index))
+        self._indexes.put(key, (bytes(raw), index, generation))
         return index
 
     def invalidate(self, keys: Iterable[str] | None = None) -> None:
@@ -249,15 +253,16 @@ class ShardEngine:
             batch, keys = lookup.serve(batch, keys, out)
             if not batch:
                 return
-        raws: dict[str, bytes] = {}
-        indexes = self.indexes(keys, raws)
+        seen: dict[str, tuple[bytes, Any]] = {}
+        indexes = self.indexes(keys, seen)
         requests: list[tuple[str, tuple[int, int]]] = []
         wanted: list[list[tuple[ChunkProjection, int, int, int]]] = []
         fills: list[tuple[ChunkProjection, str, int]] = []
         # a store whose ranges may come from different versions of an object (S3: one
         # GET each) gets one covering range per shard, so a shard replaced meanwhile is
-        # never read half from each version (an unchanged index cannot tell them apart
-        # when the inner chunks keep their sizes)
+        # never read half from each version where the ranges cannot be pinned to the
+        # index's version (an unchanged index cannot tell them apart when the inner
+        # chunks keep their sizes)
         capabilities = self.store.capabilities
         gap = capabilities.request_cost_bytes if capabilities.snapshot_ranges else _ONE_RANGE
         for key, (_, items), index in zip(keys, batch, indexes, strict=True):
@@ -289,30 +294,17 @@ class ShardEngine:
                 requests.append((key, (a, b)))
                 wanted.append([t for t, g in zip(located, group.tolist(), strict=True)
                                if g == r])
-        # every index used is re-read alongside the data (same call: on stores with
-        # snapshot ranges, from the same version as the data) to catch other writers
-        recheck = [k for k in dict.fromkeys(keys) if k in raws]
-        parts = self.store.get_ranges(
-            requests + [(k, self.codec.index_range) for k in recheck]) if (
-            requests or recheck) else []
-        stale = [k for k, raw in zip(recheck, parts[len(requests):], strict=True)
-                 if raw is None or bytes(raw) != raws[k]]
-        if stale:
+        parts = self._fetch_checked(requests, seen)
+        if lookup is not None and (stale := lookup.changed()):
             raise _StaleIndex(stale)
         for p, _, _ in fills:
             out[p.out_selection] = self.read_fill
         work = []
-        for (key, (start, stop)), members, part in zip(requests, wanted, parts[:len(requests)],
-                                                       strict=True):
-            if part is None or len(part) != stop - start:
-                stale.append(key)
-                continue
+        for (key, (start, _)), members, part in zip(requests, wanted, parts, strict=True):
             for p, local, offset, nbytes in members:
                 # bytes, not a memoryview: some numcodecs decoders need a real buffer object
                 blob = part if len(members) == 1 else part[offset - start:offset - start + nbytes]
                 work.append((p, key, local, blob))
-        if stale or (lookup is not None and (stale := lookup.changed())):
-            raise _StaleIndex(stale)
         if lookup is not None:
             for _, key, local in fills:
                 lookup.keep(key, local, chunk_cache.FILL)
@@ -320,6 +312,49 @@ class ShardEngine:
             return
         current().pool.run_batched(lambda item: self.inner.read_into(
             out, item[0], self._label(item[1], item[2]), item[3]), work)
+
+    def _fetch_checked(self, requests: list[tuple[str, tuple[int, int]]],
+                       seen: dict[str, tuple[bytes, Any]]) -> list[bytes]:
+        """The byte ranges ``requests`` of the shards whose indexes ``seen`` holds (key ->
+        raw index bytes, generation), each read from the version of its shard that index
+        describes; else _StaleIndex naming the shards another writer replaced meanwhile
+        (or truncated). A shard whose index came with a generation (S3: its ETag) has its
+        ranges pinned to it (``Store.get_versioned_ranges``). Another, and one with no
+        range to read (its index from the cache may be old), has its index read again in
+        the same call: the same bytes, of one generation with its ranges (a store with
+        ``snapshot_ranges`` reads them from one version anyway), else stale; a generation
+        learned so pins the next read."""
+        asked = {k for k, _ in requests}
+        pins = {k: g for k, (_, g) in seen.items() if g is not ANY and k in asked}
+        recheck = [k for k in seen if k not in pins]
+        calls = [(k, r, pins.get(k, ANY)) for k, r in requests]
+        calls += [(k, self.codec.index_range, ANY) for k in recheck]
+        found = self.store.get_versioned_ranges(calls) if calls else []
+        stale: dict[str, None] = {}
+        versions: dict[str, list[Any]] = {}  # the generations each shard was read at
+        datas: list[bytes] = []
+        for (key, (start, stop)), (part, generation) in zip(requests, found[:len(requests)],
+                                                            strict=True):
+            if part is None or generation is CHANGED or len(part) != stop - start:
+                stale[key] = None
+            else:  # the one-pass decoders take bytes
+                datas.append(part if type(part) is bytes else bytes(part))
+                versions.setdefault(key, []).append(generation)
+        for key, (part, generation) in zip(recheck, found[len(requests):], strict=True):
+            if part is None or bytes(part) != seen[key][0]:
+                stale[key] = None
+            else:
+                versions.setdefault(key, []).append(generation)
+        for key in recheck:
+            known = [g for g in versions.get(key, ()) if g is not ANY]
+            if any(g != known[0] for g in known):  # ranges and index of two versions
+                stale[key] = None
+            elif known and key not in stale and (entry := self._indexes.get(key)) is not None \
+                    and entry[0] == seen[key][0]:
+                self._indexes.put(key, (entry[0], entry[1], known[0]))
+        if stale:
+            raise _StaleIndex(list(stale))
+        return datas
 
     # -- whole regions: shard by shard, no Python object per inner chunk ------------------
     def _region(self, projections: Any, shape: tuple[int, ...]
@@ -352,8 +387,8 @@ class ShardEngine:
         and index re-reads, worked out per shard with NumPy."""
         layout, chunks, ratio = self.layout, self.chunk_shape, self.layout.ratio
         keys = [layout.unit_key(shard) for shard in batch]
-        raws: dict[str, bytes] = {}
-        indexes = self.indexes(keys, raws)
+        seen: dict[str, tuple[bytes, Any]] = {}
+        indexes = self.indexes(keys, seen)
         capabilities = self.store.capabilities
         gap = capabilities.request_cost_bytes if capabilities.snapshot_ranges else _ONE_RANGE
         plans: list[tuple[Any, ...]] = []
@@ -374,21 +409,7 @@ class ShardEngine:
                     found = self._locate(key, ids, here, entries, gap, len(requests), requests)
             plans.append((key, lo, tuple(b - a for a, b in zip(lo, hi, strict=True)), ids,
                           found))
-        # every index used is re-read alongside the data (see _read_batch)
-        recheck = [k for k in dict.fromkeys(keys) if k in raws]
-        parts = self.store.get_ranges(
-            requests + [(k, self.codec.index_range) for k in recheck]) if (
-            requests or recheck) else []
-        stale = [k for k, raw in zip(recheck, parts[len(requests):], strict=True)
-                 if raw is None or bytes(raw) != raws[k]]
-        datas = parts[:len(requests)]
-        for i, ((key, (start, stop)), part) in enumerate(zip(requests, datas, strict=True)):
-            if part is None or len(part) != stop - start:
-                stale.append(key)
-            elif type(part) is not bytes:  # the one-pass decoders take bytes
-                datas[i] = bytes(part)
-        if stale:
-            raise _StaleIndex(stale)
+        datas = self._fetch_checked(requests, seen)
         starts = [start for _, (start, _) in requests]
         many = sum(len(plan[3]) for plan in plans) >= _POOL_CHUNKS
         current().pool.run_batched(
