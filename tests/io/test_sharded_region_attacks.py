@@ -477,19 +477,18 @@ def test_one_shard_per_batch_and_shrink_then_grow(tmp_path, monkeypatch):
 
 
 # -- a store without snapshot ranges (S3): an A-B-A writer between the GETs ----------------
-def _aba_store(inner, key, blob_a, blob_b):
-    """``inner`` (a MemoryStore holding version A of shard ``key``) read as S3 reads: each
-    range of a batched read is its own request (no snapshot ranges), and a writer puts
+def _aba_store(inner, key, blob_a, blob_b, put):
+    """``inner`` (holding version A of shard ``key``) read as S3 reads: each range of a
+    batched read is its own request (no snapshot ranges), and a writer (``put``) puts
     version B, then A again, while the first read of data ranges of ``key`` is under
-    way: its data requests see B, the index requests after them A again (equal bytes, a
-    new object). ``log`` records each request's range and pin."""
+    way: its data requests see B, the index requests after them A again (equal bytes,
+    written anew). ``log`` records each request's range and pin."""
     from dataclasses import replace
 
-    from chunkstore.storage.memory import MemoryStore
     from chunkstore.storage.wrappers import WrapperStore
 
     class Store(WrapperStore):
-        capabilities = replace(MemoryStore.capabilities, snapshot_ranges=False)
+        capabilities = replace(inner.capabilities, snapshot_ranges=False)
         log: list = []
         attacked = False
 
@@ -499,16 +498,48 @@ def _aba_store(inner, key, blob_a, blob_b):
             out = []
             for k, rng, pinned in requests:
                 if attack and k == key:
-                    is_data = rng in data
-                    self.inner.set(key, blob_b if is_data else bytes(bytearray(blob_a)))
+                    put(key, blob_b if rng in data else blob_a)
                 Store.log.append((k, rng, pinned))
                 out.extend(self.inner.get_versioned_ranges([(k, rng, pinned)]))
             if attack:  # the writer puts A back
-                self.inner.set(key, bytes(bytearray(blob_a)))
+                put(key, blob_a)
                 Store.attacked = True
             return out
 
     return Store(inner)
+
+
+def _aba_read(monkeypatch, inner, put, path, index):
+    """Versions A and B of one shard; A stored; read through ``_aba_store``: version A
+    whole. Returns the requests logged."""
+    from chunkstore.storage.base import ANY
+
+    a = cs.create_array(inner, shape=(8,), chunks=(2,), shards=(8,), dtype="i4",
+                        fill_value=0, compressors=None)
+    a[...] = np.arange(1, 9, dtype="i4")          # version A: 4 inner chunks
+    blob_a = bytes(inner.get("c/0"))
+    a[0:2] = 0                                    # version B: chunk 0 fill (left out)
+    a[2:8] = np.arange(11, 17, dtype="i4")
+    blob_b = bytes(inner.get("c/0"))
+    put("c/0", blob_a)                            # and A again
+    assert len(blob_a) != len(blob_b) and blob_a[-36:] != blob_b[-36:]
+    store = _aba_store(inner, "c/0", blob_a, blob_b, put)
+    if path == "chunks":
+        _slow(monkeypatch)
+    reader = cs.open_array(store, mode="r+", cache=0)
+    if index == "written":  # the engine's own write: an index cached without generation
+        reader[...] = np.arange(1, 9, dtype="i4")
+        assert bytes(inner.get("c/0")) == blob_a
+    type(store).log.clear()
+    assert reader[...].tolist() == list(range(1, 9))
+    log = type(store).log
+    assert type(store).attacked  # the writer did land between the GETs
+    data = [(rng, pin) for k, rng, pin in log if rng[0] >= 0 and rng[1] > 16]
+    if index == "read":  # pinned: the attacked request and the one read again
+        assert len(data) == 2 and all(pin is not ANY for _, pin in data), log
+    else:  # an index without generation: read again beside the data, then pinned
+        assert data[0][1] is ANY and data[-1][1] is not ANY, log
+    return log
 
 
 @pytest.mark.parametrize("index", ["read", "written"])
@@ -520,36 +551,28 @@ def test_aba_rewrite_between_the_gets_is_not_read_as_garbage(monkeypatch, path, 
     generation (``read``: the data ranges are pinned to it) or of none (``written``: the
     engine wrote it, so its data ranges are read with the index again and must be of one
     generation), the read is version A whole."""
-    from chunkstore.storage.base import ANY
     from chunkstore.storage.memory import MemoryStore
 
     inner = MemoryStore()
-    a = cs.create_array(inner, shape=(8,), chunks=(2,), shards=(8,), dtype="i4",
-                        fill_value=0, compressors=None)
-    a[...] = np.arange(1, 9, dtype="i4")          # version A: 4 inner chunks
-    blob_a = bytes(inner.get("c/0"))
-    a[0:2] = 0                                    # version B: chunk 0 fill (left out)
-    a[2:8] = np.arange(11, 17, dtype="i4")
-    blob_b = bytes(inner.get("c/0"))
-    inner.set("c/0", blob_a)                      # and A again
-    assert len(blob_a) != len(blob_b) and blob_a[-36:] != blob_b[-36:]
-    store = _aba_store(inner, "c/0", blob_a, blob_b)
-    if path == "chunks":
-        _slow(monkeypatch)
-    reader = cs.open_array(store, mode="r+", cache=0)
-    if index == "written":  # the engine's own write: an index cached without generation
-        reader[...] = np.arange(1, 9, dtype="i4")
-        assert bytes(inner.get("c/0")) == blob_a
-    type(store).log.clear()
-    got = reader[...]
-    assert got.tolist() == list(range(1, 9))
-    log = type(store).log
-    assert type(store).attacked  # the writer did land between the GETs
-    data = [(rng, pin) for k, rng, pin in log if rng[0] >= 0 and rng[1] > 16]
-    if index == "read":  # pinned: the attacked request and the one read again
-        assert len(data) == 2 and all(pin is not ANY for _, pin in data), log
-    else:  # an index without generation: read again beside the data, then pinned
-        assert data[0][1] is ANY and data[-1][1] is not ANY, log
+    _aba_read(monkeypatch, inner, lambda k, v: inner.set(k, bytes(bytearray(v))), path,
+              index)
+
+
+@pytest.mark.parametrize("index", ["read", "written"])
+@pytest.mark.parametrize("path", ["region", "chunks"])
+def test_aba_rewrite_between_the_gets_on_s3(s3_bucket_both, monkeypatch, path, index):
+    """The same against an S3 server (moto), through obstore and s3fs, the writer another
+    client: the data GETs pinned with ``If-Match: <ETag>`` are refused (412) while B is
+    stored, and the read is redone from a fresh index."""
+    from chunkstore.storage.resolve import resolve_store
+    from chunkstore.storage.s3_conditional import ETag
+
+    url, options = s3_bucket_both
+    inner = resolve_store(f"{url}/aba.zarr", storage_options=options)
+    writer = resolve_store(f"{url}/aba.zarr", storage_options=options)
+    assert inner.backend == options["backend"]
+    log = _aba_read(monkeypatch, inner, writer.set, path, index)
+    assert any(isinstance(pin, ETag) for _, _, pin in log)
 
 
 @pytest.mark.parametrize("cache", [0, 1 << 20])
