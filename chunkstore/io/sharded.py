@@ -40,7 +40,7 @@ import functools
 import itertools
 import random
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -54,16 +54,16 @@ from chunkstore.indexing import ChunkProjection, OrthogonalIndexer
 from chunkstore.indexing.axes import SliceAxis
 from chunkstore.io.cache import chunk_cache
 from chunkstore.io.cache.inner_cache import InnerLookup
-from chunkstore.io.cache.lru import LRUCache
 from chunkstore.io.chunk_codec import ChunkCodec
 from chunkstore.io.coalesce import coalesce
 from chunkstore.io.layout import ChunkLayout
 from chunkstore.io.plain import BATCH_BYTES
 from chunkstore.io.resize import clear_outside
 from chunkstore.io.rmw import WriteUnit, commit_units
+from chunkstore.io.shard_index import Seen, ShardIndexes, StaleIndex
 from chunkstore.runtime import current
 from chunkstore.runtime.pool import batches
-from chunkstore.storage.base import ANY, CHANGED, Store
+from chunkstore.storage.base import Store
 
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
 #: reads of a batch whose shards other writers keep replacing (about 2 s in all with the
@@ -74,14 +74,6 @@ _ONE_RANGE = 2**62  # a coalescing gap that joins every range of a shard
 #: thread numcodecs' blosc takes its global lock and context (about twice the time per
 #: tiny chunk)
 _POOL_CHUNKS = 64
-
-
-class _StaleIndex(Exception):
-    """A cached index no longer matches the stored shard."""
-
-    def __init__(self, keys: list[str]) -> None:
-        super().__init__(keys)
-        self.keys = keys
 
 
 def is_sharded(pipeline: Pipeline) -> bool:
@@ -117,11 +109,8 @@ class ShardEngine:
         # decoded inner chunks kept between calls (``chunk_cache``, ``inner_cache``; off
         # unless a budget is set)
         self.cache = chunk_cache.resolve(cache)
-        # key -> (raw index bytes, parsed index)
-        # parsed indexes kept per open array (an index of 64 inner chunks is 1 KiB)
-        self._indexes = LRUCache(max_entries=65536,
-                                 max_bytes=current().budgets.shard_index_bytes,
-                                 size_of=lambda e: 2 * len(e[0]) + 64)
+        #: the shards' parsed indexes, kept per open array, and the version of each
+        self.indexes = ShardIndexes(store, codec, name, self._where)
 
     @functools.cached_property
     def _sid(self) -> Any:
@@ -149,64 +138,15 @@ class ShardEngine:
         return f"{key} (inner chunk {tuple(int(c) for c in coords)})"
 
     # -- indexes -------------------------------------------------------------------------
-    def indexes(self, keys: Sequence[str], seen: dict[str, tuple[bytes, Any]] | None = None
-                ) -> list[np.ndarray | None]:
-        """Parsed indexes of the shards ``keys`` (None: shard not stored), one batched
-        ranged read for those not cached; the raw bytes and the generation of every index
-        found go to ``seen`` (to read the data from that version: ``_fetch_checked``)."""
-        found: dict[str, np.ndarray | None] = {}
-        for k in keys:
-            entry = self._indexes.get(k)
-            if entry is not None:
-                found[k] = entry[1]
-                if seen is not None:
-                    seen[k] = (entry[0], entry[2])
-        missing = list(dict.fromkeys(k for k in keys if k not in found))
-        if missing:
-            missing = self._fitting(missing, found)
-        if missing:
-            where = self._where(missing[0])
-            rng = self.codec.index_range
-            try:
-                parts = self.store.get_versioned_ranges([(k, rng, ANY) for k in missing])
-            except MemoryError:
-                raise self.codec.index_memory_error(where) from None
-            for key, (part, generation) in zip(missing, parts, strict=True):
-                found[key] = None if part is None else self._remember(key, part, generation)
-                if part is not None and seen is not None:
-                    seen[key] = (bytes(part), generation)
-        return [found[k] for k in keys]
-
     def _where(self, key: str | None) -> str:
         """Names the array, its store and the shard, for errors about memory (raised
         once, where a user must find which array it is)."""
         shard = "" if key is None else f": shard {key!r}"
         return f"array {self.name!r} in {self.store!r}{shard}"
 
-    def _fitting(self, keys: list[str], found: dict[str, np.ndarray | None]) -> list[str]:
-        """``keys`` whose index is to be read: all of them, unless the index is larger
-        than this machine's memory (a shard cannot be read here): then a shard that
-        exists is refused, naming it, before the store allocates its index, and the
-        others (not stored: read as fill) are recorded in ``found``."""
-        limit = memory_limit()
-        if limit is None or self.codec.index_nbytes <= limit:
-            return keys
-        for key in keys:
-            if self.store.exists(key):
-                self.codec.check_index_fits(self._where(key))
-            found[key] = None
-        return []
-
-    def _remember(self, key: str, raw: Any, generation: Any = ANY) -> np.ndarray:
-        """Parse and cache the index ``raw`` of shard ``key``, of the stored version
-        ``generation`` (``ANY``: unknown)."""
-        index = self.codec.decode_index(raw, f"array {self.name!r}: shard {key!r}")
-        self._indexes.put(key, (bytes(raw), index, generation))
-        return index
-
     def invalidate(self, keys: Iterable[str] | None = None) -> None:
         """Forget cached indexes (all of them by default)."""
-        self._indexes.discard(keys)
+        self.indexes.invalidate(keys)
 
     def _invalidate(self, keys: list[str]) -> None:
         """After the shards ``keys`` were written or deleted: forget their indexes here,
@@ -234,7 +174,7 @@ class ShardEngine:
             try:
                 read()
                 return
-            except _StaleIndex as e:  # another writer replaced a shard: read it again
+            except StaleIndex as e:  # another writer replaced a shard: read it again
                 self.invalidate(e.keys)
                 stale = e.keys
                 # jittered: not in step with a writer that rewrites at a steady pace
@@ -253,8 +193,8 @@ class ShardEngine:
             batch, keys = lookup.serve(batch, keys, out)
             if not batch:
                 return
-        seen: dict[str, tuple[bytes, Any]] = {}
-        indexes = self.indexes(keys, seen)
+        seen: Seen = {}
+        indexes = self.indexes.lookup(keys, seen)
         requests: list[tuple[str, tuple[int, int]]] = []
         wanted: list[list[tuple[ChunkProjection, int, int, int]]] = []
         fills: list[tuple[ChunkProjection, str, int]] = []
@@ -294,9 +234,9 @@ class ShardEngine:
                 requests.append((key, (a, b)))
                 wanted.append([t for t, g in zip(located, group.tolist(), strict=True)
                                if g == r])
-        parts = self._fetch_checked(requests, seen)
+        parts = self.indexes.fetch(requests, seen)
         if lookup is not None and (stale := lookup.changed()):
-            raise _StaleIndex(stale)
+            raise StaleIndex(stale)
         for p, _, _ in fills:
             out[p.out_selection] = self.read_fill
         work = []
@@ -312,49 +252,6 @@ class ShardEngine:
             return
         current().pool.run_batched(lambda item: self.inner.read_into(
             out, item[0], self._label(item[1], item[2]), item[3]), work)
-
-    def _fetch_checked(self, requests: list[tuple[str, tuple[int, int]]],
-                       seen: dict[str, tuple[bytes, Any]]) -> list[bytes]:
-        """The byte ranges ``requests`` of the shards whose indexes ``seen`` holds (key ->
-        raw index bytes, generation), each read from the version of its shard that index
-        describes; else _StaleIndex naming the shards another writer replaced meanwhile
-        (or truncated). A shard whose index came with a generation (S3: its ETag) has its
-        ranges pinned to it (``Store.get_versioned_ranges``). Another, and one with no
-        range to read (its index from the cache may be old), has its index read again in
-        the same call: the same bytes, of one generation with its ranges (a store with
-        ``snapshot_ranges`` reads them from one version anyway), else stale; a generation
-        learned so pins the next read."""
-        asked = {k for k, _ in requests}
-        pins = {k: g for k, (_, g) in seen.items() if g is not ANY and k in asked}
-        recheck = [k for k in seen if k not in pins]
-        calls = [(k, r, pins.get(k, ANY)) for k, r in requests]
-        calls += [(k, self.codec.index_range, ANY) for k in recheck]
-        found = self.store.get_versioned_ranges(calls) if calls else []
-        stale: dict[str, None] = {}
-        versions: dict[str, list[Any]] = {}  # the generations each shard was read at
-        datas: list[bytes] = []
-        for (key, (start, stop)), (part, generation) in zip(requests, found[:len(requests)],
-                                                            strict=True):
-            if part is None or generation is CHANGED or len(part) != stop - start:
-                stale[key] = None
-            else:  # the one-pass decoders take bytes
-                datas.append(part if type(part) is bytes else bytes(part))
-                versions.setdefault(key, []).append(generation)
-        for key, (part, generation) in zip(recheck, found[len(requests):], strict=True):
-            if part is None or bytes(part) != seen[key][0]:
-                stale[key] = None
-            else:
-                versions.setdefault(key, []).append(generation)
-        for key in recheck:
-            known = [g for g in versions.get(key, ()) if g is not ANY]
-            if any(g != known[0] for g in known):  # ranges and index of two versions
-                stale[key] = None
-            elif known and key not in stale and (entry := self._indexes.get(key)) is not None \
-                    and entry[0] == seen[key][0]:
-                self._indexes.put(key, (entry[0], entry[1], known[0]))
-        if stale:
-            raise _StaleIndex(list(stale))
-        return datas
 
     # -- whole regions: shard by shard, no Python object per inner chunk ------------------
     def _region(self, projections: Any, shape: tuple[int, ...]
@@ -387,8 +284,8 @@ class ShardEngine:
         and index re-reads, worked out per shard with NumPy."""
         layout, chunks, ratio = self.layout, self.chunk_shape, self.layout.ratio
         keys = [layout.unit_key(shard) for shard in batch]
-        seen: dict[str, tuple[bytes, Any]] = {}
-        indexes = self.indexes(keys, seen)
+        seen: Seen = {}
+        indexes = self.indexes.lookup(keys, seen)
         capabilities = self.store.capabilities
         gap = capabilities.request_cost_bytes if capabilities.snapshot_ranges else _ONE_RANGE
         plans: list[tuple[Any, ...]] = []
@@ -409,7 +306,7 @@ class ShardEngine:
                     found = self._locate(key, ids, here, entries, gap, len(requests), requests)
             plans.append((key, lo, tuple(b - a for a, b in zip(lo, hi, strict=True)), ids,
                           found))
-        datas = self._fetch_checked(requests, seen)
+        datas = self.indexes.fetch(requests, seen)
         starts = [start for _, (start, _) in requests]
         many = sum(len(plan[3]) for plan in plans) >= _POOL_CHUNKS
         current().pool.run_batched(
@@ -576,7 +473,7 @@ class ShardEngine:
 
     def _after_commit(self, key: str, result: Any) -> None:
         if isinstance(result, bytes | bytearray):
-            self._remember(key, self.codec.index_bytes_of(result))
+            self.indexes.remember(key, self.codec.index_bytes_of(result))
         else:
             self.invalidate([key])
 
