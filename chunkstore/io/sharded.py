@@ -8,10 +8,11 @@ on the inner chunk grid; the layout groups them by shard.
   (parsed indexes are kept in a bounded cache, each with the generation of the shard it
   was read from), then the byte ranges of just the needed inner chunks with one more
   (neighbours merged by the store's request cost), and decode them in the pool straight
-  into the output. An index is never trusted blindly: the data ranges are pinned to its
-  generation (S3: ``If-Match: <ETag>``), or where it has none (a store without versions,
-  an index the engine wrote itself) the same batched call re-reads the index bytes; if
-  another writer has replaced the shard the batch is redone with the new index. With a decoded-chunk cache
+  into the output. An index is never trusted blindly (``shard_index``): on S3 the data
+  ranges are pinned to its generation (``If-Match: <ETag>``); elsewhere, or where it
+  has none, the same batched call re-reads the index bytes; if another writer has
+  replaced the shard the batch is redone with the new index (a shard that keeps being
+  replaced: read whole, one request). With a decoded-chunk cache
   budget (``chunk_cache``), inner chunks are first looked up there (``inner_cache``:
   checked against each shard's token), and those read are decoded, kept and scattered.
 * A selection of step-1 slices on a regular grid (``a[...]``, ``a[10:500, :]``) is read
@@ -40,7 +41,8 @@ import functools
 import itertools
 import random
 import time
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -69,6 +71,10 @@ Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
 #: reads of a batch whose shards other writers keep replacing (about 2 s in all with the
 #: back-off: a writer rewriting a small shard every millisecond made 16 too few)
 READ_ATTEMPTS = 48
+#: stale reads of one shard after which, on a store without snapshot ranges, it is read
+#: whole (one request: one version) instead of by ranges pinned to its index's version,
+#: which a writer rewriting it steadily keeps refusing
+WHOLE_AFTER = 2
 _ONE_RANGE = 2**62  # a coalescing gap that joins every range of a shard
 #: inner chunks from which even one shard is decoded on a pool thread: on the main
 #: thread numcodecs' blosc takes its global lock and context (about twice the time per
@@ -110,7 +116,7 @@ class ShardEngine:
         # unless a budget is set)
         self.cache = chunk_cache.resolve(cache)
         #: the shards' parsed indexes, kept per open array, and the version of each
-        self.indexes = ShardIndexes(store, codec, name, self._where)
+        self.indexes = ShardIndexes(store, codec, name, self._where, self.max_shard)
 
     @functools.cached_property
     def _sid(self) -> Any:
@@ -168,15 +174,22 @@ class ShardEngine:
             self._retrying(functools.partial(self._read_batch, batch, out, cached))
 
     def _retrying(self, read: Any) -> None:
-        """``read()`` again while another writer replaces one of its shards meanwhile."""
+        """``read(whole)`` again while another writer replaces one of its shards
+        meanwhile; ``whole``: the shards to read whole (``WHOLE_AFTER``)."""
         delay = 0.0005
+        changed: Counter[str] = Counter()
+        whole: set[str] = set()
+        ranges_may_mix = not self.store.capabilities.snapshot_ranges
         for _attempt in range(READ_ATTEMPTS):
             try:
-                read()
+                read(whole)
                 return
             except StaleIndex as e:  # another writer replaced a shard: read it again
                 self.invalidate(e.keys)
                 stale = e.keys
+                changed.update(stale)
+                if ranges_may_mix:
+                    whole.update(k for k in stale if changed[k] >= WHOLE_AFTER)
                 # jittered: not in step with a writer that rewrites at a steady pace
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(0.05, delay * 2)
@@ -185,7 +198,8 @@ class ShardEngine:
             f"({READ_ATTEMPTS} attempts), or is shorter than its index says "
             "(truncated shard)")
 
-    def _read_batch(self, batch: list[Group], out: np.ndarray, cached: bool = False) -> None:
+    def _read_batch(self, batch: list[Group], out: np.ndarray, cached: bool = False,
+                    whole: Collection[str] = ()) -> None:
         keys = [self.layout.unit_key(shard) for shard, _ in batch]
         lookup = None
         if cached:
@@ -234,7 +248,7 @@ class ShardEngine:
                 requests.append((key, (a, b)))
                 wanted.append([t for t, g in zip(located, group.tolist(), strict=True)
                                if g == r])
-        parts = self.indexes.fetch(requests, seen)
+        parts = self.indexes.fetch(requests, seen, whole)
         if lookup is not None and (stale := lookup.changed()):
             raise StaleIndex(stale)
         for p, _, _ in fills:
@@ -279,7 +293,7 @@ class ShardEngine:
         return batches(shards, max(1, BATCH_BYTES // self.shard_nbytes))
 
     def _read_region(self, batch: list[tuple[int, ...]], region: tuple[tuple[int, int], ...],
-                     out: np.ndarray) -> None:
+                     out: np.ndarray, whole: Collection[str] = ()) -> None:
         """``_read_batch`` for the shards ``batch`` of a region: the same requests, checks
         and index re-reads, worked out per shard with NumPy."""
         layout, chunks, ratio = self.layout, self.chunk_shape, self.layout.ratio
@@ -306,7 +320,7 @@ class ShardEngine:
                     found = self._locate(key, ids, here, entries, gap, len(requests), requests)
             plans.append((key, lo, tuple(b - a for a, b in zip(lo, hi, strict=True)), ids,
                           found))
-        datas = self.indexes.fetch(requests, seen)
+        datas = self.indexes.fetch(requests, seen, whole)
         starts = [start for _, (start, _) in requests]
         many = sum(len(plan[3]) for plan in plans) >= _POOL_CHUNKS
         current().pool.run_batched(

@@ -575,6 +575,48 @@ def test_aba_rewrite_between_the_gets_on_s3(s3_bucket_both, monkeypatch, path, i
     assert any(isinstance(pin, ETag) for _, _, pin in log)
 
 
+@pytest.mark.parametrize("path", ["region", "chunks"])
+def test_shard_rewritten_before_every_pinned_read_is_read_whole(monkeypatch, path):
+    """A writer replaces the shard (the same index, other values) before every read of its
+    data ranges on a store without snapshot ranges: every pinned read is refused, so
+    after ``WHOLE_AFTER`` of them the shard is read whole, one request, one version, and
+    the read ends with that version (not after ``READ_ATTEMPTS`` with an error)."""
+    from dataclasses import replace
+
+    import chunkstore.io.sharded as sharded
+    from chunkstore.storage.memory import MemoryStore
+    from chunkstore.storage.wrappers import MetricsStore, WrapperStore
+
+    inner = MemoryStore()
+    a = cs.create_array(inner, shape=(8,), chunks=(2,), shards=(8,), dtype="i4",
+                        fill_value=-1, compressors=None)
+    a[...] = 0
+    versions = [bytes(inner.get("c/0"))]
+    for v in range(1, 60):
+        a[...] = v
+        versions.append(bytes(inner.get("c/0")))
+    assert len({len(v) for v in versions}) == 1  # the same sizes: the same index
+
+    class Rewriting(WrapperStore):
+        capabilities = replace(MemoryStore.capabilities, snapshot_ranges=False)
+        n = 0
+
+        def get_versioned_ranges(self, requests):
+            if any(r[0] >= 0 and r[1] > 16 for _, r, _ in requests):
+                Rewriting.n += 1
+                inner.set("c/0", versions[Rewriting.n])
+            return self.inner.get_versioned_ranges(requests)
+
+    inner.set("c/0", versions[0])
+    store = MetricsStore(Rewriting(inner))
+    if path == "chunks":
+        _slow(monkeypatch)
+    got = cs.open_array(store, mode="r", cache=0)[...]
+    assert len(set(got.tolist())) == 1 and got[0] == Rewriting.n  # one version, whole
+    assert Rewriting.n == sharded.WHOLE_AFTER < sharded.READ_ATTEMPTS
+    assert store.calls["get_versioned_many"] == 1  # the whole shard, once
+
+
 @pytest.mark.parametrize("cache", [0, 1 << 20])
 def test_cached_reader_sees_same_size_rewrites_by_another_writer(tmp_path, cache):
     """tensorstore (another engine: no write notification reaches chunkstore) rewrites a

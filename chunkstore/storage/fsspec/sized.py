@@ -92,19 +92,19 @@ def s3_get_sized(fs: Any, items: Sequence[tuple[str, int | None, int | None]]) -
                 batch_size=fs.batch_size, return_exceptions=True)
 
 
-def s3_get_pinned(fs: Any, items: Sequence[tuple[str, int | None, int | None, Any]]
-                  ) -> list[Any]:
+def s3_get_pinned(fs: Any, items: Sequence[tuple[str, int | None, int | None, Any]],
+                  conditions: bool = True) -> list[Any]:
     """``(bytes, generation)`` of each ``(path, start, stop, pinned)`` range (one
     ``GetObject`` each: the generation is the answer's ``ETag``, ``ABSENT`` when
     missing), or the exception raised for it. Pinned to an ETag (not ``ANY``), the GET is
-    sent with ``If-Match``, and ``(None, CHANGED)`` stands for a 412, a missing object or
-    an answer of another ETag (a server that ignored the condition)."""
+    sent with ``If-Match`` (with ``conditions``), and ``(None, CHANGED)`` stands for a
+    412, a missing object or an answer of another ETag."""
     from fsspec.asyn import _run_coros_in_chunks, sync
 
     async def one(path: str, start: int | None, stop: int | None, pinned: Any
                   ) -> tuple[bytes | None, Any]:
         bucket, key, _ = fs.split_path(path)
-        extra = {} if pinned is ANY else {"IfMatch": pinned.value}
+        extra = {"IfMatch": pinned.value} if conditions and pinned is not ANY else {}
 
         def tagged(data: bytes | None, response: dict[str, Any] | None
                    ) -> tuple[bytes | None, Any]:

@@ -407,7 +407,8 @@ class FsspecStore(Store):
     def get_versioned_ranges(self, requests: Sequence[tuple[str, ByteRange | None, Any]]
                              ) -> list[tuple[bytes | None, Any]]:
         """On S3: byte ranges with their objects' ETags, concurrently, a request pinned to
-        an ETag sent with ``If-Match`` (see ``sized.s3_get_pinned``). Elsewhere (no
+        an ETag checked against the answer's and sent with ``If-Match`` (unless the
+        server is known to ignore conditions; see ``sized.s3_get_pinned``). Elsewhere (no
         conditional reads): ``Store.get_versioned_ranges``."""
         if not requests:
             return []
@@ -421,7 +422,8 @@ class FsspecStore(Store):
         items = [(self._path(k), *(r if r is not None else (None, None)), g)
                  for k, r, g in requests]
         with self._remote("reading", keys):
-            found = s3_get_pinned(self.fs, items)
+            # a server known to ignore conditions is sent none: the ETags are checked
+            found = s3_get_pinned(self.fs, items, self._versioned_reads)
         for key, item in zip(keys, found, strict=True):
             if isinstance(item, BaseException):
                 if isinstance(item, ChunkstoreError):

@@ -370,13 +370,15 @@ class ObstoreStore(Store):
     def get_versioned_ranges(self, requests: Sequence[tuple[str, ByteRange | None, Any]]
                              ) -> list[tuple[bytes | None, Any]]:
         """Byte ranges with their objects' ETags, fetched concurrently; a request pinned
-        to an ETag is a GET with ``If-Match`` (412: ``(None, CHANGED)``), and the ETag
-        the answer carries is checked too (a server that ignored the condition)."""
+        to an ETag is a GET with ``If-Match`` (412: ``(None, CHANGED)``; none to a server
+        known to ignore conditions), and the ETag the answer carries is checked too."""
         for key, _, pinned in requests:
             if pinned is not ANY and not isinstance(pinned, ETag):
                 raise ValueError(f"{self!r}: a read of {key!r} pinned to {pinned!r}, not "
                                  "an ETag")
-        items = [(k, self._path(k), r, g) for k, r, g in requests]
+        # a server known to ignore conditions is sent none: the ETags are checked here
+        send = self._versioned_reads
+        items = [(k, self._path(k), r, g, send) for k, r, g in requests]
         found = []
         for (key, _, _), value in zip(requests, run_all(self._get_range_tagged, items),
                                       strict=True):
@@ -392,18 +394,18 @@ class ObstoreStore(Store):
         """The range's bytes and the object's size (None when missing or unknown)."""
         if item[2] is None:
             return self._get_whole(item[1]), None
-        data, size, _ = self._get_range_tagged((*item, ANY))
+        data, size, _ = self._get_range_tagged((*item, ANY, False))
         return data, size
 
-    def _get_range_tagged(self, item: tuple[str, str, ByteRange | None, Any]
+    def _get_range_tagged(self, item: tuple[str, str, ByteRange | None, Any, bool]
                           ) -> tuple[bytes | None, int | None, Any]:
         """The range's bytes, the object's size and its generation (``ETag``; ``ANY``
         when the server sent none; ``ABSENT`` when missing); pinned to an ETag (not
-        ``ANY``): read with ``If-Match``, ``(None, None, CHANGED)`` when the object is
-        another one now."""
-        _, path, byte_range, pinned = item
+        ``ANY``): ``(None, None, CHANGED)`` when the object is another one now (read
+        with ``If-Match`` when the last item says so)."""
+        _, path, byte_range, pinned, send = item
         obs = obstore_module()
-        match = {} if pinned is ANY else {"if_match": pinned.value}
+        match = {"if_match": pinned.value} if send and pinned is not ANY else {}
 
         def tagged(data: bytes | None, meta: Any) -> tuple[bytes | None, int | None, Any]:
             if meta is None:
