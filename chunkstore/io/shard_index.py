@@ -13,8 +13,8 @@ inner chunks from a version of each shard whose index is the one they were plann
 * otherwise (a store with snapshot ranges, an index without generation, a shard with no
   range to read whose cached index may be old) the index is read again in the same
   call: it must be the same bytes, and of one generation with the ranges (a store with
-  ``snapshot_ranges`` reads them from one version anyway); a generation so learned pins
-  the next read;
+  ``snapshot_ranges`` reads them from one version anyway); without snapshot ranges, a
+  generation so learned pins the next read;
 * a shard whose reads kept being refused (a writer rewriting it steadily: the engine
   says which, ``whole``) is read whole in one request, one version, and used when its
   own index is the one planned.
@@ -86,6 +86,8 @@ class ShardIndexes:
                 parts = self.store.get_versioned_ranges([(k, rng, ANY) for k in missing])
             except MemoryError:
                 raise self.codec.index_memory_error(self.where(missing[0])) from None
+            if self.store.capabilities.snapshot_ranges:  # never pinned: keep no generation
+                parts = [(part, ANY) for part, _ in parts]
             for key, (part, generation) in zip(missing, parts, strict=True):
                 found[key] = None if part is None else self.remember(key, part, generation)
                 if part is not None and seen is not None:
@@ -160,7 +162,7 @@ class ShardIndexes:
             known = [g for g in versions.get(key, ()) if g is not ANY]
             if any(g != known[0] for g in known):  # ranges and index of two versions
                 stale[key] = None
-            elif known and key not in stale:
+            elif known and key not in stale and not snapshots:
                 self._learned(key, seen[key][0], known[0])
         if stale:
             raise StaleIndex(list(stale))
