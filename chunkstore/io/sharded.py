@@ -4,12 +4,15 @@ write whole shards, each a write unit of ``io.rmw``.
 The array layer sees inner chunks (``Array.chunks``) and hands this engine projections
 on the inner chunk grid; the layout groups them by shard.
 
-* Reads fetch the indexes of all touched shards with one ``get_ranges`` (parsed indexes
-  are kept in a bounded cache), then the byte ranges of just the needed inner chunks
-  with one more ``get_ranges`` (neighbours merged by the store's request cost), and
-  decode them in the pool straight into the output. A cached index is never trusted
-  blindly: the same batched call re-reads the index bytes, and if another writer has
-  replaced the shard the batch is redone with the new index. With a decoded-chunk cache
+* Reads fetch the indexes of all touched shards with one ``get_versioned_ranges``
+  (parsed indexes are kept in a bounded cache, each with the generation of the shard it
+  was read from), then the byte ranges of just the needed inner chunks with one more
+  (neighbours merged by the store's request cost), and decode them in the pool straight
+  into the output. An index is never trusted blindly (``shard_index``): on S3 the data
+  ranges are pinned to its generation (``If-Match: <ETag>``); elsewhere, or where it
+  has none, the same batched call re-reads the index bytes; if another writer has
+  replaced the shard the batch is redone with the new index (a shard that keeps being
+  replaced: read whole, one request). With a decoded-chunk cache
   budget (``chunk_cache``), inner chunks are first looked up there (``inner_cache``:
   checked against each shard's token), and those read are decoded, kept and scattered.
 * A selection of step-1 slices on a regular grid (``a[...]``, ``a[10:500, :]``) is read
@@ -38,7 +41,8 @@ import functools
 import itertools
 import random
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -52,13 +56,13 @@ from chunkstore.indexing import ChunkProjection, OrthogonalIndexer
 from chunkstore.indexing.axes import SliceAxis
 from chunkstore.io.cache import chunk_cache
 from chunkstore.io.cache.inner_cache import InnerLookup
-from chunkstore.io.cache.lru import LRUCache
 from chunkstore.io.chunk_codec import ChunkCodec
 from chunkstore.io.coalesce import coalesce
 from chunkstore.io.layout import ChunkLayout
 from chunkstore.io.plain import BATCH_BYTES
 from chunkstore.io.resize import clear_outside
 from chunkstore.io.rmw import WriteUnit, commit_units
+from chunkstore.io.shard_index import Seen, ShardIndexes, StaleIndex
 from chunkstore.runtime import current
 from chunkstore.runtime.pool import batches
 from chunkstore.storage.base import Store
@@ -67,19 +71,15 @@ Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
 #: reads of a batch whose shards other writers keep replacing (about 2 s in all with the
 #: back-off: a writer rewriting a small shard every millisecond made 16 too few)
 READ_ATTEMPTS = 48
+#: stale reads of one shard after which, on a store without snapshot ranges, it is read
+#: whole (one request: one version) instead of by ranges pinned to its index's version,
+#: which a writer rewriting it steadily keeps refusing
+WHOLE_AFTER = 2
 _ONE_RANGE = 2**62  # a coalescing gap that joins every range of a shard
 #: inner chunks from which even one shard is decoded on a pool thread: on the main
 #: thread numcodecs' blosc takes its global lock and context (about twice the time per
 #: tiny chunk)
 _POOL_CHUNKS = 64
-
-
-class _StaleIndex(Exception):
-    """A cached index no longer matches the stored shard."""
-
-    def __init__(self, keys: list[str]) -> None:
-        super().__init__(keys)
-        self.keys = keys
 
 
 def is_sharded(pipeline: Pipeline) -> bool:
@@ -115,11 +115,8 @@ class ShardEngine:
         # decoded inner chunks kept between calls (``chunk_cache``, ``inner_cache``; off
         # unless a budget is set)
         self.cache = chunk_cache.resolve(cache)
-        # key -> (raw index bytes, parsed index)
-        # parsed indexes kept per open array (an index of 64 inner chunks is 1 KiB)
-        self._indexes = LRUCache(max_entries=65536,
-                                 max_bytes=current().budgets.shard_index_bytes,
-                                 size_of=lambda e: 2 * len(e[0]) + 64)
+        #: the shards' parsed indexes, kept per open array, and the version of each
+        self.indexes = ShardIndexes(store, codec, name, self._where, self.max_shard)
 
     @functools.cached_property
     def _sid(self) -> Any:
@@ -147,62 +144,15 @@ class ShardEngine:
         return f"{key} (inner chunk {tuple(int(c) for c in coords)})"
 
     # -- indexes -------------------------------------------------------------------------
-    def indexes(self, keys: Sequence[str], raws: dict[str, bytes] | None = None
-                ) -> list[np.ndarray | None]:
-        """Parsed indexes of the shards ``keys`` (None: shard not stored), one batched
-        ranged read for those not cached; the raw bytes of every index found go to
-        ``raws`` (to check them against the store when the data is read)."""
-        found: dict[str, np.ndarray | None] = {}
-        for k in keys:
-            entry = self._indexes.get(k)
-            if entry is not None:
-                found[k] = entry[1]
-                if raws is not None:
-                    raws[k] = entry[0]
-        missing = list(dict.fromkeys(k for k in keys if k not in found))
-        if missing:
-            missing = self._fitting(missing, found)
-        if missing:
-            where = self._where(missing[0])
-            rng = self.codec.index_range
-            try:
-                parts = self.store.get_ranges([(k, rng) for k in missing])
-            except MemoryError:
-                raise self.codec.index_memory_error(where) from None
-            for key, part in zip(missing, parts, strict=True):
-                found[key] = None if part is None else self._remember(key, part)
-                if part is not None and raws is not None:
-                    raws[key] = bytes(part)
-        return [found[k] for k in keys]
-
     def _where(self, key: str | None) -> str:
         """Names the array, its store and the shard, for errors about memory (raised
         once, where a user must find which array it is)."""
         shard = "" if key is None else f": shard {key!r}"
         return f"array {self.name!r} in {self.store!r}{shard}"
 
-    def _fitting(self, keys: list[str], found: dict[str, np.ndarray | None]) -> list[str]:
-        """``keys`` whose index is to be read: all of them, unless the index is larger
-        than this machine's memory (a shard cannot be read here): then a shard that
-        exists is refused, naming it, before the store allocates its index, and the
-        others (not stored: read as fill) are recorded in ``found``."""
-        limit = memory_limit()
-        if limit is None or self.codec.index_nbytes <= limit:
-            return keys
-        for key in keys:
-            if self.store.exists(key):
-                self.codec.check_index_fits(self._where(key))
-            found[key] = None
-        return []
-
-    def _remember(self, key: str, raw: Any) -> np.ndarray:
-        index = self.codec.decode_index(raw, f"array {self.name!r}: shard {key!r}")
-        self._indexes.put(key, (bytes(raw), index))
-        return index
-
     def invalidate(self, keys: Iterable[str] | None = None) -> None:
         """Forget cached indexes (all of them by default)."""
-        self._indexes.discard(keys)
+        self.indexes.invalidate(keys)
 
     def _invalidate(self, keys: list[str]) -> None:
         """After the shards ``keys`` were written or deleted: forget their indexes here,
@@ -224,15 +174,22 @@ class ShardEngine:
             self._retrying(functools.partial(self._read_batch, batch, out, cached))
 
     def _retrying(self, read: Any) -> None:
-        """``read()`` again while another writer replaces one of its shards meanwhile."""
+        """``read(whole)`` again while another writer replaces one of its shards
+        meanwhile; ``whole``: the shards to read whole (``WHOLE_AFTER``)."""
         delay = 0.0005
+        changed: Counter[str] = Counter()
+        whole: set[str] = set()
+        ranges_may_mix = not self.store.capabilities.snapshot_ranges
         for _attempt in range(READ_ATTEMPTS):
             try:
-                read()
+                read(whole)
                 return
-            except _StaleIndex as e:  # another writer replaced a shard: read it again
+            except StaleIndex as e:  # another writer replaced a shard: read it again
                 self.invalidate(e.keys)
                 stale = e.keys
+                changed.update(stale)
+                if ranges_may_mix:
+                    whole.update(k for k in stale if changed[k] >= WHOLE_AFTER)
                 # jittered: not in step with a writer that rewrites at a steady pace
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(0.05, delay * 2)
@@ -241,7 +198,8 @@ class ShardEngine:
             f"({READ_ATTEMPTS} attempts), or is shorter than its index says "
             "(truncated shard)")
 
-    def _read_batch(self, batch: list[Group], out: np.ndarray, cached: bool = False) -> None:
+    def _read_batch(self, batch: list[Group], out: np.ndarray, cached: bool = False,
+                    whole: Collection[str] = ()) -> None:
         keys = [self.layout.unit_key(shard) for shard, _ in batch]
         lookup = None
         if cached:
@@ -249,15 +207,16 @@ class ShardEngine:
             batch, keys = lookup.serve(batch, keys, out)
             if not batch:
                 return
-        raws: dict[str, bytes] = {}
-        indexes = self.indexes(keys, raws)
+        seen: Seen = {}
+        indexes = self.indexes.lookup(keys, seen)
         requests: list[tuple[str, tuple[int, int]]] = []
         wanted: list[list[tuple[ChunkProjection, int, int, int]]] = []
         fills: list[tuple[ChunkProjection, str, int]] = []
         # a store whose ranges may come from different versions of an object (S3: one
         # GET each) gets one covering range per shard, so a shard replaced meanwhile is
-        # never read half from each version (an unchanged index cannot tell them apart
-        # when the inner chunks keep their sizes)
+        # never read half from each version where the ranges cannot be pinned to the
+        # index's version (an unchanged index cannot tell them apart when the inner
+        # chunks keep their sizes)
         capabilities = self.store.capabilities
         gap = capabilities.request_cost_bytes if capabilities.snapshot_ranges else _ONE_RANGE
         for key, (_, items), index in zip(keys, batch, indexes, strict=True):
@@ -289,30 +248,17 @@ class ShardEngine:
                 requests.append((key, (a, b)))
                 wanted.append([t for t, g in zip(located, group.tolist(), strict=True)
                                if g == r])
-        # every index used is re-read alongside the data (same call: on stores with
-        # snapshot ranges, from the same version as the data) to catch other writers
-        recheck = [k for k in dict.fromkeys(keys) if k in raws]
-        parts = self.store.get_ranges(
-            requests + [(k, self.codec.index_range) for k in recheck]) if (
-            requests or recheck) else []
-        stale = [k for k, raw in zip(recheck, parts[len(requests):], strict=True)
-                 if raw is None or bytes(raw) != raws[k]]
-        if stale:
-            raise _StaleIndex(stale)
+        parts = self.indexes.fetch(requests, seen, whole)
+        if lookup is not None and (stale := lookup.changed()):
+            raise StaleIndex(stale)
         for p, _, _ in fills:
             out[p.out_selection] = self.read_fill
         work = []
-        for (key, (start, stop)), members, part in zip(requests, wanted, parts[:len(requests)],
-                                                       strict=True):
-            if part is None or len(part) != stop - start:
-                stale.append(key)
-                continue
+        for (key, (start, _)), members, part in zip(requests, wanted, parts, strict=True):
             for p, local, offset, nbytes in members:
                 # bytes, not a memoryview: some numcodecs decoders need a real buffer object
                 blob = part if len(members) == 1 else part[offset - start:offset - start + nbytes]
                 work.append((p, key, local, blob))
-        if stale or (lookup is not None and (stale := lookup.changed())):
-            raise _StaleIndex(stale)
         if lookup is not None:
             for _, key, local in fills:
                 lookup.keep(key, local, chunk_cache.FILL)
@@ -347,13 +293,13 @@ class ShardEngine:
         return batches(shards, max(1, BATCH_BYTES // self.shard_nbytes))
 
     def _read_region(self, batch: list[tuple[int, ...]], region: tuple[tuple[int, int], ...],
-                     out: np.ndarray) -> None:
+                     out: np.ndarray, whole: Collection[str] = ()) -> None:
         """``_read_batch`` for the shards ``batch`` of a region: the same requests, checks
         and index re-reads, worked out per shard with NumPy."""
         layout, chunks, ratio = self.layout, self.chunk_shape, self.layout.ratio
         keys = [layout.unit_key(shard) for shard in batch]
-        raws: dict[str, bytes] = {}
-        indexes = self.indexes(keys, raws)
+        seen: Seen = {}
+        indexes = self.indexes.lookup(keys, seen)
         capabilities = self.store.capabilities
         gap = capabilities.request_cost_bytes if capabilities.snapshot_ranges else _ONE_RANGE
         plans: list[tuple[Any, ...]] = []
@@ -374,21 +320,7 @@ class ShardEngine:
                     found = self._locate(key, ids, here, entries, gap, len(requests), requests)
             plans.append((key, lo, tuple(b - a for a, b in zip(lo, hi, strict=True)), ids,
                           found))
-        # every index used is re-read alongside the data (see _read_batch)
-        recheck = [k for k in dict.fromkeys(keys) if k in raws]
-        parts = self.store.get_ranges(
-            requests + [(k, self.codec.index_range) for k in recheck]) if (
-            requests or recheck) else []
-        stale = [k for k, raw in zip(recheck, parts[len(requests):], strict=True)
-                 if raw is None or bytes(raw) != raws[k]]
-        datas = parts[:len(requests)]
-        for i, ((key, (start, stop)), part) in enumerate(zip(requests, datas, strict=True)):
-            if part is None or len(part) != stop - start:
-                stale.append(key)
-            elif type(part) is not bytes:  # the one-pass decoders take bytes
-                datas[i] = bytes(part)
-        if stale:
-            raise _StaleIndex(stale)
+        datas = self.indexes.fetch(requests, seen, whole)
         starts = [start for _, (start, _) in requests]
         many = sum(len(plan[3]) for plan in plans) >= _POOL_CHUNKS
         current().pool.run_batched(
@@ -555,7 +487,7 @@ class ShardEngine:
 
     def _after_commit(self, key: str, result: Any) -> None:
         if isinstance(result, bytes | bytearray):
-            self._remember(key, self.codec.index_bytes_of(result))
+            self.indexes.remember(key, self.codec.index_bytes_of(result))
         else:
             self.invalidate([key])
 

@@ -84,6 +84,9 @@ class _Token:
 ANY = _Token("ANY")
 #: commit only if the key does not exist yet (the generation of a missing key)
 ABSENT = _Token("ABSENT")
+#: what a pinned range reads as (``get_versioned_ranges``) when its object is no longer
+#: at the generation it was pinned to (replaced or deleted meanwhile)
+CHANGED = _Token("CHANGED")
 #: an item of ``commit_many``: (key, new value or None to delete, expected generation)
 Commit = tuple[str, "BytesLike | None", Any]
 
@@ -135,6 +138,20 @@ def normalize_prefix(prefix: str) -> str:
         validate_key(prefix)
         return prefix + "/"
     return ""
+
+
+def unversioned_ranges(store: Store, requests: Sequence[tuple[str, ByteRange | None, Any]],
+                       read: Callable[[list[tuple[str, ByteRange | None]]], list[Any]]
+                       ) -> list[tuple[Any, Any]]:
+    """``Store.get_versioned_ranges`` of a store without versions to pin to: the ranges
+    read by ``read`` (its ``get_ranges``), each with ``ANY`` (``ABSENT`` when missing); a
+    request pinned to a generation is a ValueError (it cannot be checked)."""
+    for key, _, pinned in requests:
+        if pinned is not ANY:
+            raise ValueError(f"{store!r} has no versions to pin a read of {key!r} to "
+                             f"(generation {pinned!r})")
+    values = read([(k, r) for k, r, _ in requests])
+    return [(v, ABSENT if v is None else ANY) for v in values]
 
 
 def slice_range(data: bytes, byte_range: ByteRange | None) -> bytes:
@@ -342,6 +359,24 @@ class Store(ABC):
                 if size is not None and size != object_size:
                     raise wrong_size(self, key, size, object_size)
         return values
+
+    def get_versioned_ranges(self, requests: Sequence[tuple[str, ByteRange | None, Any]]
+                             ) -> list[tuple[bytes | None, Any]]:
+        """Byte ranges of several keys as one batch, each ``(bytes, generation)``: the
+        generation (as ``get_versioned`` gives it) of the object the range was read from,
+        ``(None, ABSENT)`` for a missing key. The third item of a request pins it: ``ANY``
+        reads whatever is stored; a generation reads the range only from that version of
+        the object, and ``(None, CHANGED)`` when it was replaced or deleted meanwhile (S3:
+        a GET with ``If-Match: <ETag>``, and the ETag of the answer checked). A reader of
+        one object in several calls (a shard's index, then its inner chunks) so reads one
+        version of it, whatever other writers do in between.
+
+        The default (a store without versions to pin to) reads with ``get_ranges`` and
+        answers ``ANY`` as every generation (``ABSENT`` when missing); its ranges of one
+        key in one call come from one version only with ``capabilities.snapshot_ranges``.
+        Only a generation this call returned may pin a request: a store that answers
+        ``ANY`` cannot check one (ValueError)."""
+        return unversioned_ranges(self, requests, self.get_ranges)
 
     def get_views(self, keys: Sequence[str], max_bytes: int | None = None
                   ) -> list[BytesLike | None]:

@@ -9,6 +9,7 @@ from typing import Any
 from chunkstore.storage.base import (
     ABSENT,
     ANY,
+    CHANGED,
     ByteRange,
     BytesLike,
     Commit,
@@ -129,6 +130,28 @@ class MemoryStore(Store):
             out.append(None if value is None else slice_range(bytes(value), byte_range))
         return out
 
+    def get_versioned_ranges(self, requests: Sequence[tuple[str, ByteRange | None, Any]]
+                             ) -> list[tuple[bytes | None, Any]]:
+        """Each key is looked up once for all of its ranges; its generation is the one
+        ``get_versioned_many`` gives, and a range pinned to another reads as
+        ``(None, CHANGED)``."""
+        found: dict[str, tuple[Any, Any]] = {}
+        out: list[tuple[bytes | None, Any]] = []
+        for key, byte_range, pinned in requests:
+            if key not in found:
+                value = self._data.get(validate_key(key))
+                found[key] = (value, ABSENT if value is None else _Gen(
+                    value if isinstance(value, bytes) else bytes(value)))
+            value, generation = found[key]
+            if pinned is not ANY and (value is None or not (
+                    isinstance(pinned, _Gen) and pinned.matches(value))):
+                out.append((None, CHANGED))
+            elif value is None:
+                out.append((None, ABSENT))
+            else:
+                out.append((slice_range(bytes(value), byte_range), generation))
+        return out
+
     def cache_tokens(self, keys: Sequence[str]) -> list[Any]:
         """What identifies the stored version of each key, for the decoded-chunk cache:
         the stored value itself, None when missing. A ``bytes`` value (every chunkstore
@@ -220,6 +243,11 @@ class _Gen:
 
     def __init__(self, value: bytes) -> None:
         self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Gen) and self.matches(other.value)
+
+    __hash__ = None  # type: ignore[assignment]  (equal by content: not hashable cheaply)
 
     def matches(self, current: bytes | None) -> bool:
         """Whether ``current`` is still the value this generation was read as."""

@@ -54,6 +54,12 @@ class ETag:
     def __repr__(self) -> str:
         return f"ETag({self.value})"
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ETag) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
 
 @functools.cache
 def conditional_requests_supported() -> bool:

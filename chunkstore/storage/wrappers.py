@@ -129,6 +129,10 @@ class WrapperStore(Store):
                    object_size: int | None = None) -> list[bytes | None]:
         return self._call("get_ranges", self.inner.get_ranges, requests, object_size)
 
+    def get_versioned_ranges(self, requests: Sequence[tuple[str, ByteRange | None, Any]]
+                             ) -> list[tuple[bytes | None, Any]]:
+        return self._call("get_versioned_ranges", self.inner.get_versioned_ranges, requests)
+
     def get_views(self, keys: Sequence[str], max_bytes: int | None = None
                   ) -> list[BytesLike | None]:
         return self._call("get_views", self.inner.get_views, keys, max_bytes)

@@ -29,7 +29,7 @@ import pytest
 
 from chunkstore.errors import InvalidKeyError, ReadOnlyError
 from chunkstore.runtime.writes import WRITE_LISTENERS
-from chunkstore.storage.base import ABSENT, ANY, Store
+from chunkstore.storage.base import ABSENT, ANY, CHANGED, Store
 
 #: keys every store refuses (and names in its error)
 BAD_KEYS = ["", "/abs/key", "a/../b", "..", "../escape", "a\\b", "a//b", "./a", "a/", "C:/x",
@@ -143,6 +143,33 @@ class StoreContract:
         out = store.get_ranges([("x", (1, 3)), ("missing", (0, 2)), ("y", None),
                                 ("x", (-2, None)), ("y", (2, 4))])
         assert out == [b"12", None, b"abcdef", b"89", b"cd"]
+
+    def test_versioned_ranges_pin_one_version(self, stores: Callable[[], Store]) -> None:
+        """``get_versioned_ranges``: the ranges ``get_ranges`` reads, each with a
+        generation; a store that gives one (not ``ANY``) reads a range pinned to it from
+        that version only: ``(None, CHANGED)`` once the value was replaced or deleted."""
+        store = stores()
+        store.set_many({"x": b"0123456789", "y": b"abcdef"})
+        requests = [("x", (1, 3)), ("missing", (0, 2)), ("y", None), ("x", (-2, None)),
+                    ("y", (2, 4)), ("x", (20, None)), ("x", (5, 5))]
+        found = store.get_versioned_ranges([(k, r, ANY) for k, r in requests])
+        assert [v for v, _ in found] == [b"12", None, b"abcdef", b"89", b"cd", b"", b""]
+        assert found[1][1] is ABSENT
+        gen = found[0][1]
+        if gen is ANY:  # no versions: a pin cannot be checked, so it is refused
+            with pytest.raises(ValueError, match="'x'"):
+                store.get_versioned_ranges([("x", (0, 1), object())])
+            return
+        assert store.get_versioned_ranges([("x", (4, 6), gen), ("x", None, gen)]) == [
+            (b"45", gen), (b"0123456789", gen)]
+        other = stores()
+        other.set("x", b"ABCDEFGHIJ")  # another writer, same size
+        assert store.get_versioned_ranges([("x", (4, 6), gen), ("x", (20, None), gen),
+                                           ("y", (0, 1), ANY)])[:2] == [(None, CHANGED)] * 2
+        new = store.get_versioned_ranges([("x", (4, 6), ANY)])[0]
+        assert new[0] == b"EF" and new[1] != gen
+        other.delete("x")
+        assert store.get_versioned_ranges([("x", (0, 1), new[1])]) == [(None, CHANGED)]
 
     def test_get_many_with_missing_keys(self, store: Store) -> None:
         items = fill(store)

@@ -73,6 +73,11 @@ class CountingMixin:
         return self._batch("get_ranges", len(requests), list(requests),
                            lambda: super(CountingMixin, self).get_ranges(requests, **kw))
 
+    def get_versioned_ranges(self, requests):
+        return self._batch("get_versioned_ranges", len(requests),
+                           [(k, r) for k, r, _ in requests],
+                           lambda: super(CountingMixin, self).get_versioned_ranges(requests))
+
 
 class CountingMemoryStore(CountingMixin, MemoryStore):
     pass
@@ -224,19 +229,20 @@ def test_reading_one_inner_chunk_fetches_index_and_that_range(kind, location, tm
     nbytes = int(index[1 * 8 + 3, 1])
     # the index, then the chunk with the index again (to check that no other writer
     # replaced the shard in between: the same call reads both from one version)
-    assert store.calls == [("get_ranges", 1), ("get_ranges", 2)]
-    assert store.nbytes == 2 * (64 * 16 + 4) + nbytes
+    index_bytes = 64 * 16 + 4
+    assert store.calls == [("get_versioned_ranges", 1), ("get_versioned_ranges", 2)]
+    assert store.nbytes == 2 * index_bytes + nbytes
     assert store.nbytes < shard_size / 4
     # the index is cached: a second read is one batched call (the chunk, and the index
     # again to check that no other writer replaced the shard)
     store.reset()
     np.testing.assert_array_equal(reader[10, 40:48], data[10, 40:48])
-    assert store.calls == [("get_ranges", 2)]
-    assert store.nbytes == int(index[13, 1]) + 64 * 16 + 4
+    assert store.calls == [("get_versioned_ranges", 2)]
+    assert store.nbytes == int(index[13, 1]) + index_bytes
     # one batched request covers several shards' indexes and chunks
     store.reset()
     np.testing.assert_array_equal(reader.read_chunk((7, 7)), data[56:, 56:])
-    assert all(name == "get_ranges" for name, _ in store.calls)
+    assert all(name == "get_versioned_ranges" for name, _ in store.calls)
 
 
 def test_several_shards_one_batched_request_each_stage():
@@ -247,7 +253,8 @@ def test_several_shards_one_batched_request_each_stage():
     store.reset()
     sel = (slice(2, 256, 96), slice(2, 256, 96))  # 9 far-apart inner chunks in 4 shards
     np.testing.assert_array_equal(reader[sel], data[sel])
-    assert store.calls == [("get_ranges", 4), ("get_ranges", 9 + 4)]  # + indexes rechecked
+    # + indexes rechecked
+    assert store.calls == [("get_versioned_ranges", 4), ("get_versioned_ranges", 9 + 4)]
     assert store.nbytes == 2 * 4 * (16 * 16 + 4) + 9 * 32 * 32 * 4
     assert a.nchunks_initialized == 64 and a.nchunks == 64
 
@@ -287,11 +294,17 @@ def test_s3_reads_index_and_one_range(s3_bucket, location, backend):
     a = cs.open_array(store, mode="r+")
     store.reset()
     np.testing.assert_array_equal(a[4:8, 8:12], data[4:8, 8:12])
-    assert [name for name, _ in store.calls] == ["get_ranges", "get_ranges"]
+    # the index, then one range pinned to the index's ETag (If-Match): no index re-read
+    assert store.calls == [("get_versioned_ranges", 1), ("get_versioned_ranges", 1)]
     rng = store.ranges[0][1]
     assert rng == ((0, 64 * 16 + 4) if location == "start" else (-(64 * 16 + 4), None))
-    # the index (twice: rechecked with the data) + one (compressed) chunk
-    assert store.nbytes < 2 * (64 * 16 + 4) + 4 * 4 * 4 + 64
+    assert store.ranges[1][1][0] >= 0
+    # the index once + one (compressed) chunk
+    assert store.nbytes < (64 * 16 + 4) + 4 * 4 * 4 + 64
+    store.reset()  # the index cached with its ETag: one GET, pinned
+    np.testing.assert_array_equal(a[8:12, 8:12], data[8:12, 8:12])
+    assert store.calls == [("get_versioned_ranges", 1)]
+    assert store.nbytes < 4 * 4 * 4 + 64
     a[0, 0] = -1  # partial shard update on S3
     data[0, 0] = -1
     np.testing.assert_array_equal(cs.open_array(f"{url}/x.zarr", mode="r",
@@ -539,5 +552,5 @@ def test_shard_index_cache_is_bounded_and_a_small_budget_still_reads_right():
         a[:] = np.arange(4096)
         np.testing.assert_array_equal(a[:], np.arange(4096))
         np.testing.assert_array_equal(a[::7], np.arange(0, 4096, 7))
-        cache = a._engine._indexes
+        cache = a._engine.indexes.cache
         assert 0 < cache.nbytes <= 4096 and len(cache) < 16

@@ -10,8 +10,8 @@ import pytest
 import chunkstore as cs
 from chunkstore.storage import MemoryStore, MetricsStore
 
-READS = ("get", "get_many", "get_views", "get_ranges", "get_versioned_many", "exists",
-         "getsize", "read_into")
+READS = ("get", "get_many", "get_views", "get_ranges", "get_versioned_ranges",
+         "get_versioned_many", "exists", "getsize", "read_into")
 
 
 def counted(store: MetricsStore) -> tuple[int, int]:

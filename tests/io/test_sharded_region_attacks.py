@@ -476,42 +476,44 @@ def test_one_shard_per_batch_and_shrink_then_grow(tmp_path, monkeypatch):
     _others(tmp_path / "a", ref)
 
 
-# -- a store without snapshot ranges (S3): the index recheck and an A-B-A writer -----------
-def _aba_store(inner, key, b_blob):
-    """``inner`` (a MemoryStore holding version A of shard ``key``), except the data
-    ranges of a batched ``get_ranges``, which see version B: what an S3 reader sees when
-    a writer puts B then A again between its GETs (index read: A; data GET: B; index
-    re-read: A). It says it has no snapshot ranges, as S3."""
+# -- a store without snapshot ranges (S3): an A-B-A writer between the GETs ----------------
+def _aba_store(inner, key, blob_a, blob_b, put):
+    """``inner`` (holding version A of shard ``key``) read as S3 reads: each range of a
+    batched read is its own request (no snapshot ranges), and a writer (``put``) puts
+    version B, then A again, while the first read of data ranges of ``key`` is under
+    way: its data requests see B, the index requests after them A again (equal bytes,
+    written anew). ``log`` records each request's range and pin."""
     from dataclasses import replace
 
-    from chunkstore.storage.memory import MemoryStore
     from chunkstore.storage.wrappers import WrapperStore
 
     class Store(WrapperStore):
-        capabilities = replace(MemoryStore.capabilities, snapshot_ranges=False)
+        capabilities = replace(inner.capabilities, snapshot_ranges=False)
+        log: list = []
+        attacked = False
 
-        def get_ranges(self, requests, object_size=None):
+        def get_versioned_ranges(self, requests):
+            data = [r for k, r, _ in requests if k == key and r[0] >= 0 and r[1] > 16]
+            attack = data and not Store.attacked
             out = []
-            for k, rng in requests:
-                data = self.inner.get(k, rng)
-                if k == key and rng is not None and rng[1] is not None and rng[0] >= 0:
-                    start, stop = rng
-                    data = b_blob[start:stop]  # a data range: version B's bytes
-                out.append(data)
+            for k, rng, pinned in requests:
+                if attack and k == key:
+                    put(key, blob_b if rng in data else blob_a)
+                Store.log.append((k, rng, pinned))
+                out.extend(self.inner.get_versioned_ranges([(k, rng, pinned)]))
+            if attack:  # the writer puts A back
+                put(key, blob_a)
+                Store.attacked = True
             return out
 
     return Store(inner)
 
 
-@pytest.mark.parametrize("path", ["region", "chunks"])
-@pytest.mark.xfail(strict=True, reason="BUG: on a store without snapshot ranges (S3), a "
-                   "shard rewritten A -> B -> A between the index read, the data GET and the "
-                   "index re-read passes the recheck (same index bytes) and version B's "
-                   "bytes are decoded at version A's offsets: a silently wrong read")
-def test_aba_rewrite_between_the_gets_is_not_read_as_garbage(monkeypatch, path):
-    from chunkstore.storage.memory import MemoryStore
+def _aba_read(monkeypatch, inner, put, path, index):
+    """Versions A and B of one shard; A stored; read through ``_aba_store``: version A
+    whole. Returns the requests logged."""
+    from chunkstore.storage.base import ANY
 
-    inner = MemoryStore()
     a = cs.create_array(inner, shape=(8,), chunks=(2,), shards=(8,), dtype="i4",
                         fill_value=0, compressors=None)
     a[...] = np.arange(1, 9, dtype="i4")          # version A: 4 inner chunks
@@ -519,13 +521,100 @@ def test_aba_rewrite_between_the_gets_is_not_read_as_garbage(monkeypatch, path):
     a[0:2] = 0                                    # version B: chunk 0 fill (left out)
     a[2:8] = np.arange(11, 17, dtype="i4")
     blob_b = bytes(inner.get("c/0"))
-    inner.set("c/0", blob_a)                      # and A again
-    store = _aba_store(inner, "c/0", blob_b)
+    put("c/0", blob_a)                            # and A again
+    assert len(blob_a) != len(blob_b) and blob_a[-36:] != blob_b[-36:]
+    store = _aba_store(inner, "c/0", blob_a, blob_b, put)
+    if path == "chunks":
+        _slow(monkeypatch)
+    reader = cs.open_array(store, mode="r+", cache=0)
+    if index == "written":  # the engine's own write: an index cached without generation
+        reader[...] = np.arange(1, 9, dtype="i4")
+        assert bytes(inner.get("c/0")) == blob_a
+    type(store).log.clear()
+    assert reader[...].tolist() == list(range(1, 9))
+    log = type(store).log
+    assert type(store).attacked  # the writer did land between the GETs
+    data = [(rng, pin) for k, rng, pin in log if rng[0] >= 0 and rng[1] > 16]
+    if index == "read":  # pinned: the attacked request and the one read again
+        assert len(data) == 2 and all(pin is not ANY for _, pin in data), log
+    else:  # an index without generation: read again beside the data, then pinned
+        assert data[0][1] is ANY and data[-1][1] is not ANY, log
+    return log
+
+
+@pytest.mark.parametrize("index", ["read", "written"])
+@pytest.mark.parametrize("path", ["region", "chunks"])
+def test_aba_rewrite_between_the_gets_is_not_read_as_garbage(monkeypatch, path, index):
+    """On a store without snapshot ranges (S3), a shard rewritten A -> B -> A between the
+    index read, the data GET and an index re-read passes a check of the index bytes
+    alone, and B's bytes would be decoded at A's offsets. Read through an index of known
+    generation (``read``: the data ranges are pinned to it) or of none (``written``: the
+    engine wrote it, so its data ranges are read with the index again and must be of one
+    generation), the read is version A whole."""
+    from chunkstore.storage.memory import MemoryStore
+
+    inner = MemoryStore()
+    _aba_read(monkeypatch, inner, lambda k, v: inner.set(k, bytes(bytearray(v))), path,
+              index)
+
+
+@pytest.mark.parametrize("index", ["read", "written"])
+@pytest.mark.parametrize("path", ["region", "chunks"])
+def test_aba_rewrite_between_the_gets_on_s3(s3_bucket_both, monkeypatch, path, index):
+    """The same against an S3 server (moto), through obstore and s3fs, the writer another
+    client: the data GETs pinned with ``If-Match: <ETag>`` are refused (412) while B is
+    stored, and the read is redone from a fresh index."""
+    from chunkstore.storage.resolve import resolve_store
+    from chunkstore.storage.s3_conditional import ETag
+
+    url, options = s3_bucket_both
+    inner = resolve_store(f"{url}/aba.zarr", storage_options=options)
+    writer = resolve_store(f"{url}/aba.zarr", storage_options=options)
+    assert inner.backend == options["backend"]
+    log = _aba_read(monkeypatch, inner, writer.set, path, index)
+    assert any(isinstance(pin, ETag) for _, _, pin in log)
+
+
+@pytest.mark.parametrize("path", ["region", "chunks"])
+def test_shard_rewritten_before_every_pinned_read_is_read_whole(monkeypatch, path):
+    """A writer replaces the shard (the same index, other values) before every read of its
+    data ranges on a store without snapshot ranges: every pinned read is refused, so
+    after ``WHOLE_AFTER`` of them the shard is read whole, one request, one version, and
+    the read ends with that version (not after ``READ_ATTEMPTS`` with an error)."""
+    from dataclasses import replace
+
+    import chunkstore.io.sharded as sharded
+    from chunkstore.storage.memory import MemoryStore
+    from chunkstore.storage.wrappers import MetricsStore, WrapperStore
+
+    inner = MemoryStore()
+    a = cs.create_array(inner, shape=(8,), chunks=(2,), shards=(8,), dtype="i4",
+                        fill_value=-1, compressors=None)
+    a[...] = 0
+    versions = [bytes(inner.get("c/0"))]
+    for v in range(1, 60):
+        a[...] = v
+        versions.append(bytes(inner.get("c/0")))
+    assert len({len(v) for v in versions}) == 1  # the same sizes: the same index
+
+    class Rewriting(WrapperStore):
+        capabilities = replace(MemoryStore.capabilities, snapshot_ranges=False)
+        n = 0
+
+        def get_versioned_ranges(self, requests):
+            if any(r[0] >= 0 and r[1] > 16 for _, r, _ in requests):
+                Rewriting.n += 1
+                inner.set("c/0", versions[Rewriting.n])
+            return self.inner.get_versioned_ranges(requests)
+
+    inner.set("c/0", versions[0])
+    store = MetricsStore(Rewriting(inner))
     if path == "chunks":
         _slow(monkeypatch)
     got = cs.open_array(store, mode="r", cache=0)[...]
-    # either version, whole; or an error saying the shard changed
-    assert got.tolist() in (list(range(1, 9)), [0, 0, *range(11, 17)]), got.tolist()
+    assert len(set(got.tolist())) == 1 and got[0] == Rewriting.n  # one version, whole
+    assert Rewriting.n == sharded.WHOLE_AFTER < sharded.READ_ATTEMPTS
+    assert store.calls["get_versioned_many"] == 1  # the whole shard, once
 
 
 @pytest.mark.parametrize("cache", [0, 1 << 20])

@@ -61,6 +61,28 @@ def test_metrics_count_one_batched_call_once_and_the_bytes_it_returned():
     assert store.calls["read_into"] == 1 and store.bytes_read == 16
 
 
+
+def test_wrappers_forward_pinned_ranges_and_metrics_count_them():
+    """``get_versioned_ranges`` goes through a wrapper to the inner store (generations,
+    pins and CHANGED included) and counts once, with the bytes it returned."""
+    from chunkstore.storage.base import ABSENT, ANY, CHANGED
+
+    inner = MemoryStore()
+    store = MetricsStore(LatencyStore(inner, 0))
+    store.set("a", b"12345")
+    store.reset()
+    (part, gen), (missing, absent) = store.get_versioned_ranges(
+        [("a", (1, 3), ANY), ("nope", (0, 1), ANY)])
+    assert (part, missing, absent) == (b"23", None, ABSENT) and gen is not ANY
+    assert store.get_versioned_ranges([("a", (0, 2), gen)]) == [(b"12", gen)]
+    inner.set("a", b"54321")  # replaced: a read pinned to the old version is refused
+    assert store.get_versioned_ranges([("a", (0, 2), gen)]) == [(None, CHANGED)]
+    inner.set("a", b"12345")  # the same bytes again: the same version
+    assert store.get_versioned_ranges([("a", (0, 2), gen)])[0][0] == b"12"
+    assert dict(store.calls) == {"get_versioned_ranges": 4}
+    assert store.bytes_read == 2 + 2 + 2
+
+
 def test_latency_waits_once_per_call(tmp_path):
     store = LatencyStore(MemoryStore(), 0.05)
     store.set("k", b"v")

@@ -3,7 +3,8 @@
 * S3 (s3fs): a ranged ``GetObject`` answers ``Content-Range: bytes a-b/<total>``, so
   the object's size comes with the bytes, in the same request (:func:`s3_get_sized`):
   an uncompressed chunk read by ranges is checked against its exact size for free,
-  where a ``HEAD`` per chunk would add a round trip to every one. A versioned read
+  where a ``HEAD`` per chunk would add a round trip to every one. The ETag comes with
+  it too, and a range pinned to one is sent with ``If-Match`` (:func:`s3_get_pinned`). A versioned read
   for a read-modify-write (:func:`s3_get_versioned_bounded`) asks for at most
   ``max_bytes + 1`` bytes and reads the total from the headers before the body: an
   object larger than any encoding of its chunk is refused without downloading it.
@@ -22,8 +23,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from chunkstore.storage.base import ABSENT, ANY
-from chunkstore.storage.s3_conditional import ETag
+from chunkstore.storage.base import ABSENT, ANY, CHANGED
+from chunkstore.storage.s3_conditional import ETag, is_conflict
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 
@@ -86,6 +87,75 @@ def s3_get_sized(fs: Any, items: Sequence[tuple[str, int | None, int | None]]) -
             return data, size
 
         return await _call(fs, read)
+
+    return sync(fs.loop, _run_coros_in_chunks, [one(*item) for item in items],
+                batch_size=fs.batch_size, return_exceptions=True)
+
+
+def s3_get_pinned(fs: Any, items: Sequence[tuple[str, int | None, int | None, Any]],
+                  conditions: bool = True) -> list[Any]:
+    """``(bytes, generation)`` of each ``(path, start, stop, pinned)`` range (one
+    ``GetObject`` each: the generation is the answer's ``ETag``, ``ABSENT`` when
+    missing), or the exception raised for it. Pinned to an ETag (not ``ANY``), the GET is
+    sent with ``If-Match`` (with ``conditions``), and ``(None, CHANGED)`` stands for a
+    412, a missing object or an answer of another ETag."""
+    from fsspec.asyn import _run_coros_in_chunks, sync
+
+    async def one(path: str, start: int | None, stop: int | None, pinned: Any
+                  ) -> tuple[bytes | None, Any]:
+        bucket, key, _ = fs.split_path(path)
+        extra = {"IfMatch": pinned.value} if conditions and pinned is not ANY else {}
+
+        def tagged(data: bytes | None, response: dict[str, Any] | None
+                   ) -> tuple[bytes | None, Any]:
+            etag = None if response is None else response.get("ETag")
+            generation = ABSENT if response is None else (ETag(etag) if etag else ANY)
+            if pinned is not ANY and generation != pinned:
+                return None, CHANGED
+            return data, generation
+
+        async def head() -> tuple[dict[str, Any] | None, int]:
+            try:
+                response = await fs._call_s3("head_object", Bucket=bucket, Key=key, **extra)
+            except FileNotFoundError:
+                return None, 0
+            return response, int(response.get("ContentLength") or 0)
+
+        async def read() -> tuple[bytes | None, Any]:
+            if start is not None and stop is not None and (stop <= start or start < 0):
+                response, _ = await head()  # nothing to read; only existence matters
+                return tagged(None if response is None else b"", response)
+            header = _range_header(start, stop)
+            ranged = {} if header is None else {"Range": header}
+            try:
+                response = await fs._call_s3("get_object", Bucket=bucket, Key=key,
+                                             **ranged, **extra)
+            except FileNotFoundError:
+                return tagged(None, None)
+            except OSError as e:
+                if not is_invalid_range(e):
+                    raise
+                # a range starting past the end (416): empty, if the object exists
+                response, size = await head()
+                if response is None or start is None or start < 0 or start < size:
+                    raise
+                return tagged(b"", response)
+            body = response["Body"]
+            try:
+                data = await body.read()
+            finally:
+                body.close()
+            if header is not None and not response.get("ContentRange") and (
+                    len(data) == total_size(response, len(data))):
+                data = data[slice(start, stop)]  # the whole object came back
+            return tagged(data, response)
+
+        try:
+            return await _call(fs, read)
+        except OSError as e:
+            if pinned is not ANY and is_conflict(e):
+                return None, CHANGED
+            raise
 
     return sync(fs.loop, _run_coros_in_chunks, [one(*item) for item in items],
                 batch_size=fs.batch_size, return_exceptions=True)

@@ -57,6 +57,7 @@ from chunkstore.storage.base import (
     Commit,
     Store,
     normalize_prefix,
+    unversioned_ranges,
     validate_key,
     validate_prefix,
 )
@@ -82,6 +83,7 @@ from chunkstore.storage.fsspec.sized import (
     is_s3,
     object_size,
     object_sizes,
+    s3_get_pinned,
     s3_get_sized,
     s3_get_versioned_bounded,
 )
@@ -394,6 +396,33 @@ class FsspecStore(Store):
         if object_size is not None:
             self._check_sizes(requests, results, sizes, object_size)
         return results
+
+    def get_versioned_ranges(self, requests: Sequence[tuple[str, ByteRange | None, Any]]
+                             ) -> list[tuple[bytes | None, Any]]:
+        """On S3: byte ranges with their objects' ETags, concurrently, a request pinned to
+        an ETag checked against the answer's and sent with ``If-Match`` (unless the
+        server is known to ignore conditions; see ``sized.s3_get_pinned``). Elsewhere (no
+        conditional reads): ``Store.get_versioned_ranges``."""
+        if not requests:
+            return []
+        if not is_s3(self.fs):
+            return unversioned_ranges(self, requests, self._read)
+        for key, _, pinned in requests:
+            if pinned is not ANY and not isinstance(pinned, s3_conditional.ETag):
+                raise ValueError(f"{self!r}: a read of {key!r} pinned to {pinned!r}, not "
+                                 "an ETag")
+        keys = [k for k, _, _ in requests]
+        items = [(self._path(k), *(r if r is not None else (None, None)), g)
+                 for k, r, g in requests]
+        with self._remote("reading", keys):
+            # a server known to ignore conditions is sent none: the ETags are checked
+            found = s3_get_pinned(self.fs, items, self._versioned_reads)
+        for key, item in zip(keys, found, strict=True):
+            if isinstance(item, BaseException):
+                if isinstance(item, ChunkstoreError):
+                    raise item
+                raise self._failure("reading", [key], item) from item
+        return found
 
     def _value(self, key: str, value: Any) -> bytes | None:
         if isinstance(value, BaseException):

@@ -55,6 +55,7 @@ from chunkstore.errors import ChunkstoreError
 from chunkstore.storage.base import (
     ABSENT,
     ANY,
+    CHANGED,
     ByteRange,
     BytesLike,
     Commit,
@@ -350,38 +351,90 @@ class ObstoreStore(Store):
                 raise wrong_size(self, key, size, object_size)
         return [data for data, _ in found]
 
+    def get_versioned_ranges(self, requests: Sequence[tuple[str, ByteRange | None, Any]]
+                             ) -> list[tuple[bytes | None, Any]]:
+        """Byte ranges with their objects' ETags, fetched concurrently; a request pinned
+        to an ETag is a GET with ``If-Match`` (412: ``(None, CHANGED)``; none to a server
+        known to ignore conditions), and the ETag the answer carries is checked too."""
+        for key, _, pinned in requests:
+            if pinned is not ANY and not isinstance(pinned, ETag):
+                raise ValueError(f"{self!r}: a read of {key!r} pinned to {pinned!r}, not "
+                                 "an ETag")
+        # a server known to ignore conditions is sent none: the ETags are checked here
+        send = self._versioned_reads
+        items = [(k, self._path(k), r, g, send) for k, r, g in requests]
+        found = []
+        for (key, _, _), value in zip(requests, run_all(self._get_range_tagged, items),
+                                      strict=True):
+            data, _, generation = self._check("reading", key, value)
+            found.append((data, generation))
+        return found
+
     def _get_one_range(self, item: tuple[str, str, ByteRange | None]) -> bytes | None:
         return self._get_range_sized(item)[0]
 
     def _get_range_sized(self, item: tuple[str, str, ByteRange | None]
                          ) -> tuple[bytes | None, int | None]:
         """The range's bytes and the object's size (None when missing or unknown)."""
-        key, path, byte_range = item
-        if byte_range is None:
-            return self._get_whole(path), None
+        if item[2] is None:
+            return self._get_whole(item[1]), None
+        data, size, _ = self._get_range_tagged((*item, ANY, False))
+        return data, size
+
+    def _get_range_tagged(self, item: tuple[str, str, ByteRange | None, Any, bool]
+                          ) -> tuple[bytes | None, int | None, Any]:
+        """The range's bytes, the object's size and its generation (``ETag``; ``ANY``
+        when the server sent none; ``ABSENT`` when missing); pinned to an ETag (not
+        ``ANY``): ``(None, None, CHANGED)`` when the object is another one now (read
+        with ``If-Match`` when the last item says so)."""
+        _, path, byte_range, pinned, send = item
         obs = obstore_module()
-        start, stop = byte_range
+        match = {"if_match": pinned.value} if send and pinned is not ANY else {}
+
+        def tagged(data: bytes | None, meta: Any) -> tuple[bytes | None, int | None, Any]:
+            if meta is None:
+                generation = ABSENT
+            else:
+                generation = ETag(meta["e_tag"]) if meta.get("e_tag") else ANY
+            if pinned is not ANY and generation != pinned:
+                return None, None, CHANGED
+            return data, (None if meta is None else int(meta["size"])), generation
+
+        start, stop = (None, None) if byte_range is None else byte_range
         if start is not None and stop is not None and (stop <= start or start < 0):
-            size = self._size_of(path)
-            return (None if size is None else b""), size
+            meta = self._head(path)
+            return tagged(None if meta is None else b"", meta)
         start = 0 if start is None else start
-        options = {"range": {"suffix": -start} if start < 0 else (
-            {"offset": start} if stop is None else (start, stop))}
+        options = dict(match)
+        if byte_range is not None:
+            options["range"] = {"suffix": -start} if start < 0 else (
+                {"offset": start} if stop is None else (start, stop))
         try:
-            result = obs.get(self.client, path, options=options)
-            return bytes(result.bytes()), int(result.meta["size"])
+            result = obs.get(self.client, path, options=options or None)
+            return tagged(bytes(result.bytes()), result.meta)
         except Exception as e:
             if is_missing(e):
-                return None, None
+                return tagged(None, None)
+            if pinned is not ANY and is_conflict(e):
+                return None, None, CHANGED
             # S3 answers a range past the end with 416, and a suffix longer than the
             # object (or any range of an empty one) with the whole object: see its size
-            size = self._size_of(path)
-            if size is None:
-                return None, None
+            meta = self._head(path)
+            if meta is None:
+                return tagged(None, None)
+            size = int(meta["size"])
             if start >= 0 and start >= size:
-                return b"", size
+                return tagged(b"", meta)
             if start < 0 and -start >= size:
-                return self._get_whole(path), size
+                try:
+                    result = obs.get(self.client, path, options=match or None)
+                except Exception as again:
+                    if is_missing(again):
+                        return tagged(None, None)
+                    if pinned is not ANY and is_conflict(again):
+                        return None, None, CHANGED
+                    raise
+                return tagged(bytes(result.bytes()), result.meta)
             raise
 
     def exists(self, key: str) -> bool:

@@ -35,6 +35,10 @@ class CountingMemory(cs.MemoryStore):
         self.reads += 1
         return super().get_ranges(requests, *args, **kwargs)
 
+    def get_versioned_ranges(self, requests):
+        self.reads += 1
+        return super().get_versioned_ranges(requests)
+
     def get_many(self, keys, *args, **kwargs):
         self.reads += 1
         return super().get_many(keys, *args, **kwargs)

@@ -138,12 +138,19 @@ class SwappingMemory(cs.MemoryStore):
 
     armed = None
 
-    def get_ranges(self, requests, *args, **kwargs):
+    def _swap(self):
         if self.armed is not None:
             key, value = self.armed
             self.armed = None
             self._data[key] = value
+
+    def get_ranges(self, requests, *args, **kwargs):
+        self._swap()
         return super().get_ranges(requests, *args, **kwargs)
+
+    def get_versioned_ranges(self, requests):
+        self._swap()
+        return super().get_versioned_ranges(requests)
 
 
 def test_one_read_never_mixes_two_versions_of_a_shard():
