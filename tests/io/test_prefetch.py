@@ -79,11 +79,16 @@ def test_single_batch_inline_and_errors():
 @pytest.mark.parametrize("n", [2, 3, 9])
 def test_depth_keeps_that_many_fetches_in_flight_and_no_more(depth, n):
     guard, state = threading.Lock(), {"fetching": 0, "peak": 0, "held": 0, "held_peak": 0}
+    # the first window's fetches wait for each other: they must all be in flight at once
+    # (a barrier, not a sleep: a loaded machine may start threads late)
+    window = threading.Barrier(min(depth, n))
 
     def fetch(b):
         with guard:
             state["fetching"] += 1
             state["peak"] = max(state["peak"], state["fetching"])
+        if b < min(depth, n):
+            window.wait(timeout=60)
         time.sleep(0.02)
         with guard:
             state["fetching"] -= 1
