@@ -4,8 +4,8 @@
 Scratch: a result handed to the user must never be a buffer decoded into again later
 (read A, read B of the same chunk shape and dtype, A must be unchanged), whatever the
 format, codec, partial/fill/sharded chunk, thread, ``out=`` or ``release*()``.
-Read-ahead: an error in any prefetched batch reaches the reader (never fill values), no
-read-ahead threads pile up, and a read beside a writer never returns a torn chunk.
+Read-ahead: an error in any prefetched batch reaches the reader (never fill values), the
+process's read-ahead threads are reused (none piles up, none is left waiting), and a read beside a writer never returns a torn chunk.
 Writes: exact content for every ``write_bytes`` with threads writing one shard.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,7 +21,8 @@ import pytest
 import chunkstore as cs
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.io import plain
-from chunkstore.runtime import scratch
+from chunkstore.io.prefetch import READ_AHEAD_THREADS, ReadAheadThreads
+from chunkstore.runtime import current, scratch
 
 CODECS = {
     "v3-none": dict(zarr_format=3, compressors=None),
@@ -172,17 +174,26 @@ def _read_ahead_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("cs-read-ahead")]
 
 
+class _RemoteMemory(cs.MemoryStore):
+    # read as S3 is: through the fetch path, several batches ahead on read-ahead threads
+    capabilities = replace(cs.MemoryStore.capabilities, remote=True, zero_copy_views=False)
+
+
 @pytest.mark.parametrize("bad_chunk", [0, 1, 17, 39])
 @pytest.mark.parametrize("compressors", [None, "auto"])
-def test_error_in_any_prefetched_batch_reaches_the_reader(monkeypatch, bad_chunk, compressors):
+@pytest.mark.parametrize("remote", [False, True])
+def test_error_in_any_prefetched_batch_reaches_the_reader(monkeypatch, bad_chunk, compressors,
+                                                          remote):
     monkeypatch.setattr(plain, "READ_BATCH_BYTES", 0)  # batches of 2 x threads chunks
+    monkeypatch.setattr(plain, "REMOTE_BATCH_BYTES", 0)
     d = _Failing()
-    a = cs.create_array(d, shape=(40 * 64,), chunks=(64,), dtype="f8",
-                        compressors=compressors, fill_value=0.0)
+    a = cs.create_array(_RemoteMemory(d) if remote else d, shape=(40 * 64,), chunks=(64,),
+                        dtype="f8", compressors=compressors, fill_value=0.0)
     values = np.arange(40 * 64, dtype="f8") + 1
     a[...] = values
     assert sorted(d) == sorted(["zarr.json"] + [f"c/{i}" for i in range(40)])
     d.bad = {f"c/{bad_chunk}"}
+    current().part(ReadAheadThreads).close()  # threads of earlier reads: not this test's
     before = set(_read_ahead_threads())
     for sel in (slice(None), slice(5, None, 3), slice(bad_chunk * 64 + 3, bad_chunk * 64 + 9)):
         with pytest.raises(Exception) as info:
@@ -193,7 +204,14 @@ def test_error_in_any_prefetched_batch_reaches_the_reader(monkeypatch, bad_chunk
     np.testing.assert_array_equal(a[...], values)
     gc.collect()
     started = [t for t in _read_ahead_threads() if t not in before]
-    for t in started:  # each ends (a thread left waiting would fail here, not linger)
+    assert bool(started) == remote  # a remote store's reads fetch ahead on them
+    # the process's read-ahead threads are reused, never more than READ_AHEAD_THREADS
+    assert len(_read_ahead_threads()) <= READ_AHEAD_THREADS
+    np.testing.assert_array_equal(a[...], values)
+    assert not [t for t in _read_ahead_threads() if t not in before and t not in started]
+    # closed, each ends (a thread left waiting on a fetch would fail here, not linger)
+    current().part(ReadAheadThreads).close()
+    for t in started:
         t.join(60)
     assert not [t for t in started if t.is_alive()]
 

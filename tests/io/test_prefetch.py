@@ -11,7 +11,8 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.io import plain
-from chunkstore.io.prefetch import ahead
+from chunkstore.io.prefetch import ReadAheadThreads, ahead
+from chunkstore.runtime import current
 
 
 def test_order_overlap_and_thread():
@@ -35,6 +36,31 @@ def test_order_overlap_and_thread():
     assert all(not n.startswith("chunkstore") for n in names)
 
 
+def test_fetch_threads_are_kept_between_reads():
+    def names():
+        return {t.name for t in threading.enumerate() if t.name.startswith("cs-read-ahead")}
+
+    def fetch(b):
+        time.sleep(0.005)
+        return b
+
+    assert list(ahead(range(6), fetch, 3)) == [(b, b) for b in range(6)]
+    first = {t for t in threading.enumerate() if t.name.startswith("cs-read-ahead")}
+    assert first and len(first) <= 3 + 2  # depth threads (+ the fetches at the end)
+    assert list(ahead(range(6), fetch, 3)) == [(b, b) for b in range(6)]
+    kept = {t for t in threading.enumerate() if t.name.startswith("cs-read-ahead")}
+    assert first <= kept and names()  # the same threads served the second read
+    # an early stop cancels the fetches not started
+    started = []
+    gen = ahead(range(100), lambda b: started.append(b) or time.sleep(0.01) or b, 4)
+    next(gen)
+    gen.close()
+    time.sleep(0.1)
+    assert len(started) <= 6
+    current().part(ReadAheadThreads).close()  # the threads end; the next read makes more
+    assert list(ahead(range(3), fetch, 2)) == [(b, b) for b in range(3)]
+
+
 def test_single_batch_inline_and_errors():
     main = threading.current_thread().name
     assert list(ahead([7], lambda b: (b, threading.current_thread().name))) == [(7, (7, main))]
@@ -53,11 +79,16 @@ def test_single_batch_inline_and_errors():
 @pytest.mark.parametrize("n", [2, 3, 9])
 def test_depth_keeps_that_many_fetches_in_flight_and_no_more(depth, n):
     guard, state = threading.Lock(), {"fetching": 0, "peak": 0, "held": 0, "held_peak": 0}
+    # the first window's fetches wait for each other: they must all be in flight at once
+    # (a barrier, not a sleep: a loaded machine may start threads late)
+    window = threading.Barrier(min(depth, n))
 
     def fetch(b):
         with guard:
             state["fetching"] += 1
             state["peak"] = max(state["peak"], state["fetching"])
+        if b < min(depth, n):
+            window.wait(timeout=60)
         time.sleep(0.02)
         with guard:
             state["fetching"] -= 1
@@ -97,16 +128,56 @@ class _RemoteMemory(cs.MemoryStore):
 
 def test_remote_reads_with_several_batches_ahead_are_exact(monkeypatch):
     monkeypatch.setattr(plain, "READ_BATCH_BYTES", 8192)  # many small batches
+    monkeypatch.setattr(plain, "REMOTE_BATCH_BYTES", 2048)
     x = np.random.default_rng(1).random((120, 333))
     a = cs.create_array(_RemoteMemory(), shape=x.shape, chunks=(8, 16), dtype="f8",
                         compressors=None)
     a[...] = x
-    depths = []
+    depths, sizes = [], []
     real = plain.ahead
-    monkeypatch.setattr(plain, "ahead", lambda b, f, d=1: depths.append(d) or real(b, f, d))
+
+    def spy(b, f, d=1):
+        depths.append(d)
+        return real(b, lambda batch: sizes.append(len(batch)) or f(batch), d)
+
+    monkeypatch.setattr(plain, "ahead", spy)
     np.testing.assert_array_equal(a[...], x)
     assert depths == [plain.REMOTE_READ_AHEAD] and plain.REMOTE_READ_AHEAD > 1
+    # batches of two chunks per decoding thread (REMOTE_BATCH_BYTES is 2 chunks here)
+    assert len(sizes) > plain.REMOTE_READ_AHEAD
+    assert max(sizes) == 2 * current().pool.threads(True)
     np.testing.assert_array_equal(a[5:117:3, ::-1][:, 7:300:5], x[5:117:3, ::-1][:, 7:300:5])
+
+
+def test_remote_reads_decode_small_batches_with_many_in_flight(monkeypatch):
+    """A remote read fetches batches of two chunks per decoding thread (so decoding
+    follows the fetches closely), as many batches ahead as keep REMOTE_READ_REQUESTS
+    chunks in flight while what is held stays within READ_BATCH_BYTES."""
+    x = np.random.default_rng(2).random((512, 4096))  # 512 chunks of 32 KiB
+    a = cs.create_array(_RemoteMemory(), shape=x.shape, chunks=(64, 64), dtype="f8",
+                        compressors=None)
+    a[...] = x
+    chunk = 64 * 64 * 8
+    monkeypatch.setattr(plain, "REMOTE_BATCH_BYTES", chunk)  # chunks count as large
+    monkeypatch.setattr(plain, "READ_BATCH_BYTES", 1000 * chunk)
+    monkeypatch.setattr(plain, "REMOTE_READ_REQUESTS", 48)
+    per_batch = 2 * current().pool.threads(True)
+    depths, sizes = [], []
+    real = plain.ahead
+
+    def spy(b, f, d=1):
+        depths.append(d)
+        return real(b, lambda batch: sizes.append(len(batch)) or f(batch), d)
+
+    monkeypatch.setattr(plain, "ahead", spy)
+    np.testing.assert_array_equal(a[...], x)
+    assert depths == [max(plain.REMOTE_READ_AHEAD, 48 // per_batch)]
+    assert max(sizes) == per_batch and sum(sizes) == 512
+    # what is held bounds the depth: at most READ_BATCH_BYTES in batches fetched
+    monkeypatch.setattr(plain, "READ_BATCH_BYTES", 6 * per_batch * chunk)
+    depths.clear()
+    np.testing.assert_array_equal(a[...], x)
+    assert depths == [max(plain.REMOTE_READ_AHEAD, min(48 // per_batch, 5))]
 
 
 def test_many_batches_on_a_non_view_store_read_exactly(monkeypatch):
