@@ -8,6 +8,7 @@ under ``if TYPE_CHECKING:`` never run and are not edges."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import chunkstore
@@ -30,6 +31,12 @@ def _module_name(path: Path) -> str:
 
 def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once per session (every test walks them all)."""
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def _is_package(name: str, modules: dict[str, Path]) -> bool:
@@ -85,7 +92,7 @@ def import_graph() -> dict[str, set[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = _tree(path)
         for node in _imports(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -176,7 +183,7 @@ def function_level_imports() -> dict[str, set[str]]:
     modules = _modules()
     out: dict[str, set[str]] = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = _tree(path)
         for node in _function_level_imports(tree):
             if isinstance(node, ast.Import):
                 bases = [alias.name for alias in node.names]
@@ -277,7 +284,7 @@ def test_rechunk_is_pure_planning():
     """``rechunk/`` plans without Dask (issue 31): no module of it imports dask or
     distributed, even inside a function; the Dask layer passes in what it needs."""
     for path in (ROOT / "rechunk").rglob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = _tree(path)
         for node in _imports(tree):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) \
                 else [node.module or ""]
