@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for _ in range(max(1, args.repeats)):  # methods interleaved: none always runs first
             for method in args.methods.split(","):
                 row = one_run(case, method, src, work, shape, chunks, target, axes, max_mem,
-                              nbytes, 0.0 if args.tiny else 3.0)
+                              nbytes, args.tiny)
                 if row is not None:
                     runs.setdefault(method, []).append(row)
                     print(format_row(row), flush=True)
@@ -177,21 +177,24 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 def one_run(case, method, src, work, shape, chunks, target, axes, max_mem, nbytes,
-            pause) -> dict | None:
-    """One measured run of ``method`` on ``case``, checked; its target removed after."""
+            tiny=False) -> dict | None:
+    """One measured run of ``method`` on ``case``, checked; its target removed after
+    (``tiny``: no pause before it, and no peer environment is created)."""
     dst = work / f"{case}-{method}.zarr"
     shutil.rmtree(dst, ignore_errors=True)
-    settle(pause)
+    settle(0.0 if tiny else 3.0)
     # in a child process that is killed if it hangs: one stuck peer never stops the run
     # (by its module's name: pickled from ``python -m`` it would be ``__main__``'s)
     here = importlib.import_module("benchmarks.bench_rechunk")
     row = in_child(functools.partial(here.run_method, case, method, src, dst, work, shape,
-                                     chunks, target, axes, max_mem))
+                                     chunks, target, axes, max_mem, tiny))
     if row is None:
         return None
     if "error" in row:
         print(f"{case} {method} failed: {row['error']}", flush=True)
         correct = False
+        row.setdefault("wall_s", math.nan)  # the row is printed, marked failed
+        row.setdefault("peak_rss_mb", [])
     elif "correct" in row:  # checked where the result is (e.g. on S3)
         correct = row["correct"]
     elif case == "to_store":
@@ -229,8 +232,10 @@ def settle(seconds: float = 3.0) -> None:
     time.sleep(seconds)
 
 
-def run_method(case, method, src, dst, work, shape, chunks, target, axes, max_mem) -> dict | None:
-    """One run of ``method`` on ``case`` (None: the method does not do this case)."""
+def run_method(case, method, src, dst, work, shape, chunks, target, axes, max_mem,
+               tiny=False) -> dict | None:
+    """One run of ``method`` on ``case`` (None: the method does not do this case, or it
+    is a peer whose environment does not exist and ``tiny`` forbids making it)."""
     if case == "to_store":
         if method == "chunkstore":
             return run_on_cluster(functools.partial(chunkstore_to_store, dst, shape, chunks,
@@ -249,12 +254,13 @@ def run_method(case, method, src, dst, work, shape, chunks, target, axes, max_me
         return run_on_cluster(
             functools.partial(dask_zarr_rechunk, src, dst, target, method[5:], axes), max_mem)
     if method == "rechunker" and axes is None:
-        row = run_rechunker(src, dst, work / "rechunker-tmp.zarr", target, max_mem)
+        row = run_rechunker(src, dst, work / "rechunker-tmp.zarr", target, max_mem,
+                            create_env=not tiny)
         shutil.rmtree(work / "rechunker-tmp.zarr", ignore_errors=True)
         return row
     if method == "cubed":
         cubed_work = work / "cubed-work"
-        row = run_cubed(src, dst, cubed_work, target, max_mem, axes)
+        row = run_cubed(src, dst, cubed_work, target, max_mem, axes, create_env=not tiny)
         shutil.rmtree(cubed_work, ignore_errors=True)
         return row
     return None

@@ -266,10 +266,18 @@ def format_row(r: dict) -> str:
     s3 = f", S3 server {r['s3_cpu_s']:.0f} s" if "s3_cpu_s" in r else ""
     cpu = f" (cpu {r['cpu_s']:.0f} s{s3})" if "cpu_s" in r else ""
     load = f", load {r['load_avg'][0]:.1f}-{r['load_avg'][1]:.1f}" if "load_avg" in r else ""
-    return (f"{r['case']:<9} {r['method']:<11} {r['wall_s']:7.1f} s{cpu}{load}  peak RSS per "
-            "worker "
+    return (f"{_over_bound(r)}{r['case']:<9} {r['method']:<11} {r['wall_s']:7.1f} s{cpu}{load}"
+            "  peak RSS per worker "
             f"{peaks} MiB{pred} (bound {r['bound_mb'] / MiB * MB:.0f} MiB){events}  "
             f"correct={r['correct']}")
+
+
+def _over_bound(r: dict) -> str:
+    """A mark before a row whose worker went over the bound without being killed (its
+    nanny was told not to: rechunker's), so that its peak could be measured."""
+    if r.get("nanny_terminate") is False and any(p > r["bound_mb"] for p in r["peak_rss_mb"]):
+        return "OVER BOUND (nanny's kill off) "
+    return ""
 
 
 def print_table(results: list[dict]) -> None:
@@ -283,7 +291,9 @@ def print_table(results: list[dict]) -> None:
     limits = {r["case"]: r["wall_s"] for r in results if r["method"] == "limit"}
     for r in results:
         peaks = " / ".join(f"{p * MB / MiB:.0f}" for p in r["peak_rss_mb"])
-        ok = all(p <= r["bound_mb"] for p in r["peak_rss_mb"]) if r["method"] != "limit" else "-"
+        ok = (f"{all(p <= r['bound_mb'] for p in r['peak_rss_mb'])}"
+              f"{' (nanny kill off)' if r.get('nanny_terminate') is False else ''}"
+              if r["method"] != "limit" else "-")
         pred = r.get("predicted_worker_mb")
         ratio = f"{max(r['peak_rss_mb']) / pred:.2f}" if pred else "-"
         pred_s = f"{pred * MB / MiB:.0f}" if pred else "-"
