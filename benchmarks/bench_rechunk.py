@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.rechunk_beyond import big_cases, print_scaling
 from benchmarks.rechunk_cli import METHOD as CLI_METHOD
 from benchmarks.rechunk_cli import run_cli
 from benchmarks.rechunk_limit import METHOD as LIMIT_METHOD
@@ -66,6 +67,13 @@ from benchmarks.rechunk_measure import (
     run_on_cluster,
 )
 from benchmarks.rechunk_peers import dask_to_zarr, dask_zarr_rechunk, run_cubed, run_rechunker
+from benchmarks.rechunk_s3 import METHODS as S3_METHODS
+from benchmarks.rechunk_s3 import parse as parse_s3
+from benchmarks.rechunk_s3 import run_s3
+
+#: every row of the issue's cases: the limit, chunkstore, the peers, and the same on S3
+DEFAULT_METHODS = (LIMIT_METHOD, "chunkstore", "dask-tasks", "dask-p2p", "rechunker", "cubed",
+                   CLI_METHOD, *S3_METHODS)
 
 
 def chunkstore_rechunk(src: Path | str, dst: Path | str, target: tuple, max_mem: int,
@@ -139,30 +147,48 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="the transpose array is side^3 float32")
     parser.add_argument("--max-mem", default="512MB", help="max_mem of every method")
     parser.add_argument("--cases", default="rechunk,transpose")
-    parser.add_argument("--methods", default=f"{LIMIT_METHOD},chunkstore,dask-tasks,dask-p2p,"
-                        f"rechunker,cubed,{CLI_METHOD}")
+    parser.add_argument("--methods", default=None,
+                        help=f"default: {','.join(DEFAULT_METHODS)} (with --beyond-memory: "
+                        "chunkstore)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per method, the methods interleaved; the median is kept")
+    parser.add_argument("--beyond-memory", default=None, metavar="GIB,GIB",
+                        help="instead of the cases above: rechunk and transpose of arrays of "
+                        "these sizes (4 GiB x a power of two, e.g. 4,32: more than the "
+                        "machine's memory), chunkstore only by default (the peers would take "
+                        "hours), with the time per GiB against the smallest size "
+                        "(benchmarks/rechunk_beyond.py)")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-rechunk-"))
     work.mkdir(parents=True, exist_ok=True)
     from chunkstore.sizes import parse_bytes
-    cases = cases_for(args.tiny, args.gib, args.transpose_side, parse_bytes(args.max_mem))
+    max_mem = parse_bytes(args.max_mem)
+    names = args.cases.split(",")
+    if args.beyond_memory:
+        methods = (args.methods or "chunkstore").split(",")
+        runs_of = [(f"{case}-{gib:g}GiB", case, big_cases(gib, max_mem)[case], gib)
+                   for gib in map(float, args.beyond_memory.split(",")) for case in names
+                   if case != "to_store"]
+    else:
+        methods = args.methods.split(",") if args.methods else list(DEFAULT_METHODS)
+        cases = cases_for(args.tiny, args.gib, args.transpose_side, max_mem)
+        runs_of = [(case, case, cases[case], None) for case in names]
     results = []
-    for case in args.cases.split(","):
-        shape, chunks, target, axes, max_mem = cases[case]
-        src = work / f"{case}-src.zarr"
+    for label, case, (shape, chunks, target, axes, budget), gib in runs_of:
+        src = work / f"{label}-src.zarr"
         if case != "to_store" and not (src / ".zarray").exists():
-            make_source(src, shape, chunks)
+            make_source(src, shape, chunks, compressible=gib is not None)
         nbytes = int(np.prod(shape)) * (8 if case == "to_store" else 4)
         runs: dict[str, list[dict]] = {}
         for _ in range(max(1, args.repeats)):  # methods interleaved: none always runs first
-            for method in args.methods.split(","):
-                row = one_run(case, method, src, work, shape, chunks, target, axes, max_mem,
+            for method in methods:
+                row = one_run(case, method, src, work, shape, chunks, target, axes, budget,
                               nbytes, args.tiny)
                 if row is not None:
+                    if gib is not None:
+                        row.update(case=label, base_case=case, gib=gib)
                     runs.setdefault(method, []).append(row)
                     print(format_row(row), flush=True)
         results += [median_run(rows) for rows in runs.values()]
@@ -171,6 +197,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             shutil.rmtree(src, ignore_errors=True)
     (OUT / "bench_rechunk.json").write_text(json.dumps(results, indent=2))
     print_table(results)
+    print_scaling(results)
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return results
@@ -248,6 +275,8 @@ def run_method(case, method, src, dst, work, shape, chunks, target, axes, max_me
             functools.partial(chunkstore_rechunk, src, dst, target, max_mem, axes), max_mem)
     if method == CLI_METHOD:
         return run_cli(case, src, target, axes, max_mem, work)
+    if parse_s3(method) is not None:
+        return run_s3(case, method, src, target, axes, max_mem, work)
     if method == LIMIT_METHOD:
         return run_limit(src, work, plan_stages(src, target, max_mem, axes))
     if method.startswith("dask-"):

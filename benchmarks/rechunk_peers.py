@@ -21,14 +21,18 @@ def dask_to_zarr(dst: Path, shape: tuple, chunks: tuple) -> dict:
     return {}
 
 
-def dask_zarr_rechunk(src: Path, dst: Path, target: tuple, method: str, axes=None) -> dict:
+def dask_zarr_rechunk(src: Path | str, dst: Path | str, target: tuple, method: str, axes=None,
+                      storage_options: dict | None = None) -> dict:
+    """dask's rechunk (``method``: "tasks" or "p2p") with zarr-python reading and writing
+    (over s3fs with ``storage_options``, for URLs on S3)."""
     import dask
     import dask.array as da
+    options = {"storage_options": storage_options} if storage_options else {}
     with dask.config.set({"array.rechunk.method": method}):
-        x = da.from_zarr(str(src))
+        x = da.from_zarr(str(src), **options)
         if axes is not None:
             x = x.transpose(axes)
-        x.rechunk(target).to_zarr(str(dst), overwrite=True, zarr_format=2)
+        x.rechunk(target).to_zarr(str(dst), overwrite=True, zarr_format=2, **options)
     return {}
 
 
