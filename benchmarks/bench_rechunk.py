@@ -4,21 +4,33 @@
     python -m benchmarks.bench_rechunk --tiny     # seconds, for CI
     python -m benchmarks.bench_rechunk --gib 16 --cases rechunk,to_store --methods chunkstore
     python -m benchmarks.bench_rechunk --gib 0.25 --transpose-side 400 --max-mem 64MB
+    python -m benchmarks.bench_rechunk --gib 0.25 --transpose-side 400 \
+        --methods chunkstore-s3,dask-tasks-s3,chunkstore-s3-20ms,dask-tasks-s3-20ms
+    python -m benchmarks.bench_rechunk --beyond-memory 4,32   # 32 GiB: chunkstore only
 
 Cases (issues 6 and 13): (1) rechunk a (32768, 32768) float32 array, blosc-lz4, from
 (32768, 32) chunks to (32, 32768) with max_mem=512 MB; (2) transpose-and-rewrite a
 1024^3 float32 array chunked (1024, 1024, 16); (3) ``to_store`` of a generated float64
 dask array (``--gib`` scales the rechunk and to_store arrays, e.g. 16 GiB: more than the
 cluster's memory). Methods: chunkstore, dask + zarr-python (rechunk method "tasks" and
-"p2p"), rechunker 0.5 (needs zarr-python 2.18: it runs from a virtual environment this
-script creates under bench-out/) and cubed (if installed; processes executor,
-allowed_mem = max_mem) and chunkstore on a cluster started from the dask CLI with its
-arrays on moto's S3 server (``chunkstore-cli-s3``: benchmarks/rechunk_cli.py); and
-``limit``, the machine's limit: the same bytes decoded, encoded and written once per
-stage of chunkstore's plan by plain numcodecs and file writes on the same 2 x 1 slots
-(benchmarks/rechunk_limit.py); the table shows each row's fraction of it. Arrays are
-Zarr v2 so that every method reads the same source. ``--gib`` below 4 and
-``--transpose-side`` give smaller arrays, ``--max-mem`` another memory budget.
+"p2p"), rechunker 0.5 (zarr-python 2.18) and cubed (the newest the package registry has;
+processes executor, allowed_mem = max_mem), each of these two from a virtual environment
+of its own that the first full-size run creates under bench-out/ (``--tiny`` never
+does: the peer is skipped while its environment does not exist; rechunker's nanny never
+kills a worker, so a peak above the bound is measured and marked, not a KilledWorker);
+chunkstore on a cluster started from the dask CLI with its arrays on moto's S3 server
+(``chunkstore-cli-s3``: benchmarks/rechunk_cli.py); chunkstore, dask-tasks and dask-p2p
+with source, intermediate and target on moto's S3 server (``<method>-s3``, and
+``<method>-s3-20ms`` with 20 ms added to every request on the server's side:
+benchmarks/rechunk_s3.py); and ``limit``, the machine's limit: the same bytes decoded,
+encoded and written once per stage of chunkstore's plan by plain numcodecs and file
+writes on the same 2 x 1 slots (benchmarks/rechunk_limit.py); the table shows each row's
+fraction of it. Arrays are Zarr v2 so that every method reads the same source. ``--gib``
+below 4 and ``--transpose-side`` give smaller arrays, ``--max-mem`` another memory budget.
+``--beyond-memory 4,32`` runs, instead, the rechunk and transpose of arrays of those
+sizes in GiB (32: more than the machine's 24 GiB), chunkstore only (dask, rechunker and
+cubed would take hours at 32 GiB on 2 x 1 slots), with the time per GiB against the
+smallest size (benchmarks/rechunk_beyond.py).
 
 Each run gets a fresh LocalCluster(2 workers x 1 thread, memory_limit = max_mem + 500 MB),
 or the same from the dask CLI; every worker process's RSS is sampled separately every 0.1 s from outside (psutil, the
@@ -148,8 +160,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--max-mem", default="512MB", help="max_mem of every method")
     parser.add_argument("--cases", default="rechunk,transpose")
     parser.add_argument("--methods", default=None,
-                        help=f"default: {','.join(DEFAULT_METHODS)} (with --beyond-memory: "
-                        "chunkstore)")
+                        help=f"default: {','.join(DEFAULT_METHODS)} (with --tiny: without "
+                        "the -s3 ones; with --beyond-memory: chunkstore)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per method, the methods interleaved; the median is kept")
@@ -172,7 +184,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                    for gib in map(float, args.beyond_memory.split(",")) for case in names
                    if case != "to_store"]
     else:
-        methods = args.methods.split(",") if args.methods else list(DEFAULT_METHODS)
+        # --tiny's default leaves out the S3 servers (each run starts one: tens of
+        # seconds; their own smoke test runs them)
+        methods = (args.methods.split(",") if args.methods else
+                   [m for m in DEFAULT_METHODS if not (args.tiny and m in S3_METHODS)])
         cases = cases_for(args.tiny, args.gib, args.transpose_side, max_mem)
         runs_of = [(case, case, cases[case], None) for case in names]
     results = []
