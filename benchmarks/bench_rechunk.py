@@ -4,21 +4,33 @@
     python -m benchmarks.bench_rechunk --tiny     # seconds, for CI
     python -m benchmarks.bench_rechunk --gib 16 --cases rechunk,to_store --methods chunkstore
     python -m benchmarks.bench_rechunk --gib 0.25 --transpose-side 400 --max-mem 64MB
+    python -m benchmarks.bench_rechunk --gib 0.25 --transpose-side 400 \
+        --methods chunkstore-s3,dask-tasks-s3,chunkstore-s3-20ms,dask-tasks-s3-20ms
+    python -m benchmarks.bench_rechunk --beyond-memory 4,32   # 32 GiB: chunkstore only
 
 Cases (issues 6 and 13): (1) rechunk a (32768, 32768) float32 array, blosc-lz4, from
 (32768, 32) chunks to (32, 32768) with max_mem=512 MB; (2) transpose-and-rewrite a
 1024^3 float32 array chunked (1024, 1024, 16); (3) ``to_store`` of a generated float64
 dask array (``--gib`` scales the rechunk and to_store arrays, e.g. 16 GiB: more than the
 cluster's memory). Methods: chunkstore, dask + zarr-python (rechunk method "tasks" and
-"p2p"), rechunker 0.5 (needs zarr-python 2.18: it runs from a virtual environment this
-script creates under bench-out/) and cubed (if installed; processes executor,
-allowed_mem = max_mem) and chunkstore on a cluster started from the dask CLI with its
-arrays on moto's S3 server (``chunkstore-cli-s3``: benchmarks/rechunk_cli.py); and
-``limit``, the machine's limit: the same bytes decoded, encoded and written once per
-stage of chunkstore's plan by plain numcodecs and file writes on the same 2 x 1 slots
-(benchmarks/rechunk_limit.py); the table shows each row's fraction of it. Arrays are
-Zarr v2 so that every method reads the same source. ``--gib`` below 4 and
-``--transpose-side`` give smaller arrays, ``--max-mem`` another memory budget.
+"p2p"), rechunker 0.5 (zarr-python 2.18) and cubed (the newest the package registry has;
+processes executor, allowed_mem = max_mem), each of these two from a virtual environment
+of its own that the first full-size run creates under bench-out/ (``--tiny`` never
+does: the peer is skipped while its environment does not exist; rechunker's nanny never
+kills a worker, so a peak above the bound is measured and marked, not a KilledWorker);
+chunkstore on a cluster started from the dask CLI with its arrays on moto's S3 server
+(``chunkstore-cli-s3``: benchmarks/rechunk_cli.py); chunkstore, dask-tasks and dask-p2p
+with source, intermediate and target on moto's S3 server (``<method>-s3``, and
+``<method>-s3-20ms`` with 20 ms added to every request on the server's side:
+benchmarks/rechunk_s3.py); and ``limit``, the machine's limit: the same bytes decoded,
+encoded and written once per stage of chunkstore's plan by plain numcodecs and file
+writes on the same 2 x 1 slots (benchmarks/rechunk_limit.py); the table shows each row's
+fraction of it. Arrays are Zarr v2 so that every method reads the same source. ``--gib``
+below 4 and ``--transpose-side`` give smaller arrays, ``--max-mem`` another memory budget.
+``--beyond-memory 4,32`` runs, instead, the rechunk and transpose of arrays of those
+sizes in GiB (32: more than the machine's 24 GiB), chunkstore only (dask, rechunker and
+cubed would take hours at 32 GiB on 2 x 1 slots), with the time per GiB against the
+smallest size (benchmarks/rechunk_beyond.py).
 
 Each run gets a fresh LocalCluster(2 workers x 1 thread, memory_limit = max_mem + 500 MB),
 or the same from the dask CLI; every worker process's RSS is sampled separately every 0.1 s from outside (psutil, the
@@ -46,6 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.rechunk_beyond import big_cases, print_scaling
 from benchmarks.rechunk_cli import METHOD as CLI_METHOD
 from benchmarks.rechunk_cli import run_cli
 from benchmarks.rechunk_limit import METHOD as LIMIT_METHOD
@@ -66,6 +79,13 @@ from benchmarks.rechunk_measure import (
     run_on_cluster,
 )
 from benchmarks.rechunk_peers import dask_to_zarr, dask_zarr_rechunk, run_cubed, run_rechunker
+from benchmarks.rechunk_s3 import METHODS as S3_METHODS
+from benchmarks.rechunk_s3 import parse as parse_s3
+from benchmarks.rechunk_s3 import run_s3
+
+#: every row of the issue's cases: the limit, chunkstore, the peers, and the same on S3
+DEFAULT_METHODS = (LIMIT_METHOD, "chunkstore", "dask-tasks", "dask-p2p", "rechunker", "cubed",
+                   CLI_METHOD, *S3_METHODS)
 
 
 def chunkstore_rechunk(src: Path | str, dst: Path | str, target: tuple, max_mem: int,
@@ -139,30 +159,51 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="the transpose array is side^3 float32")
     parser.add_argument("--max-mem", default="512MB", help="max_mem of every method")
     parser.add_argument("--cases", default="rechunk,transpose")
-    parser.add_argument("--methods", default=f"{LIMIT_METHOD},chunkstore,dask-tasks,dask-p2p,"
-                        f"rechunker,cubed,{CLI_METHOD}")
+    parser.add_argument("--methods", default=None,
+                        help=f"default: {','.join(DEFAULT_METHODS)} (with --tiny: without "
+                        "the -s3 ones; with --beyond-memory: chunkstore)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per method, the methods interleaved; the median is kept")
+    parser.add_argument("--beyond-memory", default=None, metavar="GIB,GIB",
+                        help="instead of the cases above: rechunk and transpose of arrays of "
+                        "these sizes (4 GiB x a power of two, e.g. 4,32: more than the "
+                        "machine's memory), chunkstore only by default (the peers would take "
+                        "hours), with the time per GiB against the smallest size "
+                        "(benchmarks/rechunk_beyond.py)")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-rechunk-"))
     work.mkdir(parents=True, exist_ok=True)
     from chunkstore.sizes import parse_bytes
-    cases = cases_for(args.tiny, args.gib, args.transpose_side, parse_bytes(args.max_mem))
+    max_mem = parse_bytes(args.max_mem)
+    names = args.cases.split(",")
+    if args.beyond_memory:
+        methods = (args.methods or "chunkstore").split(",")
+        runs_of = [(f"{case}-{gib:g}GiB", case, big_cases(gib, max_mem)[case], gib)
+                   for gib in map(float, args.beyond_memory.split(",")) for case in names
+                   if case != "to_store"]
+    else:
+        # --tiny's default leaves out the S3 servers (each run starts one: tens of
+        # seconds; their own smoke test runs them)
+        methods = (args.methods.split(",") if args.methods else
+                   [m for m in DEFAULT_METHODS if not (args.tiny and m in S3_METHODS)])
+        cases = cases_for(args.tiny, args.gib, args.transpose_side, max_mem)
+        runs_of = [(case, case, cases[case], None) for case in names]
     results = []
-    for case in args.cases.split(","):
-        shape, chunks, target, axes, max_mem = cases[case]
-        src = work / f"{case}-src.zarr"
+    for label, case, (shape, chunks, target, axes, budget), gib in runs_of:
+        src = work / f"{label}-src.zarr"
         if case != "to_store" and not (src / ".zarray").exists():
-            make_source(src, shape, chunks)
+            make_source(src, shape, chunks, compressible=gib is not None)
         nbytes = int(np.prod(shape)) * (8 if case == "to_store" else 4)
         runs: dict[str, list[dict]] = {}
         for _ in range(max(1, args.repeats)):  # methods interleaved: none always runs first
-            for method in args.methods.split(","):
-                row = one_run(case, method, src, work, shape, chunks, target, axes, max_mem,
-                              nbytes, 0.0 if args.tiny else 3.0)
+            for method in methods:
+                row = one_run(case, method, src, work, shape, chunks, target, axes, budget,
+                              nbytes, args.tiny)
                 if row is not None:
+                    if gib is not None:
+                        row.update(case=label, base_case=case, gib=gib)
                     runs.setdefault(method, []).append(row)
                     print(format_row(row), flush=True)
         results += [median_run(rows) for rows in runs.values()]
@@ -171,27 +212,31 @@ def main(argv: list[str] | None = None) -> list[dict]:
             shutil.rmtree(src, ignore_errors=True)
     (OUT / "bench_rechunk.json").write_text(json.dumps(results, indent=2))
     print_table(results)
+    print_scaling(results)
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return results
 
 
 def one_run(case, method, src, work, shape, chunks, target, axes, max_mem, nbytes,
-            pause) -> dict | None:
-    """One measured run of ``method`` on ``case``, checked; its target removed after."""
+            tiny=False) -> dict | None:
+    """One measured run of ``method`` on ``case``, checked; its target removed after
+    (``tiny``: no pause before it, and no peer environment is created)."""
     dst = work / f"{case}-{method}.zarr"
     shutil.rmtree(dst, ignore_errors=True)
-    settle(pause)
+    settle(0.0 if tiny else 3.0)
     # in a child process that is killed if it hangs: one stuck peer never stops the run
     # (by its module's name: pickled from ``python -m`` it would be ``__main__``'s)
     here = importlib.import_module("benchmarks.bench_rechunk")
     row = in_child(functools.partial(here.run_method, case, method, src, dst, work, shape,
-                                     chunks, target, axes, max_mem))
+                                     chunks, target, axes, max_mem, tiny))
     if row is None:
         return None
     if "error" in row:
         print(f"{case} {method} failed: {row['error']}", flush=True)
         correct = False
+        row.setdefault("wall_s", math.nan)  # the row is printed, marked failed
+        row.setdefault("peak_rss_mb", [])
     elif "correct" in row:  # checked where the result is (e.g. on S3)
         correct = row["correct"]
     elif case == "to_store":
@@ -229,8 +274,10 @@ def settle(seconds: float = 3.0) -> None:
     time.sleep(seconds)
 
 
-def run_method(case, method, src, dst, work, shape, chunks, target, axes, max_mem) -> dict | None:
-    """One run of ``method`` on ``case`` (None: the method does not do this case)."""
+def run_method(case, method, src, dst, work, shape, chunks, target, axes, max_mem,
+               tiny=False) -> dict | None:
+    """One run of ``method`` on ``case`` (None: the method does not do this case, or it
+    is a peer whose environment does not exist and ``tiny`` forbids making it)."""
     if case == "to_store":
         if method == "chunkstore":
             return run_on_cluster(functools.partial(chunkstore_to_store, dst, shape, chunks,
@@ -243,18 +290,21 @@ def run_method(case, method, src, dst, work, shape, chunks, target, axes, max_me
             functools.partial(chunkstore_rechunk, src, dst, target, max_mem, axes), max_mem)
     if method == CLI_METHOD:
         return run_cli(case, src, target, axes, max_mem, work)
+    if parse_s3(method) is not None:
+        return run_s3(case, method, src, target, axes, max_mem, work)
     if method == LIMIT_METHOD:
         return run_limit(src, work, plan_stages(src, target, max_mem, axes))
     if method.startswith("dask-"):
         return run_on_cluster(
             functools.partial(dask_zarr_rechunk, src, dst, target, method[5:], axes), max_mem)
     if method == "rechunker" and axes is None:
-        row = run_rechunker(src, dst, work / "rechunker-tmp.zarr", target, max_mem)
+        row = run_rechunker(src, dst, work / "rechunker-tmp.zarr", target, max_mem,
+                            create_env=not tiny)
         shutil.rmtree(work / "rechunker-tmp.zarr", ignore_errors=True)
         return row
     if method == "cubed":
         cubed_work = work / "cubed-work"
-        row = run_cubed(src, dst, cubed_work, target, max_mem, axes)
+        row = run_cubed(src, dst, cubed_work, target, max_mem, axes, create_env=not tiny)
         shutil.rmtree(cubed_work, ignore_errors=True)
         return row
     return None

@@ -145,10 +145,13 @@ def serve(port: int, latency_ms: float = 0.0, server: str = "werkzeug") -> None:
 
 
 class Endpoint:
-    """The counting moto server in a subprocess, for the length of a ``with`` block."""
+    """The counting moto server in a subprocess, for the length of a ``with`` block
+    (``env``: variables added to its environment, e.g. moto's for keeping objects in
+    files)."""
 
-    def __init__(self, latency_ms: float = 0.0, server: str = "werkzeug") -> None:
-        self.latency_ms, self.server = latency_ms, server
+    def __init__(self, latency_ms: float = 0.0, server: str = "werkzeug",
+                 env: dict[str, str] | None = None) -> None:
+        self.latency_ms, self.server, self.env = latency_ms, server, env
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -157,7 +160,8 @@ class Endpoint:
     def __enter__(self) -> Endpoint:
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve",
                                       str(self.port), "--latency-ms", str(self.latency_ms),
-                                      "--server", self.server])
+                                      "--server", self.server],
+                                     env={**os.environ, **(self.env or {})})
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -171,6 +175,12 @@ class Endpoint:
     def __exit__(self, *exc: object) -> None:
         self.proc.terminate()
         self.proc.wait(10)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of the server process so far."""
+        import psutil
+        times = psutil.Process(self.proc.pid).cpu_times()
+        return times.user + times.system
 
     def counts(self, reset: bool = False) -> dict:
         """Requests and bytes since the last reset (and reset them, if asked)."""
