@@ -1,0 +1,143 @@
+"""Red-team attacks on sharded reads pinned to the index's version
+(``Store.get_versioned_ranges``, ``io.shard_index``): a writer (another client) replaces
+or deletes a shard between the index GET and the data GET, on every read path, against
+a store without snapshot ranges (S3 through obstore and s3fs, and a memory store read as
+S3 reads); each read returns one stored state whole (A, B or fill), never a mix or
+garbage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numcodecs
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.io.sharded import ShardEngine
+from chunkstore.storage.wrappers import WrapperStore
+
+A = np.arange(1, 9, dtype="i4")
+B = np.array([0, 0, 11, 12, 13, 14, 15, 16], "i4")  # inner chunk 0 fill (left out)
+FILL = np.zeros(8, "i4")
+#: (what is stored while the data is read, what is stored after: at the index re-read)
+SCENARIOS = {"aba": ("B", "A", A), "ab": ("B", "B", B), "delete": (None, None, FILL),
+             "delete-back": (None, "A", A), "index-only": ("E", "E", FILL),
+             "index-only-back": ("E", "A", A), "garbage-back": ("G", "A", A)}
+READS = {
+    "region": (lambda a: a[...], lambda w: w),
+    "slice": (lambda a: a[2:7], lambda w: w[2:7]),
+    "orthogonal": (lambda a: a.get_orthogonal_selection(([0, 3, 6],)), lambda w: w[[0, 3, 6]]),
+    "coordinate": (lambda a: a.get_coordinate_selection(([7, 1, 4],)), lambda w: w[[7, 1, 4]]),
+    "read_chunk": (lambda a: a.read_chunk((1,)), lambda w: w[2:4]),
+}
+
+
+def _index_only() -> bytes:
+    """A shard of 4 inner chunks, none stored: its index alone (bytes + crc32c)."""
+    return bytes(numcodecs.CRC32C().encode(b"\xff" * 64))
+
+
+class _Attacked(WrapperStore):
+    """Reads as S3 reads (each range its own request, no snapshot); once ``armed``, the
+    first call reading data ranges of ``key`` has ``put(key, during)`` land before each
+    of its data requests and ``put(key, after)`` before each index request (and after
+    the call)."""
+
+    def __init__(self, inner, key, index_range, put, during, after):
+        super().__init__(inner)
+        self.key, self.index_range, self.put = key, index_range, put
+        self.during, self.after = during, after
+        self.armed = self.attacked = False
+        self.log: list = []
+
+    def with_read_only(self, read_only=True):
+        return self  # one attacker per test (the reader does not write)
+
+    @property
+    def capabilities(self):  # type: ignore[override]
+        return replace(self.inner.capabilities, snapshot_ranges=False)
+
+    def get_versioned_ranges(self, requests):
+        data = [r for k, r, _ in requests if k == self.key and r != self.index_range]
+        attack = bool(data) and self.armed and not self.attacked
+        out = []
+        for k, rng, pinned in requests:
+            if attack and k == self.key:
+                self.put(k, self.during if rng in data else self.after)
+            self.log.append((k, rng, pinned))
+            out.extend(self.inner.get_versioned_ranges([(k, rng, pinned)]))
+        if attack:
+            self.put(self.key, self.after)
+            self.attacked = True
+        return out
+
+
+def _attack(inner, put, scenario, read, location, cache, cached_index, monkeypatch):
+    a = cs.create_array(inner, shape=(8,), chunks=(2,),
+                        shards={"shape": (8,), "index_location": location}, dtype="i4",
+                        fill_value=0, compressors=None)
+    a[...] = B
+    blob_b = bytes(inner.get("c/0"))
+    a[...] = A
+    blob_a = bytes(inner.get("c/0"))
+    blobs = {"A": blob_a, "B": blob_b, "E": _index_only(), None: None,
+             "G": np.random.default_rng(1).bytes(len(blob_a))}
+    during, after, want = SCENARIOS[scenario]
+    index_range = (0, 68) if location == "start" else (-68, None)
+    store = _Attacked(inner, "c/0", index_range, put, blobs[during], blobs[after])
+    reader = cs.open_array(store, mode="r", cache=cache)
+    if cached_index:  # the index cached by an earlier read (with its generation), and
+        # with a decoded-chunk cache inner chunk 0 of A kept
+        np.testing.assert_array_equal(reader[0:2], A[0:2])
+    if read in ("orthogonal", "coordinate", "read_chunk"):
+        monkeypatch.setattr(ShardEngine, "_region", lambda self, projections, shape: None)
+    store.armed = True
+    get, expect = READS[read]
+    got = get(reader)
+    assert store.attacked, store.log
+    np.testing.assert_array_equal(got, expect(want), err_msg=f"{scenario} {store.log}")
+    np.testing.assert_array_equal(reader[...], want)  # and what is stored now
+    return store
+
+
+def _memory_put(inner):
+    def put(key, value):
+        if value is None:
+            inner.delete(key)
+        else:
+            inner.set(key, bytes(bytearray(value)))  # a new object: a new generation
+    return put
+
+
+@pytest.mark.parametrize("cached_index", [False, True])
+@pytest.mark.parametrize("cache", [0, 1 << 20])
+@pytest.mark.parametrize("location", ["end", "start"])
+@pytest.mark.parametrize("read", list(READS))
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_rewrite_between_the_gets_memory(monkeypatch, scenario, read, location, cache,
+                                         cached_index):
+    from chunkstore.storage.memory import MemoryStore
+
+    inner = MemoryStore()
+    _attack(inner, _memory_put(inner), scenario, read, location, cache, cached_index,
+            monkeypatch)
+
+
+@pytest.mark.parametrize("location,cached_index", [("end", False), ("start", True)])
+@pytest.mark.parametrize("read", ["region", "read_chunk"])
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_rewrite_between_the_gets_s3(s3_bucket_both, monkeypatch, scenario, read, location,
+                                     cached_index):
+    from chunkstore.storage.resolve import resolve_store
+
+    url, options = s3_bucket_both
+    inner = resolve_store(f"{url}/p.zarr", storage_options=options)
+    writer = resolve_store(f"{url}/p.zarr", storage_options=options)
+
+    def put(key, value):
+        if value is None:
+            writer.delete(key)
+        else:
+            writer.set(key, value)
+    _attack(inner, put, scenario, read, location, 0, cached_index, monkeypatch)
