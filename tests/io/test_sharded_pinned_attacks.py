@@ -216,8 +216,6 @@ def test_wrappers_over_s3_keep_reads_pinned(s3_bucket_both, monkeypatch, wrapper
         assert made[0].calls["get_ranges"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the whole-shard read's ObjectSizeError names "
-                   "the key and store, not the array")
 def test_whole_shard_fallback_refuses_an_oversized_shard_before_reading_it(monkeypatch):
     """A shard rewritten before every pinned read is read whole after ``WHOLE_AFTER``
     refusals; the version then stored keeps a valid index but is padded past the largest
