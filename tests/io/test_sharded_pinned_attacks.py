@@ -318,3 +318,19 @@ def test_four_s3_writers_of_one_shard_and_two_readers(s3_bucket_both):
     run_together(_s3_worker, lambda i: (url, options, i), n=6)
     want = np.repeat(100 * np.arange(4) + ROUNDS, 2).astype("i4")
     np.testing.assert_array_equal(cs.open_array(store, mode="r")[...], want)
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: an fsspec store without versions (memory://; "
+                   "GCS, Azure, HTTP alike) has no generation to pin to, and the index "
+                   "re-read alone passes an A->B->A rewrite: B's bytes decoded at A's offsets")
+@pytest.mark.parametrize("read", ["region", "read_chunk"])
+def test_rewrite_between_the_gets_fsspec_without_versions(monkeypatch, read):
+    """The A -> B -> A attack on an fsspec store of another filesystem (ranges not read
+    from one snapshot, no ETags): the read must still be one stored state whole."""
+    import uuid
+
+    from chunkstore.storage.fsspec.store import FsspecStore
+
+    inner = FsspecStore(f"memory://rt-{uuid.uuid4().hex}/a.zarr")
+    assert not inner.capabilities.snapshot_ranges
+    _attack(inner, _memory_put(inner), "aba", read, "end", 0, False, monkeypatch)
