@@ -74,17 +74,15 @@ def test_set_map_bytes_sets_the_budget_and_gives_the_previous():
     assert cs.config.get("cache.map_bytes") == previous
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: set_map_bytes and limit_map_cache say they take "
-                   "None (int | None), which the config refuses")
 def test_set_map_bytes_takes_sizes_and_refuses_none():
-    """A size such as '2MiB' is a bound, and the previous setting it returns (whatever
-    form it had) restores it; None is no bound the config knows: refused, nothing set."""
+    """A size such as '2MiB' is a bound, and the previous setting it returns (in bytes)
+    restores it; None is no bound the config knows: refused, nothing set."""
     import inspect
 
     previous = set_map_bytes("2MiB")
     try:
         assert current().budgets.map_bytes == 2 << 20
-        assert set_map_bytes(previous) == "2MiB"
+        assert set_map_bytes(previous) == 2 << 20
         with pytest.raises(ValueError, match="cache.map_bytes"):
             set_map_bytes(None)  # type: ignore[arg-type]
         assert cs.config.get("cache.map_bytes") == previous
