@@ -52,7 +52,7 @@ class _Attacked(WrapperStore):
         self.log: list = []
 
     def with_read_only(self, read_only=True):
-        return self  # one attacker per test (the reader does not write)
+        return self  # one attacker per test
 
     @property
     def capabilities(self):  # type: ignore[override]
@@ -88,8 +88,12 @@ def _attack(inner, put, scenario, read, location, cache, cached_index, monkeypat
     index_range = (0, 68) if location == "start" else (-68, None)
     store = _Attacked(inner if wrap is None else wrap(inner), "c/0", index_range, put,
                       blobs[during], blobs[after])
-    reader = cs.open_array(store, mode="r", cache=cache)
-    if cached_index:  # the index cached by an earlier read (with its generation), and
+    reader = cs.open_array(store, mode="r+" if cached_index == "written" else "r",
+                           cache=cache)
+    if cached_index == "written":  # the engine's own write: an index without generation
+        reader[...] = A
+        assert bytes(inner.get("c/0")) == blob_a
+    elif cached_index:  # the index cached by an earlier read (with its generation), and
         # with a decoded-chunk cache inner chunk 0 of A kept
         np.testing.assert_array_equal(reader[0:2], A[0:2])
     if read in ("orthogonal", "coordinate", "read_chunk"):
@@ -114,7 +118,7 @@ def _memory_put(inner):
     return put
 
 
-@pytest.mark.parametrize("cached_index", [False, True])
+@pytest.mark.parametrize("cached_index", [False, True, "written"])
 @pytest.mark.parametrize("cache", [0, 1 << 20])
 @pytest.mark.parametrize("location", ["end", "start"])
 @pytest.mark.parametrize("read", list(READS))
@@ -128,7 +132,8 @@ def test_rewrite_between_the_gets_memory(monkeypatch, scenario, read, location, 
             monkeypatch)
 
 
-@pytest.mark.parametrize("location,cached_index", [("end", False), ("start", True)])
+@pytest.mark.parametrize("location,cached_index", [("end", False), ("start", True),
+                                                   ("end", "written")])
 @pytest.mark.parametrize("read", ["region", "read_chunk"])
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_rewrite_between_the_gets_s3(s3_bucket_both, monkeypatch, scenario, read, location,
@@ -334,3 +339,47 @@ def test_rewrite_between_the_gets_fsspec_without_versions(monkeypatch, read):
     inner = FsspecStore(f"memory://rt-{uuid.uuid4().hex}/a.zarr")
     assert not inner.capabilities.snapshot_ranges
     _attack(inner, _memory_put(inner), "aba", read, "end", 0, False, monkeypatch)
+
+
+@pytest.mark.parametrize("location", ["end", "start"])
+@pytest.mark.parametrize("read", ["region", "read_chunk"])
+def test_shard_rewritten_before_every_pinned_read_on_s3_is_read_whole(
+        s3_bucket_both, monkeypatch, location, read):
+    """Another client replaces the shard (the same index, other values) before every read
+    of its data ranges: each pinned GET is refused (412), so after ``WHOLE_AFTER`` the
+    shard is read whole through the backend's bounded versioned GET, and the read is the
+    version then stored, whole (index at either end)."""
+    import chunkstore.io.sharded as sharded
+    from chunkstore.storage.wrappers import MetricsStore
+
+    inner, put = _s3_pair(s3_bucket_both)
+    a = cs.create_array(inner, shape=(8,), chunks=(2,),
+                        shards={"shape": (8,), "index_location": location}, dtype="i4",
+                        fill_value=-1, compressors=None)
+    versions = []
+    for v in range(6):
+        a[...] = v
+        versions.append(bytes(inner.get("c/0")))
+    assert len({len(v) for v in versions}) == 1  # the same sizes: the same index
+    index_range = (0, 68) if location == "start" else (-68, None)
+    rewrites = []
+
+    class Rewriting(WrapperStore):
+        def with_read_only(self, read_only=True):
+            return self
+
+        def get_versioned_ranges(self, requests):
+            if any(r != index_range for _, r, _ in requests):
+                rewrites.append(None)
+                put("c/0", versions[len(rewrites)])
+            return self.inner.get_versioned_ranges(requests)
+
+    put("c/0", versions[0])
+    store = MetricsStore(Rewriting(inner))
+    if read == "read_chunk":
+        monkeypatch.setattr(ShardEngine, "_region", lambda self, projections, shape: None)
+    reader = cs.open_array(store, mode="r", cache=0)
+    got = reader[...] if read == "region" else reader.read_chunk((2,))
+    assert len(rewrites) == sharded.WHOLE_AFTER
+    assert set(got.tolist()) == {len(rewrites)}  # one version, whole: the one stored
+    assert store.calls["get_versioned_many"] == 1
