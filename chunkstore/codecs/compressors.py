@@ -180,6 +180,12 @@ def _byte_view(data: Any) -> memoryview:
     return memoryview(ensure_contiguous_ndarray(data)).cast("B")
 
 
+def gzip_member(data: Any, level: int) -> bytes:
+    """``data`` (any buffer) as one gzip member whose header has no time (numcodecs'
+    GZip writes the current second): a chunk always encodes to the same bytes."""
+    return gzip.compress(_byte_view(data), compresslevel=level, mtime=0)
+
+
 class GzipCodec(BytesBytesCodec):
     name = "gzip"
     fresh_output = True
@@ -194,9 +200,7 @@ class GzipCodec(BytesBytesCodec):
         return {"level": self.level}
 
     def encode(self, data: Any) -> bytes:
-        # one gzip member whose header has no time (numcodecs writes the current second):
-        # a chunk always encodes to the same bytes
-        return gzip.compress(_byte_view(data), compresslevel=self.level, mtime=0)
+        return gzip_member(data, self.level)
 
     def decode(self, data: Any, out: memoryview | None = None, limit: int | None = None
                ) -> Any:

@@ -11,7 +11,7 @@ import numpy as np
 from chunkstore.codecs.base import ChunkSpec
 from chunkstore.codecs.bounded import bounded_decode
 from chunkstore.codecs.bytes_codec import raw_bytes
-from chunkstore.codecs.compressors import blosc_copy_ok, blosc_decode_into
+from chunkstore.codecs.compressors import blosc_copy_ok, blosc_decode_into, gzip_member
 from chunkstore.codecs.filter_specs import filter_output_spec
 from chunkstore.codecs.limits import over_cap, variable_cap
 from chunkstore.codecs.vlen import VLEN_IDS, check_item_count
@@ -69,7 +69,7 @@ class V2Pipeline:
         """One chunk's stored bytes (``strided_ok``: as ``Pipeline.encode``)."""
         if self._stage and not chunk.flags.c_contiguous and chunk.dtype == self.spec.dtype:
             # the compressor's input is read once and not kept: a reused buffer
-            return self.compressor.encode(_records_as_void(contiguous(chunk, chunk.dtype)))
+            return self._compress(_records_as_void(contiguous(chunk, chunk.dtype)))
         if (self.compressor is None and not self.filters and self.order != "F"
                 and chunk.dtype.kind != "O"):
             return raw_bytes(chunk, strided_ok)  # no codec at all: one copy at most
@@ -80,8 +80,15 @@ class V2Pipeline:
         for f in self.filters:
             data = f.encode(data)
         if self.compressor is not None:
-            return self.compressor.encode(_records_as_void(data))
+            return self._compress(_records_as_void(data))
         return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+
+    def _compress(self, data: Any) -> Any:
+        """The compressor's output; gzip's without a time in its header (the same bytes
+        for the same chunk, as the v3 codec writes)."""
+        if type(self.compressor) is numcodecs.GZip:
+            return gzip_member(data, self.compressor.level)
+        return self.compressor.encode(data)
 
     @property
     def filter_ids(self) -> list[str]:

@@ -176,7 +176,7 @@ def refuse_copied(store: Any, what: str, collection: Any = None) -> None:
 
 
 # -- settings applied in each worker ---------------------------------------------------------
-def limit_map_cache(nbytes: int | None = WORKER_MAP_BYTES) -> int | None:
+def limit_map_cache(nbytes: int | str = WORKER_MAP_BYTES) -> int:
     """Bound this process's LocalStore map cache to ``nbytes`` (the runtime's
     ``map_bytes`` budget: the next reads drop the maps beyond it); returns the previous
     bound.

@@ -32,10 +32,11 @@ import numpy as np
 
 from chunkstore.codecs.limits import memory_limit
 from chunkstore.codecs.sharding import ShardingCodec
+from chunkstore.errors import ChunkDecodeError
 from chunkstore.io.cache.lru import LRUCache
 from chunkstore.runtime import current
 from chunkstore.storage.base import ANY, CHANGED, Store
-from chunkstore.storage.bounds import bounded_get_versioned
+from chunkstore.storage.bounds import ObjectSizeError, bounded_get_versioned
 
 #: what a read saw of each shard's index: key -> (raw index bytes, generation)
 Seen = dict[str, tuple[bytes, Any]]
@@ -129,8 +130,7 @@ class ShardIndexes:
         bounded by ``max_shard``, and used when their own index is the one planned."""
         snapshots = self.store.capabilities.snapshot_ranges
         wholes = [k for k in dict.fromkeys(k for k, _ in requests) if k in whole]
-        blobs = dict(zip(wholes, bounded_get_versioned(self.store, wholes, self.max_shard),
-                         strict=True)) if wholes else {}
+        blobs = dict(zip(wholes, self._wholes(wholes), strict=True)) if wholes else {}
         asked = {k for k, _ in requests if k not in blobs}
         # on a store reading one version per call, the index read again beside the data
         # is as sound as a pin, and a writer rewriting the shard with the same index
@@ -167,6 +167,15 @@ class ShardIndexes:
         if stale:
             raise StaleIndex(list(stale))
         return datas
+
+    def _wholes(self, keys: list[str]) -> list[tuple[Any, Any]]:
+        """``get_versioned_many`` of the shards ``keys``, each bounded by ``max_shard``;
+        a larger one is refused before it is read, naming the array and the key."""
+        try:
+            return bounded_get_versioned(self.store, keys, self.max_shard)
+        except ObjectSizeError as e:
+            raise ChunkDecodeError(f"array {self.name!r}: cannot decode {e.key!r}: {e}"
+                                   ) from e
 
     def _slice(self, found: tuple[Any, Any], byte_range: tuple[int, int], raw: bytes
                ) -> tuple[bytes | None, Any]:

@@ -199,10 +199,11 @@ def reset() -> None:
         old.close()
 
 
-def set_map_bytes(nbytes: int | None) -> int | None:
+def set_map_bytes(nbytes: int | str) -> int:
     """Bound the memory maps ``LocalStore`` keeps between reads in this process to
-    ``nbytes`` (the ``map_bytes`` budget, ``config["cache.map_bytes"]``: the next reads
-    drop the maps beyond it); returns the previous setting, to restore."""
+    ``nbytes`` (bytes, or a size such as ``"256MiB"``; the ``map_bytes`` budget,
+    ``config["cache.map_bytes"]``: the next reads drop the maps beyond it); returns the
+    previous setting in bytes, to restore."""
     previous = config.get("cache.map_bytes")
     config.set({"cache.map_bytes": nbytes})
     return previous

@@ -74,6 +74,23 @@ def test_set_map_bytes_sets_the_budget_and_gives_the_previous():
     assert cs.config.get("cache.map_bytes") == previous
 
 
+def test_set_map_bytes_takes_sizes_and_refuses_none():
+    """A size such as '2MiB' is a bound, and the previous setting it returns (in bytes)
+    restores it; None is no bound the config knows: refused, nothing set."""
+    import inspect
+
+    previous = set_map_bytes("2MiB")
+    try:
+        assert current().budgets.map_bytes == 2 << 20
+        assert set_map_bytes(previous) == 2 << 20
+        with pytest.raises(ValueError, match="cache.map_bytes"):
+            set_map_bytes(None)  # type: ignore[arg-type]
+        assert cs.config.get("cache.map_bytes") == previous
+    finally:
+        set_map_bytes(previous)
+    assert "None" not in str(inspect.signature(set_map_bytes))
+
+
 def test_bad_vlen_caps_are_refused_by_the_config():
     with pytest.raises(ValueError, match="codecs.vlen_min_bytes"):
         cs.config.set({"codecs.vlen_min_bytes": 0})
