@@ -163,6 +163,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help=f"default: {','.join(DEFAULT_METHODS)} (with --tiny: without "
                         "the -s3 ones; with --beyond-memory: chunkstore)")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--in-process", action="store_true",
+                        help="run each method in this process, not in a child that is "
+                        "killed when it hangs (the test suite's smoke runs: their clusters' "
+                        "workers start from its fork server)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per method, the methods interleaved; the median is kept")
     parser.add_argument("--beyond-memory", default=None, metavar="GIB,GIB",
@@ -200,7 +204,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for _ in range(max(1, args.repeats)):  # methods interleaved: none always runs first
             for method in methods:
                 row = one_run(case, method, src, work, shape, chunks, target, axes, budget,
-                              nbytes, args.tiny)
+                              nbytes, args.tiny, args.in_process)
                 if row is not None:
                     if gib is not None:
                         row.update(case=label, base_case=case, gib=gib)
@@ -219,17 +223,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 def one_run(case, method, src, work, shape, chunks, target, axes, max_mem, nbytes,
-            tiny=False) -> dict | None:
+            tiny=False, in_process=False) -> dict | None:
     """One measured run of ``method`` on ``case``, checked; its target removed after
-    (``tiny``: no pause before it, and no peer environment is created)."""
+    (``tiny``: no pause before it, and no peer environment is created; ``in_process``:
+    not in a child process)."""
     dst = work / f"{case}-{method}.zarr"
     shutil.rmtree(dst, ignore_errors=True)
     settle(0.0 if tiny else 3.0)
     # in a child process that is killed if it hangs: one stuck peer never stops the run
     # (by its module's name: pickled from ``python -m`` it would be ``__main__``'s)
     here = importlib.import_module("benchmarks.bench_rechunk")
-    row = in_child(functools.partial(here.run_method, case, method, src, dst, work, shape,
-                                     chunks, target, axes, max_mem, tiny))
+    run = functools.partial(here.run_method, case, method, src, dst, work, shape, chunks,
+                            target, axes, max_mem, tiny)
+    row = run() if in_process else in_child(run)
     if row is None:
         return None
     if "error" in row:

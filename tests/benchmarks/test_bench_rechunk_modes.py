@@ -43,7 +43,10 @@ def test_s3_rows_tiny(tmp_path, monkeypatch, method, latency):
     pytest.importorskip("s3fs")
     monkeypatch.chdir(tmp_path)
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    rows = bench_rechunk.main(["--tiny", "--cases", "rechunk", "--methods", method])
+    # the dask row in this process (its cluster's workers from the suite's fork server),
+    # chunkstore's in a child that is killed if it hangs, as a full run does
+    rows = bench_rechunk.main(["--tiny", "--cases", "rechunk", "--methods", method,
+                               *(["--in-process"] if method.startswith("dask") else [])])
     assert [r["method"] for r in rows] == [method]
     r = rows[0]
     assert r["s3_latency_ms"] == latency
@@ -73,7 +76,7 @@ def test_big_cases_keep_the_chunks_and_grow_the_array():
 def test_pattern_compresses_and_no_two_chunks_alike():
     codec = numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE)
     shape, chunks = (65536, 131072), (32768, 32)  # the 32 GiB rechunk's source
-    grid = [(r, c) for r in (0, 1) for c in (*range(300), *range(2048, 4096, 64))]
+    grid = [(r, c) for r in (0, 1) for c in (*range(24), *range(2048, 4096, 256), 4095)]
     blocks = [pattern((slice(32768 * r, 32768 * (r + 1)), slice(32 * c, 32 * (c + 1))),
                       shape, chunks) for r, c in grid]
     assert all(b.dtype == np.float32 and b.min() != b.max() for b in blocks)
