@@ -109,10 +109,16 @@ def test_slow_tiny_items_that_hold_the_gil_stay_inline():
         return x * 5
 
     items = list(range(600))
-    assert current().pool.run_batched(busy, items, item_bytes=100) == [x * 5 for x in items]
-    assert seen[:32] == [me] * 32  # the two inline probes
-    assert any(name.startswith("chunkstore") for name in seen)  # the timed stretch
-    assert seen[-200:] == [me] * 200  # the rest back on this thread
+    # the pool compares wall times, which another process on the machine can skew either
+    # way for one run (the inline probe preempted): the decision must show in one of 3
+    for _ in range(3):
+        seen.clear()
+        assert current().pool.run_batched(busy, items, item_bytes=100) == [x * 5 for x in items]
+        assert seen[:32] == [me] * 32  # the two inline probes
+        assert any(name.startswith("chunkstore") for name in seen)  # the timed stretch
+        if seen[-200:] == [me] * 200:  # the rest back on this thread
+            break
+    assert seen[-200:] == [me] * 200
 
 
 def test_slow_tiny_items_that_release_the_gil_keep_the_pool():
