@@ -10,11 +10,19 @@ inner chunks from a version of each shard whose index is the one they were plann
   generation pins the ranges to it (``If-Match: <ETag>``, and the ETag of each answer
   checked), so a shard replaced meanwhile, even A -> B -> A, is never decoded at another
   version's offsets; no index is read again;
-* otherwise (a store with snapshot ranges, an index without generation, a shard with no
-  range to read whose cached index may be old) the index is read again in the same
-  call: it must be the same bytes, and of one generation with the ranges (a store with
-  ``snapshot_ranges`` reads them from one version anyway); without snapshot ranges, a
-  generation so learned pins the next read;
+* without snapshot ranges, an index without generation (a store without versions:
+  fsspec's memory://, GCS, Azure, HTTP; or an index the engine wrote) is read again in
+  the same GET as the data: one range from the first needed byte through the index (at
+  the end: after the payload the index describes; at the start: from byte 0), within
+  ``max_shard``, whose own index must be the one planned. One GET is one version, where
+  a separate re-read would pass an A -> B -> A rewrite. A shard with unused bytes before
+  an index at its end fails that check and is read whole after ``WHOLE_AFTER``; an
+  answer's generation pins the next read;
+* otherwise (a store with snapshot ranges, a shard with no range to read whose cached
+  index may be old) the index is read again in the same call: it must be the same
+  bytes, and of one generation with the ranges (a store with ``snapshot_ranges`` reads
+  them from one version anyway); without snapshot ranges, a generation so learned pins
+  the next read;
 * a shard whose reads kept being refused (a writer rewriting it steadily: the engine
   says which, ``whole``) is read whole in one request, one version, and used when its
   own index is the one planned.
@@ -31,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from chunkstore.codecs.limits import memory_limit
-from chunkstore.codecs.sharding import ShardingCodec
+from chunkstore.codecs.sharding import EMPTY, ShardingCodec
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.io.cache.lru import LRUCache
 from chunkstore.runtime import current
@@ -138,12 +146,20 @@ class ShardIndexes:
         pins = {} if snapshots else {k: g for k, (_, g) in seen.items()
                                       if g is not ANY and k in asked}
         recheck = [k for k in seen if k not in pins and k not in blobs]
-        ranged = [(k, r) for k, r in requests if k not in blobs]
+        # elsewhere an index without generation is read again in the same GET as the
+        # data (one version): an A -> B -> A rewrite between two GETs passes a re-read
+        spans = {} if snapshots else self._spans(requests, recheck, seen)
+        recheck = [k for k in recheck if k not in spans]
+        ranged = [(k, r) for k, r in requests if k not in blobs and k not in spans]
         calls = [(k, r, pins.get(k, ANY)) for k, r in ranged]
+        calls += [(k, r, ANY) for k, r in spans.items()]
         calls += [(k, self.codec.index_range, ANY) for k in recheck]
         got = iter(self.store.get_versioned_ranges(calls) if calls else [])
-        found = [self._slice(blobs[k], r, seen[k][0]) if k in blobs else next(got)
-                 for k, r in requests]
+        direct = iter([next(got) for _ in ranged])
+        spanned = {k: next(got) for k in spans}
+        found = [self._slice(blobs[k], r, seen[k][0]) if k in blobs else
+                 self._slice(spanned[k], r, seen[k][0], spans[k]) if k in spans else
+                 next(direct) for k, r in requests]
         stale: dict[str, None] = {}
         versions: dict[str, list[Any]] = {}  # the generations each shard was read at
         datas: list[bytes] = []
@@ -164,6 +180,9 @@ class ShardIndexes:
                 stale[key] = None
             elif known and key not in stale and not snapshots:
                 self._learned(key, seen[key][0], known[0])
+        for key, (_, generation) in spanned.items():
+            if key not in stale and generation is not ANY:
+                self._learned(key, seen[key][0], generation)
         if stale:
             raise StaleIndex(list(stale))
         return datas
@@ -177,17 +196,54 @@ class ShardIndexes:
             raise ChunkDecodeError(f"array {self.name!r}: cannot decode {e.key!r}: {e}"
                                    ) from e
 
-    def _slice(self, found: tuple[Any, Any], byte_range: tuple[int, int], raw: bytes
-               ) -> tuple[bytes | None, Any]:
-        """``byte_range`` of a whole shard ``found`` (``(bytes, generation)``) as
-        ``get_versioned_ranges`` answers it, or ``(None, CHANGED)`` when the shard is
-        missing or its own index is not ``raw`` (another version than the one planned)."""
+    def _spans(self, requests: list[tuple[str, tuple[int, int]]], keys: list[str],
+               seen: Seen) -> dict[str, tuple[int, int]]:
+        """For each shard of ``keys`` with ranges in ``requests``, the one range covering
+        them and its index (at the end: from the first needed byte through the index
+        after the payload the planned index describes; at the start: from byte 0), each
+        within ``max_shard`` (else refused before any request, naming the shard)."""
+        keys_ = set(keys)
+        spans: dict[str, tuple[int, int]] = {}
+        for key, (start, stop) in requests:
+            if key in keys_:
+                lo, hi = spans.get(key, (start, stop))
+                spans[key] = (min(lo, start), max(hi, stop))
+        for key, (start, stop) in spans.items():
+            if self.codec.index_location == "start":
+                span = (0, stop)
+            else:
+                span = (start, self._payload_end(key, seen[key][0]) + self.codec.index_nbytes)
+            if self.max_shard is not None and span[1] - span[0] > self.max_shard:
+                raise ChunkDecodeError(f"array {self.name!r}: shard {key!r}: its index "
+                                       f"entries span {span[1] - span[0]} bytes with it, "
+                                       f"more than the {self.max_shard} a shard of it may "
+                                       "hold")
+            spans[key] = span
+        return spans
+
+    def _payload_end(self, key: str, raw: bytes) -> int:
+        """Where the payload of shard ``key`` ends by its index ``raw`` (the end of its
+        last stored inner chunk; ``offset + nbytes`` never wraps: ``decode_index``)."""
+        entry = self.cache.get(key)
+        index = entry[1] if entry is not None and entry[0] == raw else \
+            self.codec.decode_index(raw, f"array {self.name!r}: shard {key!r}")
+        stored = index[:, 1] != EMPTY
+        return int((index[stored, 0] + index[stored, 1]).max()) if stored.any() else 0
+
+    def _slice(self, found: tuple[Any, Any], byte_range: tuple[int, int], raw: bytes,
+               span: tuple[int, int] | None = None) -> tuple[bytes | None, Any]:
+        """``byte_range`` of a whole shard ``found`` (``(bytes, generation)``), or of its
+        range ``span`` (the index at one of its ends), as ``get_versioned_ranges`` answers
+        it, or ``(None, CHANGED)`` when the shard is missing or short or its own index is
+        not ``raw`` (another version than the one planned)."""
         blob, generation = found
-        if blob is None or len(blob) < self.codec.index_nbytes or bytes(
+        if blob is None or len(blob) < self.codec.index_nbytes or (
+                span is not None and len(blob) != span[1] - span[0]) or bytes(
                 self.codec.index_bytes_of(blob)) != raw:
             return None, CHANGED
+        base = 0 if span is None else span[0]
         start, stop = byte_range
-        return bytes(memoryview(blob)[start:stop]), generation
+        return bytes(memoryview(blob)[start - base:stop - base]), generation
 
     def _learned(self, key: str, raw: bytes, generation: Any) -> None:
         """The cached index ``raw`` of shard ``key`` was found to be that of version

@@ -9,8 +9,9 @@ on the inner chunk grid; the layout groups them by shard.
   was read from), then the byte ranges of just the needed inner chunks with one more
   (neighbours merged by the store's request cost), and decode them in the pool straight
   into the output. An index is never trusted blindly (``shard_index``): on S3 the data
-  ranges are pinned to its generation (``If-Match: <ETag>``); elsewhere, or where it
-  has none, the same batched call re-reads the index bytes; if another writer has
+  ranges are pinned to its generation (``If-Match: <ETag>``); where it has none, each
+  shard's data and index are read in one covering GET (a snapshot store: the same
+  batched call re-reads the index bytes); if another writer has
   replaced the shard the batch is redone with the new index (a shard that keeps being
   replaced: read whole, one request). With a decoded-chunk cache
   budget (``chunk_cache``), inner chunks are first looked up there (``inner_cache``:
