@@ -35,43 +35,6 @@ def pytest_configure(config: pytest.Config) -> None:
     distributed.process.get_mp_context = context
 
 
-# The longest tests (seconds on a quiet 2-core machine beside another test process), by
-# node id prefix. With ``--dist worksteal`` (README's test command) each xdist worker first
-# gets one contiguous half of the collection and idle workers steal from the other's
-# tail: these start first in the two halves, split to balance, so that no worker runs one
-# alone at the end while the other idles.
-LONGEST = {
-    "tests/notebooks/test_cluster_notebook.py": 150,
-    "tests/notebooks/test_notebooks.py::test_larger_than_memory": 80,
-    "tests/benchmarks/test_bench_rechunk_cli_smoke.py": 55,
-    "tests/deployment/test_docker_compose.py": 40,
-    "tests/benchmarks/test_bench_rechunk_modes.py::test_s3_rows_tiny": 35,
-    "tests/dask/test_distributed.py": 25,
-    "tests/cli/test_demo.py": 20,
-    "tests/storage/obstore/test_obstore_attacks.py::test_more_than_1000_keys": 20,
-    "tests/io/test_sharded_pinned_attacks.py::test_four_s3_writers": 19,
-    "tests/storage/test_conditional.py::test_four_processes": 14,
-}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The :data:`LONGEST` tests at the start of the two halves of the collection (kept
-    in their order within each prefix, so module fixtures are set up once)."""
-    groups: dict[str, list[pytest.Item]] = {prefix: [] for prefix in LONGEST}
-    rest = []
-    for item in items:
-        prefix = next((p for p in LONGEST if item.nodeid.startswith(p)), None)
-        (groups[prefix] if prefix else rest).append(item)
-    halves: list[list[pytest.Item]] = [[], []]
-    weights = [0, 0]
-    for prefix in sorted(LONGEST, key=LONGEST.get, reverse=True):
-        lighter = weights.index(min(weights))
-        halves[lighter].extend(groups[prefix])
-        weights[lighter] += LONGEST[prefix] if groups[prefix] else 0
-    middle = max(0, len(items) // 2 - len(halves[0]))
-    items[:] = halves[0] + rest[:middle] + halves[1] + rest[middle:]
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze what collection imported (numpy, dask, zarr, tensorstore, every test module):
     the interpreter's full collections then skip it for the rest of the session."""
