@@ -54,6 +54,16 @@ def context() -> mp.context.BaseContext:
     return ctx
 
 
+def start_fork_server() -> None:
+    """Start the fork server (and multiprocessing's resource tracker) now if not yet
+    running: a test that checks it leaves no process behind starts them before it looks."""
+    from multiprocessing import forkserver, resource_tracker
+
+    context()  # its preload list
+    forkserver.ensure_running()
+    resource_tracker.ensure_running()
+
+
 def run_together(target: Callable[..., Any], args_of: Callable[[int], tuple], n: int = 4,
                  timeout: float = 240) -> None:
     """Start ``n`` new processes (:func:`context`) running ``target(*args_of(i),

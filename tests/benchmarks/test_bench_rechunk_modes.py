@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks import bench_rechunk, rechunk_beyond, rechunk_peers, rechunk_s3
 from benchmarks.rechunk_measure import pattern
+from tests.multiproc import start_fork_server
 
 
 def test_tiny_makes_no_peer_environment(tmp_path, monkeypatch):
@@ -42,6 +43,7 @@ def test_s3_rows_tiny(tmp_path, monkeypatch, method, latency):
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
     monkeypatch.chdir(tmp_path)
+    start_fork_server()  # the suite's, which an in-process cluster's workers come from
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     # the dask row in this process (its cluster's workers from the suite's fork server),
     # chunkstore's in a child that is killed if it hangs, as a full run does
