@@ -15,26 +15,6 @@ from pathlib import Path
 import pytest
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Dask worker processes (``LocalCluster(processes=True)``, a nanny's worker) start
-    from the tests' fork server (``tests.multiproc.context``: the creator's environment
-    and directory, numpy, distributed and chunkstore already imported) instead of
-    spawning an interpreter each: what dask's own suite does with its
-    ``multiprocessing-method: forkserver``. A cluster then starts in about a second
-    instead of 4-10 and closes in a fraction of one; the workers are real processes all
-    the same. Clusters started from the dask CLI and processes that run a script are
-    not affected."""
-    try:
-        import distributed.nanny
-        import distributed.process
-    except ImportError:
-        return
-    from tests.multiproc import context
-
-    distributed.nanny.get_mp_context = context
-    distributed.process.get_mp_context = context
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze what collection imported (numpy, dask, zarr, tensorstore, every test module):
     the interpreter's full collections then skip it for the rest of the session."""
