@@ -165,8 +165,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--in-process", action="store_true",
                         help="run each method in this process, not in a child that is "
-                        "killed when it hangs (the test suite's smoke runs: their clusters' "
-                        "workers start from its fork server)")
+                        "killed when it hangs (the test suite's smoke runs: one interpreter "
+                        "start fewer per run)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per method, the methods interleaved; the median is kept")
     parser.add_argument("--beyond-memory", default=None, metavar="GIB,GIB",

@@ -43,9 +43,9 @@ def test_s3_rows_tiny(tmp_path, monkeypatch, method, latency):
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
     monkeypatch.chdir(tmp_path)
-    start_fork_server()  # the suite's, which an in-process cluster's workers come from
+    start_fork_server()  # the suite's: a process started before this test, not by it
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    # the dask row in this process (its cluster's workers from the suite's fork server),
+    # the dask row in this process (no child interpreter),
     # chunkstore's in a child that is killed if it hangs, as a full run does
     rows = bench_rechunk.main(["--tiny", "--cases", "rechunk", "--methods", method,
                                *(["--in-process"] if method.startswith("dask") else [])])

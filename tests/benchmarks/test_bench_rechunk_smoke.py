@@ -7,8 +7,8 @@ from benchmarks import bench_rechunk
 
 def test_bench_rechunk_tiny(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    # in this process: the clusters' workers start from the suite's fork server (a child's
-    # clusters spawn theirs); the child route is run by the S3 and CLI smokes
+    # in this process (no child interpreter per run); the child route is run by the S3
+    # and CLI smokes
     rows = bench_rechunk.main(["--tiny", "--methods", "chunkstore,dask-tasks", "--in-process"])
     assert {(r["case"], r["method"]) for r in rows} == {
         ("rechunk", "chunkstore"), ("rechunk", "dask-tasks"),
