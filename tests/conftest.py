@@ -15,6 +15,17 @@ from pathlib import Path
 import pytest
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``starts_first`` (real clusters and servers, a minute or more each) run
+    before the rest. pytest-xdist hands out the collection from its front, so they start on
+    the first worker while the short tests fill the other; in collection order one of them
+    could start last and leave the other worker idle for its whole length."""
+    first = [item for item in items if item.get_closest_marker("starts_first")]
+    if first:
+        rest = [item for item in items if not item.get_closest_marker("starts_first")]
+        items[:] = first + rest
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze what collection imported (numpy, dask, zarr, tensorstore, every test module):
     the interpreter's full collections then skip it for the rest of the session."""

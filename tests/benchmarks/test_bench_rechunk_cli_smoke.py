@@ -8,6 +8,8 @@ import pytest
 
 from benchmarks import bench_rechunk
 
+pytestmark = pytest.mark.starts_first  # a real cluster or server: see tests/conftest.py
+
 
 def test_bench_rechunk_cli_tiny(tmp_path, monkeypatch):
     pytest.importorskip("moto.server")

@@ -12,6 +12,8 @@ from benchmarks import bench_rechunk, rechunk_beyond, rechunk_peers, rechunk_s3
 from benchmarks.rechunk_measure import pattern
 from tests.multiproc import start_fork_server
 
+pytestmark = pytest.mark.starts_first  # a real cluster or server: see tests/conftest.py
+
 
 def test_tiny_makes_no_peer_environment(tmp_path, monkeypatch):
     # --tiny (CI) never downloads packages: a peer whose environment is missing is skipped

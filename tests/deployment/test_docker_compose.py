@@ -13,8 +13,11 @@ import re
 import tomllib
 
 import numpy as np
+import pytest
 
 from tests.compose_services import ROOT, services
+
+pytestmark = pytest.mark.starts_first  # a real cluster or server: see tests/conftest.py
 
 PYTHON_SERVICES = ("create-bucket", "scheduler", "worker", "jupyter")
 

@@ -26,6 +26,8 @@ import pytest
 from chunkstore.dask.memory import MEMORY_EVENTS
 from tests.notebook_helpers import NOTEBOOKS, run_notebook, stream_text
 
+pytestmark = pytest.mark.starts_first  # a real cluster or server: see tests/conftest.py
+
 WORKER_LIMIT, LIMIT_MIB = "256MiB", 256
 MiB = 2**20
 

@@ -15,6 +15,8 @@ import pytest
 from chunkstore.storage.obstore.setup import available as obstore_available
 from tests.notebook_helpers import NOTEBOOKS, nbformat, outputs_of, run_notebook, stream_text
 
+pytestmark = pytest.mark.starts_first  # a real cluster or server: see tests/conftest.py
+
 
 def test_runner_uses_the_venv_with_ci_and_reports_cell_errors(venv_kernel, tmp_path):
     nb = nbformat.v4.new_notebook(cells=[
