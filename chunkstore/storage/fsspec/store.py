@@ -43,7 +43,7 @@ import contextlib
 import os
 import threading
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import fsspec
@@ -417,11 +417,7 @@ class FsspecStore(Store):
         with self._remote("reading", keys):
             # a server known to ignore conditions is sent none: the ETags are checked
             found = s3_get_pinned(self.fs, items, self._versioned_reads)
-        for key, item in zip(keys, found, strict=True):
-            if isinstance(item, BaseException):
-                if isinstance(item, ChunkstoreError):
-                    raise item
-                raise self._failure("reading", [key], item) from item
+        self._raise_read_failure(keys, found)
         return found
 
     def _value(self, key: str, value: Any) -> bytes | None:
@@ -507,11 +503,7 @@ class FsspecStore(Store):
         paths = [self._path(k) for k in keys]
         with self._remote("reading", keys):
             found = s3_get_versioned_bounded(self.fs, paths, max_bytes)
-        for key, item in zip(keys, found, strict=True):
-            if isinstance(item, BaseException) and (
-                    isinstance(item, ChunkstoreError) or not is_invalid_range(item)):
-                raise item if isinstance(item, ChunkstoreError) else (
-                    self._failure("reading", [key], item)) from item
+        self._raise_read_failure(keys, found, unless=is_invalid_range)
         empty = [i for i, item in enumerate(found) if isinstance(item, BaseException)]
         if empty:  # an empty object, which no range fits (416): read whole
             again = self._get_versioned([keys[i] for i in empty])
@@ -522,15 +514,23 @@ class FsspecStore(Store):
                 raise too_large(self, key, generation, max_bytes)
         return found
 
+    def _raise_read_failure(self, keys: Sequence[str], found: Sequence[Any],
+                            unless: Callable[[BaseException], bool] | None = None) -> None:
+        """Raise the first failure among the per-key results ``found`` (one of ours as it
+        is, another as a StoreError naming its key), skipping failures ``unless`` accepts."""
+        for key, item in zip(keys, found, strict=True):
+            if not isinstance(item, BaseException):
+                continue
+            if isinstance(item, ChunkstoreError):
+                raise item
+            if unless is None or not unless(item):
+                raise self._failure("reading", [key], item) from item
+
     def _get_versioned(self, keys: Sequence[str]) -> list[tuple[bytes | None, Any]]:
         paths = [self._path(k) for k in keys]
         with self._remote("reading", keys):
             found = s3_conditional.get_versioned(self.fs, paths)
-        for key, item in zip(keys, found, strict=True):
-            if isinstance(item, BaseException):
-                if isinstance(item, ChunkstoreError):
-                    raise item
-                raise self._failure("reading", [key], item) from item
+        self._raise_read_failure(keys, found)
         return found
 
     # -- writes ---------------------------------------------------------------------------
