@@ -126,6 +126,21 @@ class _RemoteMemory(cs.MemoryStore):
     capabilities = replace(cs.MemoryStore.capabilities, remote=True, zero_copy_views=False)
 
 
+def spy_on_read_ahead(monkeypatch) -> tuple[list[int], list[int]]:
+    """Two lists that fill as remote reads run: the read-ahead depth of each read, and
+    the number of chunks in each batch fetched."""
+    depths: list[int] = []
+    sizes: list[int] = []
+    real = plain.ahead
+
+    def spy(batches, fetch, depth=1):
+        depths.append(depth)
+        return real(batches, lambda batch: sizes.append(len(batch)) or fetch(batch), depth)
+
+    monkeypatch.setattr(plain, "ahead", spy)
+    return depths, sizes
+
+
 def test_remote_reads_with_several_batches_ahead_are_exact(monkeypatch):
     monkeypatch.setattr(plain, "READ_BATCH_BYTES", 8192)  # many small batches
     monkeypatch.setattr(plain, "REMOTE_BATCH_BYTES", 2048)
@@ -133,14 +148,7 @@ def test_remote_reads_with_several_batches_ahead_are_exact(monkeypatch):
     a = cs.create_array(_RemoteMemory(), shape=x.shape, chunks=(8, 16), dtype="f8",
                         compressors=None)
     a[...] = x
-    depths, sizes = [], []
-    real = plain.ahead
-
-    def spy(b, f, d=1):
-        depths.append(d)
-        return real(b, lambda batch: sizes.append(len(batch)) or f(batch), d)
-
-    monkeypatch.setattr(plain, "ahead", spy)
+    depths, sizes = spy_on_read_ahead(monkeypatch)
     np.testing.assert_array_equal(a[...], x)
     assert depths == [plain.REMOTE_READ_AHEAD] and plain.REMOTE_READ_AHEAD > 1
     # batches of two chunks per decoding thread (REMOTE_BATCH_BYTES is 2 chunks here)
@@ -162,14 +170,7 @@ def test_remote_reads_decode_small_batches_with_many_in_flight(monkeypatch):
     monkeypatch.setattr(plain, "READ_BATCH_BYTES", 1000 * chunk)
     monkeypatch.setattr(plain, "REMOTE_READ_REQUESTS", 48)
     per_batch = 2 * current().pool.threads(True)
-    depths, sizes = [], []
-    real = plain.ahead
-
-    def spy(b, f, d=1):
-        depths.append(d)
-        return real(b, lambda batch: sizes.append(len(batch)) or f(batch), d)
-
-    monkeypatch.setattr(plain, "ahead", spy)
+    depths, sizes = spy_on_read_ahead(monkeypatch)
     np.testing.assert_array_equal(a[...], x)
     assert depths == [max(plain.REMOTE_READ_AHEAD, 48 // per_batch)]
     assert max(sizes) == per_batch and sum(sizes) == 512
