@@ -89,6 +89,7 @@ from chunkstore.storage.fsspec.sized import (
 )
 from chunkstore.storage.fsspec.writes import put, remove
 from chunkstore.storage.location import remote_location
+from chunkstore.storage.remote import RemoteStore
 
 #: outer protocols of archives that fsspec can only read
 _ARCHIVES = {"zip", "tar", "libarchive"}
@@ -102,7 +103,7 @@ _CAPABILITIES = Capabilities(
     write_batch_bytes=64 * 2**20, cache_tokens=False, timestamped_tokens=False)
 
 
-class FsspecStore(Store):
+class FsspecStore(RemoteStore):
     """A Store on an fsspec URL, e.g. ``"s3://bucket/data.zarr"`` or ``"memory://x"``.
 
     ``storage_options`` are passed to the filesystem (credentials, ``endpoint_url``
@@ -114,6 +115,8 @@ class FsspecStore(Store):
     >>> s.get_many(["a/b", "missing"])
     [b'hello', None]
     """
+
+    kind = "FsspecStore"
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None,
                  read_only: bool = False) -> None:
@@ -155,20 +158,7 @@ class FsspecStore(Store):
         failures are StoreErrors naming the key."""
         return cls(url, storage_options, read_only)
 
-    # -- identity -----------------------------------------------------------------------
-    def _description(self) -> tuple[Any, ...]:
-        return (self.url, self.storage_options, self._read_only)
-
-    def __repr__(self) -> str:
-        return f"FsspecStore({self.url!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return (isinstance(other, FsspecStore) and other.url == self.url
-                and other.storage_options == self.storage_options)
-
-    def __hash__(self) -> int:
-        return hash(("FsspecStore", self.url))
-
+    # -- identity (the rest: RemoteStore) ------------------------------------------------
     def location(self) -> Any:
         """``(protocol, root, endpoint)``, one spelling per place (``location``: ``s3a``
         is ``s3``, the endpoint normalised), the same as an ObstoreStore's on the same
@@ -192,13 +182,6 @@ class FsspecStore(Store):
                                 "path, which opens a ZipStore)")
         super()._check_writable(key)
 
-    def with_read_only(self, read_only: bool = True) -> FsspecStore:
-        """A view on the same filesystem object (and of the same class) with the flag."""
-        clone = object.__new__(type(self))
-        clone.__dict__.update(self.__dict__)
-        clone._read_only = bool(read_only)
-        return clone
-
     def sibling(self, suffix: str) -> FsspecStore | None:
         if not self.root:
             return None
@@ -216,25 +199,14 @@ class FsspecStore(Store):
     @property
     def capabilities(self) -> Capabilities:  # type: ignore[override]
         """What the store can do. On S3, conditional commits are what the server was
-        found to honour: probed once per process and bucket, before a writable store's
-        first use of them (``s3_conditional.honoured``)."""
+        found to honour (``RemoteStore.capabilities``); other filesystems send none."""
         if not self._conditional_requests:
             return _CAPABILITIES
-        return self._server.capabilities(self.location, self.read_only,
-                                         self._probe_conditions, self._where())
-
-    def _commits_checked(self, keys: Sequence[str]) -> bool:
-        """``capabilities.conditional_writes`` before committing ``keys``: a failed probe
-        (e.g. an unreachable endpoint) is reported as a failure to write them."""
-        try:
-            return self.capabilities.conditional_writes
-        except Exception as e:
-            raise self._failure("writing", keys, e) from e
+        return super().capabilities
 
     @property
     def _versioned_reads(self) -> bool:
-        """Whether versioned reads return ETags (``s3_conditional.versioned_reads``)."""
-        return self._conditional_requests and self._server.versioned_reads(self.location)
+        return self._conditional_requests and super()._versioned_reads
 
     def _probe_conditions(self) -> s3_conditional.Conditions:
         """Whether the S3 server honours conditional PUTs and DELETEs: a probe object at
@@ -273,10 +245,6 @@ class FsspecStore(Store):
         except ImportError as e:
             raise MissingBackendError(f"{self.url}: a package this URL needs is missing "
                                       f"({e})") from None
-
-    def _where(self) -> str:
-        endpoint = self.endpoint
-        return f"{self.url} (endpoint {endpoint})" if endpoint else self.url
 
     def _failure(self, action: str, keys: Sequence[str], error: BaseException) -> StoreError:
         shown = repr(keys[0]) + (f" and {len(keys) - 1} more" if len(keys) > 1 else "")

@@ -80,6 +80,7 @@ from chunkstore.storage.obstore.setup import (
     run_all,
 )
 from chunkstore.storage.obstore.writes import as_buffer, delete_if_match, put_mode
+from chunkstore.storage.remote import RemoteStore
 from chunkstore.storage.s3_conditional import (
     Conditions,
     ETag,
@@ -103,13 +104,14 @@ _CAPABILITIES = Capabilities(
     cache_tokens=False, timestamped_tokens=False)
 
 
-class ObstoreStore(Store):
+class ObstoreStore(RemoteStore):
     """A Store on an ``s3://bucket/prefix`` URL through obstore (see the module
     docstring). ``storage_options`` as for FsspecStore on S3."""
 
     #: which client serves the store (an FsspecStore that resolve_store chose for an
     #: s3:// URL says "fsspec", and why, see ``s3_backend``)
     backend = "obstore"
+    kind = "ObstoreStore"
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None,
                  read_only: bool = False) -> None:
@@ -133,20 +135,7 @@ class ObstoreStore(Store):
         self._pid: int | None = None
         self._lock = threading.Lock()
 
-    # -- identity ---------------------------------------------------------------------
-    def _description(self) -> tuple[Any, ...]:
-        return (self.url, self.storage_options, self._read_only)
-
-    def __repr__(self) -> str:
-        return f"ObstoreStore({self.url!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return (isinstance(other, ObstoreStore) and other.url == self.url
-                and other.storage_options == self.storage_options)
-
-    def __hash__(self) -> int:
-        return hash(("ObstoreStore", self.url))
-
+    # -- identity (the rest: RemoteStore) ----------------------------------------------
     def location(self) -> Any:
         """As FsspecStore's on S3: ``("s3", "bucket/prefix", endpoint)``, canonical (see
         ``location``), so a copy between the two backends onto the same place is caught
@@ -164,39 +153,12 @@ class ObstoreStore(Store):
         """``bucket/prefix`` (no protocol, no trailing slash), as FsspecStore's root."""
         return f"{self._bucket}/{self._root}".rstrip("/")
 
-    def with_read_only(self, read_only: bool = True) -> ObstoreStore:
-        clone = object.__new__(type(self))
-        clone.__dict__.update(self.__dict__)
-        clone._read_only = bool(read_only)
-        return clone
-
     def sibling(self, suffix: str) -> ObstoreStore | None:
         if not self._root:
             return None
         return ObstoreStore(self.url + suffix, self.storage_options)
 
-    # -- capabilities (conditions verified by a probe) ------------------------------------
-    @property
-    def capabilities(self) -> Capabilities:  # type: ignore[override]
-        """What the store can do; conditional commits are what the server was found to
-        honour: probed once per process and bucket, before a writable store's first use
-        of them (``s3_conditional.honoured``)."""
-        return self._server.capabilities(self.location, self.read_only,
-                                         self._probe_conditions, self._where())
-
-    def _commits_checked(self, keys: Sequence[str]) -> bool:
-        """``capabilities.conditional_writes`` before committing ``keys``: a failed probe
-        (e.g. an unreachable endpoint) is reported as a failure to write them."""
-        try:
-            return self.capabilities.conditional_writes
-        except Exception as e:
-            raise self._failure("writing", keys, e) from e
-
-    @property
-    def _versioned_reads(self) -> bool:
-        """Whether versioned reads return ETags (``s3_conditional.versioned_reads``)."""
-        return self._server.versioned_reads(self.location)
-
+    # -- conditions verified by a probe (capabilities: RemoteStore) -------------------------
     def _probe_conditions(self) -> Conditions:
         """Whether the S3 server honours conditional PUTs and DELETEs: a probe object at
         the root (``s3_conditional.probe_conditions``)."""
@@ -226,10 +188,6 @@ class ObstoreStore(Store):
                                                 f"obstore client: {e}") from None
                     self._pid = os.getpid()
         return self._store
-
-    def _where(self) -> str:
-        endpoint = self.endpoint
-        return f"{self.url} (endpoint {endpoint})" if endpoint else self.url
 
     def _failure(self, action: str, keys: Sequence[str], error: BaseException) -> StoreError:
         shown = repr(keys[0]) + (f" and {len(keys) - 1} more" if len(keys) > 1 else "")
