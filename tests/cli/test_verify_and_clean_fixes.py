@@ -16,12 +16,11 @@ import pytest
 import chunkstore as cs
 from chunkstore.nodes.paths import check_new_path, normalize_path
 from chunkstore.storage.local.temp import HOST_TAG
-
-CLI = [sys.executable, "-m", "chunkstore"]
+from tests.cli_run import run_cli
 
 
 def _cli(*args):
-    r = subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=60)
+    r = run_cli(*args)
     return r.returncode, r.stdout, r.stderr
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import unicodedata
 import warnings
 
@@ -15,16 +14,14 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
+from tests.cli_run import run_cli
+from tests.multiproc import context, run_together
 
 zarr = pytest.importorskip("zarr")
 
-CLI = [sys.executable, "-m", "chunkstore"]
-
 
 def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "CHUNKSTORE_TRACEBACK"}
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=60)
+    return run_cli(*args, cwd=cwd, unset=("CHUNKSTORE_TRACEBACK",))
 
 
 def _zarr_members(path, fmt, consolidated):
@@ -202,14 +199,12 @@ def test_write_through_stale_consolidated_entry_corrupts_replaced_array(tmp_path
 # concurrent attribute writers on a consolidated v2 group
 # ---------------------------------------------------------------------------------------
 
-_ATTR_WRITER = """
-import sys, chunkstore as cs
-path, i = sys.argv[1], int(sys.argv[2])
-g = cs.open_group(path)
-for n in range(15):
-    g.attrs[f"k{i}_{n}"] = {"v": [i, n], "\u00e9\u0301": n}
-    g["a"].attrs[f"k{i}_{n}"] = n
-"""
+def _attr_writer(path: str, i: int, start) -> None:
+    start.wait()
+    g = cs.open_group(path)
+    for n in range(15):
+        g.attrs[f"k{i}_{n}"] = {"v": [i, n], "\u00e9\u0301": n}
+        g["a"].attrs[f"k{i}_{n}"] = n
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
@@ -218,9 +213,7 @@ def test_four_processes_set_distinct_attributes_of_consolidated_nodes(tmp_path, 
     root = cs.group(str(p), zarr_format=fmt)
     root.create_array("a", shape=(2,), dtype="i1")
     cs.consolidate_metadata(str(p))
-    procs = [subprocess.Popen([sys.executable, "-c", _ATTR_WRITER, str(p), str(i)])
-             for i in range(4)]
-    assert [pr.wait(timeout=60) for pr in procs] == [0, 0, 0, 0]
+    run_together(_attr_writer, lambda i: (str(p), i), timeout=60)
     want_g = {f"k{i}_{n}": {"v": [i, n], "\u00e9\u0301": n} for i in range(4) for n in range(15)}
     want_a = {f"k{i}_{n}": n for i in range(4) for n in range(15)}
     g = cs.open_group(str(p), use_consolidated=False)
@@ -237,6 +230,12 @@ def test_four_processes_set_distinct_attributes_of_consolidated_nodes(tmp_path, 
 # copy: SIGKILL mid-copy, then the re-run
 # ---------------------------------------------------------------------------------------
 
+def _copy_group(src: str, dst: str, started) -> None:
+    g = cs.open_group(src, mode="r")
+    started.set()
+    cs.copy(g, dst, max_bytes=800)
+
+
 def test_group_copy_killed_midway_then_rerun_is_exact(tmp_path):
     import signal
     import time
@@ -249,14 +248,14 @@ def test_group_copy_killed_midway_then_rerun_is_exact(tmp_path):
     y = g.create_group("s").create_array("y", shape=(100,), dtype="i4", chunks=(3,),
                                          shards=(30,))
     y[:] = np.arange(100)
-    code = (f"import chunkstore as cs\ng = cs.open_group({str(src)!r}, mode='r')\n"
-            f"print('go', flush=True)\ncs.copy(g, {str(dst)!r}, max_bytes=800)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "go"
+    ctx = context()
+    started = ctx.Event()
+    proc = ctx.Process(target=_copy_group, args=(str(src), str(dst), started))
+    proc.start()
+    assert started.wait(60)
     time.sleep(0.3)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stdout.close()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join()
     if os.path.exists(dst):
         with pytest.raises((cs.ContainsGroupError, cs.ContainsArrayError)):
             cs.copy(cs.open_group(str(src), mode="r"), str(dst))

@@ -6,6 +6,7 @@ while other buckets, paths and endpoints are not refused."""
 from __future__ import annotations
 
 import copy
+import uuid
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from chunkstore.storage.location import (
     remote_location,
 )
 from chunkstore.storage.resolve import resolve_store
+from tests.conftest import S3_BACKENDS, s3_storage_options
 
 # -- the normaliser ------------------------------------------------------------------------
 SAME_ENDPOINTS = [
@@ -248,14 +250,40 @@ def _intact(url, options, data, name="src.zarr"):
         cs.open_array(f"{url}/{name}", mode="r", storage_options=options, cache=0)[...], data)
 
 
+@pytest.fixture(scope="module", params=S3_BACKENDS)
+def refused_source(request, s3_endpoint, _s3_admin):
+    """``(url, options, source array, its data)``: a bucket holding ``src.zarr``, written
+    through one backend (its options name it), shared by the tests that only try to write
+    onto it (each refused before it writes; each checks the source is intact after)."""
+    if request.param == "obstore":
+        pytest.importorskip("obstore")
+    import s3fs
+
+    bucket = f"test-{uuid.uuid4().hex[:16]}"
+    _s3_admin.mkdir(bucket)
+    url, options = f"s3://{bucket}", {**s3_storage_options(s3_endpoint),
+                                     "backend": request.param}
+    try:
+        yield (url, options, *_source(url, options))
+    finally:
+        try:
+            _s3_admin.invalidate_cache()
+            _s3_admin.rm(bucket, recursive=True)
+        except OSError:
+            pass
+        s3fs.S3FileSystem.clear_instance_cache()
+
+
 @pytest.mark.parametrize("op", ["copy", "rechunk"])
 @pytest.mark.parametrize("spelling", sorted(_spellings("s3://b", {"client_kwargs": {
     "endpoint_url": "http://h"}})))
-def test_onto_itself_refused_for_every_spelling(s3_bucket_both, monkeypatch, spelling, op):
+def test_onto_itself_refused_for_every_spelling(refused_source, monkeypatch, spelling, op):
     """The source on either backend (its options name it; so do the spellings' but the
     ``-obstore`` / ``-fsspec`` ones, which cross to the other backend)."""
-    url, options = s3_bucket_both
-    src, data = _source(url, options)
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()  # the spelling's clients are new ones
+    url, options, src, data = refused_source
     other_url, other_options = _spellings(url, options)[spelling]
     if spelling == "s3a-obstore":
         pytest.importorskip("obstore")

@@ -10,8 +10,6 @@ exactly what it does on a directory.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import zipfile
 
 import numpy as np
@@ -20,6 +18,9 @@ import pytest
 import chunkstore as cs
 from chunkstore.errors import ConcurrentWriteError, NodeNotFoundError
 from chunkstore.storage.resolve import resolve_store
+from chunkstore.storage.zip.session import pending_session
+from tests.cli_run import run_cli
+from tests.multiproc import context
 
 HOWS = ["create_array", "open_array_w", "open_group_w", "copy", "copy_group", "cli_copy"]
 SRC = np.arange(30, dtype="i4").reshape(5, 6)
@@ -93,10 +94,10 @@ def _overwrite(how: str, dst: str, node: str, tmp_path) -> None:
         st = cs.copy(cs.open_array(src, mode="r"), dst, path=node, overwrite=True).store
     elif how == "copy_group":
         st = cs.copy(cs.open_group(srcg, mode="r"), dst, path=node, overwrite=True).store
-    else:
-        cmd = [sys.executable, "-m", "chunkstore", "copy", src, dst, "--overwrite"]
-        subprocess.run(cmd + (["--dst-node", node] if node else []), check=True,
-                       capture_output=True, timeout=120)
+    else:  # the command, run in this process: all it wrote is committed when it returns
+        r = run_cli("copy", src, dst, "--overwrite", *(["--dst-node", node] if node else []))
+        assert r.returncode == 0, r.stderr
+        assert pending_session(os.path.realpath(dst)) is None
         return
     st.close()
 
@@ -227,6 +228,13 @@ def test_overwrite_keeps_pending_writes_of_the_same_process(tmp_path):
     _check_archive(dst)
 
 
+def _set_first_of_keep(dst: str) -> None:
+    """The second writing process: sets keep[0] to 100 and commits the archive."""
+    a = cs.open_array(dst, path="keep", mode="r+")
+    a[0] = 100
+    a.store.close()
+
+
 def test_overwrite_against_a_second_writing_process_keeps_both(tmp_path):
     """The one-writer guarantee holds for a node overwrite: a commit finding the archive
     replaced by another process raises ConcurrentWriteError, leaves that process's
@@ -234,9 +242,10 @@ def test_overwrite_against_a_second_writing_process_keeps_both(tmp_path):
     dst = str(tmp_path / "c.zip")
     _fill(dst, "group3")
     a = cs.create_array(dst, name="new", data=NEW, chunks=(2,), overwrite=True)
-    code = (f"import chunkstore as cs\na = cs.open_array({dst!r}, path='keep', mode='r+')\n"
-            "a[0] = 100\na.store.close()\n")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    other = context().Process(target=_set_first_of_keep, args=(dst,))
+    other.start()
+    other.join(60)
+    assert other.exitcode == 0
     with pytest.raises(ConcurrentWriteError):
         a.store.close()
     # on disk: the other process's archive, untouched by this one
