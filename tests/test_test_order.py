@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from tests.conftest import pytest_collection_modifyitems
@@ -22,10 +24,15 @@ def test_marked_tests_move_to_the_front_in_their_order() -> None:
     assert [item.name for item in items] == ["b", "d", "a", "c"]
 
 
-def test_the_marked_cluster_tests_are_collected_first(request) -> None:
-    """The real-cluster tests carry the mark (the hook has something to move)."""
-    marked = [item.nodeid for item in request.session.items
-              if item.get_closest_marker("starts_first")]
-    if len(request.session.items) > len(marked) + 100:  # the whole suite was collected
-        assert any("test_cluster_notebook" in nodeid for nodeid in marked), marked
-        assert [item.nodeid for item in request.session.items[:len(marked)]] == marked
+def test_marked_tests_run_first_in_this_session(request) -> None:
+    items = request.session.items
+    marked = [item for item in items if item.get_closest_marker("starts_first")]
+    assert items[:len(marked)] == marked
+
+
+@pytest.mark.parametrize("module", [
+    "tests.notebooks.test_cluster_notebook", "tests.notebooks.test_notebooks",
+    "tests.deployment.test_docker_compose", "tests.benchmarks.test_bench_rechunk_cli_smoke",
+    "tests.benchmarks.test_bench_rechunk_modes"])
+def test_the_real_cluster_tests_carry_the_mark(module: str) -> None:
+    assert importlib.import_module(module).pytestmark.name == "starts_first"
