@@ -8,9 +8,10 @@ or dask settings.
 The workers get a small memory limit (``WORKER_LIMIT``) and keep dask's default memory
 policy (spill at 70%, pause at 80%, restart at 95% of it, measured as RSS by the nanny).
 With ``CI`` sizes (512 x 512 tiles, ``max_mem`` 16 MiB) the notebook sizes the array from
-the cluster's memory, 1.1x both workers' limits together rounded up to whole tiles (578 MiB,
-1.13x): larger than the cluster's memory, which is what the proof needs (a larger factor
-only makes every byte's trips through the S3 server longer). A
+the cluster's memory, 1.2x both workers' limits together rounded up to whole tiles (18 x 18
+tiles, 648 MiB, 1.27x): larger than the cluster's memory, which is what the proof needs.
+(17 x 17 tiles, 1.13x, would not be cheaper: with a prime number of tiles the rechunk's
+intermediate chunks are one tile high: 2.7x as many of them on S3.) A
 ``WORKER_LIMIT`` much lower would reach the pause threshold: a worker with chunkstore and
 an S3 client loaded holds ~140 MiB of RSS before its first task.
 """
