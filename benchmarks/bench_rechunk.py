@@ -133,8 +133,8 @@ def cases_for(tiny: bool, gib: float, transpose_side: int = 1024,
     """case -> (shape, chunks, target chunks, axes, max_mem). The rechunk array is
     (side, side) float32 with ``gib`` GiB (a multiple of 32768 from 4 GiB up, of 1024
     below), the transpose array ``transpose_side``^3 float32."""
-    if tiny:
-        return {"rechunk": ((1024, 1024), (1024, 8), (8, 1024), None, 2_000_000),
+    if tiny:  # the full size's chunking, (side, 32) -> (32, side), in 2 stages: few objects
+        return {"rechunk": ((1024, 1024), (1024, 32), (32, 1024), None, 2_000_000),
                 "transpose": ((64, 64, 64), (64, 64, 4), (4, 64, 64), (2, 1, 0), 2_000_000),
                 "to_store": ((512, 512), (64, 512), None, None, 2_000_000)}
     exact = math.sqrt(gib * 2**30 / 4)

@@ -113,22 +113,31 @@ def test_compose_settings_reach_the_s3_service(running, tmp_path):
         assert result.returncode == 0 and "(12, 10)" in result.stdout, (name, result.stderr)
 
 
-def test_cluster_started_like_compose_rechunks_on_s3(running):
+@pytest.fixture(scope="module")
+def cluster(compose, tmp_path_factory):
+    """The S3 service with its bucket, the scheduler and two workers with the compose
+    commands and settings, started once for the two tests below (each writes arrays of
+    its own names); stopped after them."""
+    from tests.compose_services import services_running
+    with services_running(compose, tmp_path_factory.mktemp("compose")) as svc:
+        svc.start_s3()
+        svc.create_bucket()
+        svc.start_cluster()
+        svc.wait_for_workers(2)
+        yield svc
+
+
+def test_cluster_started_like_compose_rechunks_on_s3(cluster):
     """``dask scheduler`` and two ``dask worker``s with the compose commands and settings;
     ``chunkstore rechunk`` from S3 to S3 on them (the scheduler address from the
     environment, as in the compose services), with progress lines and a summary."""
     import chunkstore as cs
 
-    running.start_s3()
-    running.create_bucket()
-    running.start_cluster()
+    running = cluster
     bucket = running.env("worker")["CHUNKSTORE_BUCKET"]
     options = running.s3_storage_options()
     data = np.arange(200 * 300, dtype="f4").reshape(200, 300)
     cs.array(data, store=f"s3://{bucket}/src.zarr", chunks=(20, 300), storage_options=options)
-    from distributed import Client
-    with Client(running.env("worker")["DASK_SCHEDULER_ADDRESS"], timeout=30) as client:
-        client.wait_for_workers(2, timeout=60)
     result = running.chunkstore("rechunk", f"s3://{bucket}/src.zarr", f"s3://{bucket}/dst.zarr",
                                 "--chunks", "-1,3", "--max-mem", "100KB", env_of="jupyter")
     assert result.returncode == 0, result.stderr
@@ -144,7 +153,7 @@ def test_cluster_started_like_compose_rechunks_on_s3(running):
     np.testing.assert_array_equal(out[:], data)
 
 
-def test_cluster_started_like_compose_transposes_on_s3_within_the_plan(running):
+def test_cluster_started_like_compose_transposes_on_s3_within_the_plan(cluster):
     """The Python API on the CLI-started cluster: a transpose S3 -> S3 planned for those
     workers (facts asked from them), each worker's RSS sampled as dask's nanny sees it
     staying under the plan's own per-worker bound, no pause/spill/restart, exact result."""
@@ -154,9 +163,7 @@ def test_cluster_started_like_compose_transposes_on_s3_within_the_plan(running):
     import chunkstore.dask as csd
     from chunkstore.dask.memory import WorkerMemory
 
-    running.start_s3()
-    running.create_bucket()
-    running.start_cluster()
+    running = cluster
     bucket = running.env("worker")["CHUNKSTORE_BUCKET"]
     options = running.s3_storage_options()
     data = np.random.default_rng(0).standard_normal((128, 64, 256), dtype="f4")  # 8 MiB

@@ -8,8 +8,10 @@ or dask settings.
 The workers get a small memory limit (``WORKER_LIMIT``) and keep dask's default memory
 policy (spill at 70%, pause at 80%, restart at 95% of it, measured as RSS by the nanny).
 With ``CI`` sizes (512 x 512 tiles, ``max_mem`` 16 MiB) the notebook sizes the array from
-the cluster's memory, 1.25x both workers' limits together: still larger than the cluster's
-memory (648 MiB), while every byte goes through the S3 server in about a minute. A
+the cluster's memory, 1.2x both workers' limits together rounded up to whole tiles (18 x 18
+tiles, 648 MiB, 1.27x): larger than the cluster's memory, which is what the proof needs.
+(17 x 17 tiles, 1.13x, would not be cheaper: with a prime number of tiles the rechunk's
+intermediate chunks are one tile high: 2.7x as many of them on S3.) A
 ``WORKER_LIMIT`` much lower would reach the pause threshold: a worker with chunkstore and
 an S3 client loaded holds ~140 MiB of RSS before its first task.
 """
