@@ -265,9 +265,15 @@ def _grow(block: list[int], shape: Sequence[int], unit: Sequence[int],
 
 def _divisor_candidates(a: int, b: int, n: int) -> list[int]:
     """Intermediate chunk lengths worth trying on one axis: divisors of either chunk
-    length that are multiples of their gcd, plus the whole axis."""
+    length that are multiples of their gcd, the gcd times powers of two up to the larger
+    chunk (when an axis has a prime number of gcd-long pieces, e.g. 17 tiles, its only
+    divisors would be one piece or the whole axis), plus the whole axis."""
     g = math.gcd(a, b)
     cands = {g, min(n, max(a, b)), max(1, n)}
+    step = 2 * g
+    while step < min(max(a, b), n):
+        cands.add(step)
+        step *= 2
     for x in (a, b):
         for k in range(1, int(math.isqrt(x)) + 1):
             if x % k == 0:

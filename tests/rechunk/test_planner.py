@@ -56,6 +56,19 @@ def test_issue_case_two_stages_within_budget():
     assert sum(s.ntasks for s in stages) <= 128
 
 
+@pytest.mark.parametrize("tiles", [17, 18])
+def test_a_prime_number_of_tiles_still_gets_tall_intermediate_chunks(tiles):
+    """17 tiles of 512 (a prime number): the intermediate chunks need not divide the
+    axis, so they are as tall as for 18 tiles instead of one tile (8x the objects)."""
+    side = 512 * tiles
+    stages = plan_rechunk((side, side), (512, 512), (side, 128), 4, "16MiB")
+    assert len(stages) == 2
+    inter = stages[0].target_chunks
+    assert inter == stages[1].source_chunks and inter[1] == 128
+    assert inter[0] >= 4096 and inter[0] % 512 == 0
+    assert all(s.task_memory <= parse_bytes("16MiB") for s in stages)
+
+
 def test_single_stage_when_aligned_block_fits():
     stages = plan_rechunk((100, 100), (10, 100), (100, 10), 8, "1MiB")
     assert len(stages) == 1 and stages[0].block == (100, 100)
@@ -217,3 +230,24 @@ def test_the_model_adds_up_the_engines_own_buffers(monkeypatch):
     assert before == 4 * chunk * 2  # four encoders, output buffer + trimmed copy each
     monkeypatch.setattr(buffers, "encoding_threads", lambda *a, **k: 1)
     assert Stage(*args, codec_threads=4, pieces=1).memory["encode_copy"] == chunk * 2
+
+
+def test_intermediate_chunks_that_do_not_divide_the_axis_rechunk_exactly(tmp_path):
+    """The plan of a prime number of tiles (17 x 17 of 64), run: its intermediate chunks
+    (512 rows) leave a partial edge chunk, and the result equals the source."""
+    import dask
+    import numpy as np
+
+    import chunkstore as cs
+    import chunkstore.dask as csd
+    side = 64 * 17
+    x = np.arange(side * side, dtype="f4").reshape(side, side)
+    src = cs.array(x, store=str(tmp_path / "s.zarr"), chunks=(64, 64))
+    with dask.config.set(scheduler="synchronous"):
+        plan = csd.rechunk(src, (side, 16), str(tmp_path / "t.zarr"), max_mem="256KiB")
+        inter = plan.stages[0].target_chunks
+        assert len(plan.stages) == 2 and side % inter[0] != 0 and inter[0] > 64, plan.stages
+        plan.execute()
+    out = cs.open_array(str(tmp_path / "t.zarr"), mode="r")
+    assert out.chunks == (side, 16)
+    np.testing.assert_array_equal(out[...], x)
