@@ -15,7 +15,7 @@ from chunkstore.storage.base import ANY, Store
 #: imported once by the fork server, so a writer process starts in milliseconds instead of
 #: importing them (spawn: 4 processes took 2-20 s to start, more than most races last)
 PRELOAD = ["numpy", "pytest", "hypothesis", "distributed", "chunkstore", "chunkstore.dask",
-           "tests.multiproc"]
+           "tests.multiproc", "tests.preload_s3"]
 
 
 class _FreshProcess(mp.context.ForkServerProcess):

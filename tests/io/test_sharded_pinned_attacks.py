@@ -132,32 +132,42 @@ def test_rewrite_between_the_gets_memory(monkeypatch, scenario, read, location, 
             monkeypatch)
 
 
-@pytest.mark.parametrize("location,cached_index", [("end", False), ("start", True),
-                                                   ("end", "written")])
-@pytest.mark.parametrize("read", ["region", "read_chunk"])
-@pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_rewrite_between_the_gets_s3(s3_bucket_both, monkeypatch, scenario, read, location,
-                                     cached_index):
+#: the S3 matrix: every scenario, on both read paths, with each way the index is had
+S3_CASES = [(scenario, read, location, cached_index) for scenario in SCENARIOS
+            for read in ("region", "read_chunk")
+            for location, cached_index in (("end", False), ("start", True), ("end", "written"))]
+
+
+def _each_case(cases, body) -> None:
+    """``body(i, case, monkeypatch)`` for each case, with its own monkeypatch (undone
+    after the case); a failure names its case. The S3 tests run their cases in one
+    bucket, each in its own array: one bucket and client per backend, not per case."""
+    for i, case in enumerate(cases):
+        with pytest.MonkeyPatch.context() as mp:
+            try:
+                body(i, case, mp)
+            except AssertionError as e:
+                raise AssertionError(f"case {case}: {e}") from e
+
+
+def test_rewrite_between_the_gets_s3(s3_bucket_both):
+    """Every case of :data:`S3_CASES` against the backend, each with its own reader and
+    writer stores."""
+    def case(i, case, mp):
+        inner, put = _s3_pair(s3_bucket_both, f"p{i}.zarr")
+        scenario, read, location, cached_index = case
+        _attack(inner, put, scenario, read, location, 0, cached_index, mp)
+    _each_case(S3_CASES, case)
+
+
+def _s3_pair(s3_bucket_both, name="p.zarr"):
+    """A reader store and a ``put(key, value)`` through another store (``None``
+    deletes), both at ``name`` in the bucket."""
     from chunkstore.storage.resolve import resolve_store
 
     url, options = s3_bucket_both
-    inner = resolve_store(f"{url}/p.zarr", storage_options=options)
-    writer = resolve_store(f"{url}/p.zarr", storage_options=options)
-
-    def put(key, value):
-        if value is None:
-            writer.delete(key)
-        else:
-            writer.set(key, value)
-    _attack(inner, put, scenario, read, location, 0, cached_index, monkeypatch)
-
-
-def _s3_pair(s3_bucket_both):
-    from chunkstore.storage.resolve import resolve_store
-
-    url, options = s3_bucket_both
-    inner = resolve_store(f"{url}/p.zarr", storage_options=options)
-    writer = resolve_store(f"{url}/p.zarr", storage_options=options)
+    inner = resolve_store(f"{url}/{name}", storage_options=options)
+    writer = resolve_store(f"{url}/{name}", storage_options=options)
 
     def put(key, value):
         if value is None:
@@ -167,58 +177,59 @@ def _s3_pair(s3_bucket_both):
     return inner, put
 
 
-@pytest.mark.parametrize("scenario", ["aba", "ab", "delete-back", "garbage-back"])
-def test_server_ignoring_if_match_is_caught_by_the_etag(s3_bucket_both, monkeypatch,
-                                                        scenario):
+def test_server_ignoring_if_match_is_caught_by_the_etag(s3_bucket_both):
     """A server known to ignore conditions is sent no If-Match, so the attacked GET is
     answered with the version stored then (B, garbage, 404): the ETag the answer carries
     is not the pinned one, and the read is still one stored state whole."""
     from chunkstore.storage.s3_conditional import ETag
 
-    inner, put = _s3_pair(s3_bucket_both)
-    sent = []
-    if s3_bucket_both[1]["backend"] == "obstore":
-        import obstore
+    def case(i, scenario, monkeypatch):
+        inner, put = _s3_pair(s3_bucket_both, f"p{i}.zarr")
+        sent = []
+        if s3_bucket_both[1]["backend"] == "obstore":
+            import obstore
 
-        real = obstore.get
+            real = obstore.get
 
-        def get(client, path, options=None):
-            sent.append(dict(options or {}))
-            return real(client, path, options=options)
-        monkeypatch.setattr(obstore, "get", get)
+            def get(client, path, options=None):
+                sent.append(dict(options or {}))
+                return real(client, path, options=options)
+            monkeypatch.setattr(obstore, "get", get)
 
-    def ignoring():
-        monkeypatch.setattr(type(inner), "_versioned_reads", property(lambda self: False))
+        def ignoring():
+            monkeypatch.setattr(type(inner), "_versioned_reads", property(lambda self: False))
 
-    store = _attack(inner, put, scenario, "region", "end", 0, False, monkeypatch,
-                    before_read=ignoring)
-    assert any(isinstance(pin, ETag) for _, _, pin in store.log), store.log
-    assert not any("if_match" in o for o in sent), sent
+        store = _attack(inner, put, scenario, "region", "end", 0, False, monkeypatch,
+                        before_read=ignoring)
+        assert any(isinstance(pin, ETag) for _, _, pin in store.log), store.log
+        assert not any("if_match" in o for o in sent), sent
+    _each_case(["aba", "ab", "delete-back", "garbage-back"], case)
 
 
-@pytest.mark.parametrize("wrapper", ["metrics", "latency", "both"])
-def test_wrappers_over_s3_keep_reads_pinned(s3_bucket_both, monkeypatch, wrapper):
+def test_wrappers_over_s3_keep_reads_pinned(s3_bucket_both):
     """MetricsStore / LatencyStore around an S3 store forward the pinned ranges (not
     unpinned ``get_ranges``): an A -> B -> A rewrite between the GETs reads A whole."""
     from chunkstore.storage.s3_conditional import ETag
     from chunkstore.storage.wrappers import LatencyStore, MetricsStore
 
-    inner, put = _s3_pair(s3_bucket_both)
-    made = []
+    def case(i, wrapper, monkeypatch):
+        inner, put = _s3_pair(s3_bucket_both, f"p{i}.zarr")
+        made = []
 
-    def wrap(store):
-        if wrapper in ("latency", "both"):
-            store = LatencyStore(store, 0.001)
-        if wrapper in ("metrics", "both"):
-            store = MetricsStore(store)
-        made.append(store)
-        return store
-    store = _attack(inner, put, "aba", "region", "end", 0, False, monkeypatch, wrap=wrap)
-    data = [pin for _, rng, pin in store.log if rng != (-68, None)]
-    assert data and all(isinstance(pin, ETag) for pin in data), store.log
-    if isinstance(made[0], MetricsStore):
-        assert made[0].calls["get_versioned_ranges"] >= 2
-        assert made[0].calls["get_ranges"] == 0
+        def wrap(store):
+            if wrapper in ("latency", "both"):
+                store = LatencyStore(store, 0.001)
+            if wrapper in ("metrics", "both"):
+                store = MetricsStore(store)
+            made.append(store)
+            return store
+        store = _attack(inner, put, "aba", "region", "end", 0, False, monkeypatch, wrap=wrap)
+        data = [pin for _, rng, pin in store.log if rng != (-68, None)]
+        assert data and all(isinstance(pin, ETag) for pin in data), store.log
+        if isinstance(made[0], MetricsStore):
+            assert made[0].calls["get_versioned_ranges"] >= 2
+            assert made[0].calls["get_ranges"] == 0
+    _each_case(["metrics", "latency", "both"], case)
 
 
 def test_whole_shard_fallback_refuses_an_oversized_shard_before_reading_it(monkeypatch):
@@ -386,10 +397,7 @@ def test_fsspec_without_versions_reads_data_and_index_in_one_get(location):
     assert sorted(log) == sorted([("c/0", index), ("c/1", index), *want]), log
 
 
-@pytest.mark.parametrize("location", ["end", "start"])
-@pytest.mark.parametrize("read", ["region", "read_chunk"])
-def test_shard_rewritten_before_every_pinned_read_on_s3_is_read_whole(
-        s3_bucket_both, monkeypatch, location, read):
+def test_shard_rewritten_before_every_pinned_read_on_s3_is_read_whole(s3_bucket_both):
     """Another client replaces the shard (the same index, other values) before every read
     of its data ranges: each pinned GET is refused (412), so after ``WHOLE_AFTER`` the
     shard is read whole through the backend's bounded versioned GET, and the read is the
@@ -397,34 +405,38 @@ def test_shard_rewritten_before_every_pinned_read_on_s3_is_read_whole(
     import chunkstore.io.sharded as sharded
     from chunkstore.storage.wrappers import MetricsStore
 
-    inner, put = _s3_pair(s3_bucket_both)
-    a = cs.create_array(inner, shape=(8,), chunks=(2,),
-                        shards={"shape": (8,), "index_location": location}, dtype="i4",
-                        fill_value=-1, compressors=None)
-    versions = []
-    for v in range(6):
-        a[...] = v
-        versions.append(bytes(inner.get("c/0")))
-    assert len({len(v) for v in versions}) == 1  # the same sizes: the same index
-    index_range = (0, 68) if location == "start" else (-68, None)
-    rewrites = []
+    def case(i, location_read, monkeypatch):
+        location, read = location_read
+        inner, put = _s3_pair(s3_bucket_both, f"p{i}.zarr")
+        a = cs.create_array(inner, shape=(8,), chunks=(2,),
+                            shards={"shape": (8,), "index_location": location}, dtype="i4",
+                            fill_value=-1, compressors=None)
+        versions = []
+        for v in range(6):
+            a[...] = v
+            versions.append(bytes(inner.get("c/0")))
+        assert len({len(v) for v in versions}) == 1  # the same sizes: the same index
+        index_range = (0, 68) if location == "start" else (-68, None)
+        rewrites = []
 
-    class Rewriting(WrapperStore):
-        def with_read_only(self, read_only=True):
-            return self
+        class Rewriting(WrapperStore):
+            def with_read_only(self, read_only=True):
+                return self
 
-        def get_versioned_ranges(self, requests):
-            if any(r != index_range for _, r, _ in requests):
-                rewrites.append(None)
-                put("c/0", versions[len(rewrites)])
-            return self.inner.get_versioned_ranges(requests)
+            def get_versioned_ranges(self, requests):
+                if any(r != index_range for _, r, _ in requests):
+                    rewrites.append(None)
+                    put("c/0", versions[len(rewrites)])
+                return self.inner.get_versioned_ranges(requests)
 
-    put("c/0", versions[0])
-    store = MetricsStore(Rewriting(inner))
-    if read == "read_chunk":
-        monkeypatch.setattr(ShardEngine, "_region", lambda self, projections, shape: None)
-    reader = cs.open_array(store, mode="r", cache=0)
-    got = reader[...] if read == "region" else reader.read_chunk((2,))
-    assert len(rewrites) == sharded.WHOLE_AFTER
-    assert set(got.tolist()) == {len(rewrites)}  # one version, whole: the one stored
-    assert store.calls["get_versioned_many"] == 1
+        put("c/0", versions[0])
+        store = MetricsStore(Rewriting(inner))
+        if read == "read_chunk":
+            monkeypatch.setattr(ShardEngine, "_region", lambda self, projections, shape: None)
+        reader = cs.open_array(store, mode="r", cache=0)
+        got = reader[...] if read == "region" else reader.read_chunk((2,))
+        assert len(rewrites) == sharded.WHOLE_AFTER
+        assert set(got.tolist()) == {len(rewrites)}  # one version, whole: the one stored
+        assert store.calls["get_versioned_many"] == 1
+    _each_case([(loc, read) for read in ("region", "read_chunk") for loc in ("end", "start")],
+               case)

@@ -22,7 +22,6 @@ completes; then a SIGKILL loop kills appenders at random times.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import random
 import signal
@@ -37,6 +36,13 @@ from chunkstore.nodes.documents import update_node
 from chunkstore.nodes.pending import PENDING_KEY
 from chunkstore.storage.local.store import LocalStore
 from chunkstore.storage.resolve import resolve_store
+from tests.multiproc import context
+from tests.nodes.consolidated_crash_children import (
+    after_document_commits,
+    appender,
+    crash_at,
+    record,
+)
 
 zarr = pytest.importorskip("zarr")
 
@@ -44,9 +50,9 @@ MAX_STEPS = 12
 
 
 def _ctx():
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["numpy", "chunkstore", __name__])
-    return ctx
+    """The suite's fork server context (one fork server per session, whichever test
+    starts it: the same preload)."""
+    return context()
 
 
 def _build(root: str, fmt: int) -> None:
@@ -59,73 +65,16 @@ def _build(root: str, fmt: int) -> None:
     cs.consolidate_metadata(root)
 
 
-def _op(root: str, op: str) -> None:
-    if op == "append":
-        cs.open_array(root, path="arr", mode="r+").append(np.array([4, 5], dtype="i4"))
-    elif op == "grow_and_attrs":  # v2: two documents (.zarray, then .zattrs)
-        update_node(resolve_store(root, mode="r+"), "arr",
-                    lambda m: m.replace(shape=(9,), attributes={**m.attributes, "k": "v"}))
-    elif op == "own_directory":  # the member's directory as the store root
-        cs.open_array(os.path.join(root, "arr"), mode="r+").resize(7)
-    elif op == "delete":
-        del cs.open_group(root, mode="r+", use_consolidated=False)["arr"]
-    elif op == "group_attrs":
-        cs.open_group(root, path="sub", mode="r+", use_consolidated=False).attrs["t"] = 1
-    elif op == "replace":  # deletion, then creation
-        cs.create_array(root, name="arr", shape=(11,), chunks=(4,), dtype="i4",
-                        overwrite=True, zarr_format=cs.open_group(root, mode="r").zarr_format)
-    else:
-        raise ValueError(op)
-
-
-DOCUMENTS = {"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}
-
-
-def _after_document_commits(hook) -> None:
-    """Call ``hook(keys)`` after each commit of a LocalStore (in this process) that wrote
-    a metadata document, with the documents' keys."""
-    real = LocalStore.commit_many
-
-    def commit_many(self, items):
-        done = real(self, items)
-        keys = [k for (k, _, _), ok in zip(items, done, strict=True)
-                if ok and k.rsplit("/", 1)[-1] in DOCUMENTS]
-        if keys:
-            hook(keys)
-        return done
-    LocalStore.commit_many = commit_many
-
-
-def _crash_at(root: str, op: str, n: int) -> None:
-    """Run ``op`` and die just after its n-th commit of metadata documents."""
-    seen = []
-
-    def hook(keys: list[str]) -> None:
-        seen.append(keys)
-        if len(seen) == n:
-            os._exit(17)
-    _after_document_commits(hook)
-    _op(root, op)
-    os._exit(0)
-
-
 def _steps(root: str, op: str) -> list[list[str]]:
     """The metadata documents ``op`` commits, commit by commit (run in a child: the
     patch stays there)."""
     ctx = _ctx()
     out = ctx.Queue()
-    p = ctx.Process(target=_record, args=(root, op, out))
+    p = ctx.Process(target=record, args=(root, op, out))
     p.start()
     steps = out.get(timeout=120)
     p.join(120)
     return steps
-
-
-def _record(root: str, op: str, out) -> None:
-    seen: list[list[str]] = []
-    _after_document_commits(lambda keys: seen.append(sorted(keys)))
-    _op(root, op)
-    out.put(seen)
 
 
 def _tree(group) -> dict:
@@ -181,7 +130,7 @@ def test_a_crash_at_any_step_never_shows_a_wrong_shape(tmp_path, fmt, op):
     for n in range(1, MAX_STEPS + 1):
         root = str(tmp_path / f"g{n}.zarr")
         _build(root, fmt)
-        p = ctx.Process(target=_crash_at, args=(root, op, n))
+        p = ctx.Process(target=crash_at, args=(root, op, n))
         p.start()
         p.join(120)
         assert p.exitcode in (0, 17), p.exitcode
@@ -233,7 +182,7 @@ def test_a_v2_crash_point_between_the_node_documents(tmp_path):
 def test_consolidate_metadata_clears_a_dead_writers_mark(tmp_path, fmt):
     root = str(tmp_path / "g.zarr")
     _build(root, fmt)
-    p = _ctx().Process(target=_crash_at, args=(root, "append", 2))  # after the commit
+    p = _ctx().Process(target=crash_at, args=(root, "append", 2))  # after the commit
     p.start()
     p.join(120)
     assert p.exitcode == 17
@@ -263,7 +212,7 @@ def test_a_live_writers_mark_survives_consolidate_and_other_writers(tmp_path):
             assert cs.open_group(root, mode="r", use_consolidated=True)["arr"].shape == (5,)
     real = LocalStore.commit_many
     try:
-        _after_document_commits(hook)
+        after_document_commits(hook)
         cs.open_array(root, path="arr", mode="r+").append(np.array([4, 5], dtype="i4"))
     finally:
         LocalStore.commit_many = real
@@ -325,7 +274,7 @@ def test_what_we_write_with_marks_stays_readable_by_zarr_python_and_tensorstore(
     ts = pytest.importorskip("tensorstore")
     root = str(tmp_path / "g.zarr")
     _build(root, 3)
-    p = _ctx().Process(target=_crash_at, args=(root, "append", 2))
+    p = _ctx().Process(target=crash_at, args=(root, "append", 2))
     p.start()
     p.join(120)
     assert _marks(root, 3)
@@ -341,16 +290,6 @@ def test_what_we_write_with_marks_stays_readable_by_zarr_python_and_tensorstore(
 
 
 # -- SIGKILL at random times ------------------------------------------------------------
-def _appender(root, own, ready):
-    if own:
-        a = cs.open_array(os.path.join(root, "arr"), mode="r+")
-    else:
-        a = cs.open_group(root, mode="r+")["arr"]
-    ready.set()
-    while True:
-        a.append(np.ones(1, "i4"))
-
-
 @pytest.mark.parametrize("fmt", [3, 2])
 def test_sigkill_loop_chunkstore_exact_zarr_python_never_stale(tmp_path, fmt):
     root = str(tmp_path / "g.zarr")
@@ -360,7 +299,7 @@ def test_sigkill_loop_chunkstore_exact_zarr_python_never_stale(tmp_path, fmt):
     outcomes = {"marked": 0, "clean": 0}
     for k in range(8):
         ready = ctx.Event()
-        p = ctx.Process(target=_appender, args=(root, k % 2 == 1, ready))
+        p = ctx.Process(target=appender, args=(root, k % 2 == 1, ready))
         p.start()
         assert ready.wait(60)
         time.sleep(rng.uniform(0.05, 0.4))
