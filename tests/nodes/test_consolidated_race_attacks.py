@@ -20,6 +20,7 @@ import pytest
 
 import chunkstore as cs
 
+from ..cli_run import run_cli
 from ..multiproc import context, run_together
 
 N = 4  # writer processes per scenario
@@ -506,8 +507,9 @@ def test_s3_four_processes_create_and_delete_members_of_a_consolidated_group(s3_
 
 
 def _cli(*args, cwd=None):
-    r = subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                       timeout=60)
+    """The command run in this process (tests/cli_run.py); tests/cli/test_errors.py runs
+    the one-line error path in a real process."""
+    r = run_cli(*map(str, args), cwd=cwd)
     return r.returncode, r.stdout, r.stderr
 
 
