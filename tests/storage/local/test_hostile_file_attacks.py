@@ -1,7 +1,7 @@
 """Red team: hostile stores on every read path. FIFOs and directories where chunk files
 should be, sparse (apparent-size) chunk files, bombs inside shards, lying shard indexes,
-a v2 ``.zarray`` claiming a huge chunk. Each case runs in a fresh interpreter with a
-CPU-time limit and (where memory is the point) an address-space cap, and must end in a
+a v2 ``.zarray`` claiming a huge chunk. Each case runs in a new process (from the suite's
+fork server) with a CPU-time limit and (where memory is the point) an address-space cap, and must end in a
 clear chunkstore error naming the key (or a correct answer), never a hang or a
 MemoryError. A hang is an event, not a wall-clock limit (which a loaded machine reaches
 by itself): a thread of the child waiting in the kernel for a FIFO's writer, or the
@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import numcodecs
@@ -26,33 +25,11 @@ import chunkstore as cs
 from chunkstore.api.verify import verify
 from chunkstore.codecs import build_pipeline
 from chunkstore.errors import ChunkDecodeError
+from tests.multiproc import context
+from tests.storage.local import hostile_child
 
 MiB = 2**20
 
-CHILD = r"""
-import json, os, resource, sys
-import numpy as np
-import chunkstore as cs
-from chunkstore.errors import ChunkstoreError
-from chunkstore.api.verify import verify
-root, op, cap, cpu = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-a = cs.open_array(root, mode="r+")
-if cap:
-    with open("/proc/self/status") as f:
-        vm = [int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize")][0]
-    resource.setrlimit(resource.RLIMIT_AS, (vm + cap, vm + cap))
-used = resource.getrusage(resource.RUSAGE_SELF)
-limit = int(used.ru_utime + used.ru_stime) + 1 + cpu
-resource.setrlimit(resource.RLIMIT_CPU, (limit, resource.RLIM_INFINITY))
-try:
-    result = eval(op)
-    out = {"ok": repr(result)[:300]}
-except ChunkstoreError as e:
-    out = {"error": f"{type(e).__name__}: {e}"}
-except BaseException as e:
-    out = {"raw": f"{type(e).__name__}: {e}"[:300]}
-print(json.dumps(out))
-"""
 
 #: CPU seconds the operation may use (each case needs well under one)
 CPU_SECONDS = 20
@@ -71,32 +48,32 @@ def waiting_for_a_fifo_writer(pid: int) -> bool:
 
 
 def child(root: str, op: str, cap: int = 0) -> dict:
-    """``op`` on the array at ``root`` in a fresh interpreter (``cap``: its address-space
-    limit on top of what it holds after opening the array): ``{"ok" | "error" | "raw": ...}``,
-    or ``{"hang": ...}`` when the child blocks opening a FIFO or uses up its CPU time."""
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, root, op, str(cap), str(CPU_SECONDS)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    done = threading.Event()
-    outputs: list[tuple[str, str]] = []
-
-    def collect() -> None:
-        outputs.append(proc.communicate())
-        done.set()
-
-    threading.Thread(target=collect, daemon=True).start()
+    """``op`` on the array at ``root`` in a new process (``hostile_child.run``; ``cap``: its
+    address-space limit on top of what it holds after opening the array): ``{"ok" |
+    "error" | "raw": ...}``, or ``{"hang": ...}`` when the process blocks opening a FIFO or
+    uses up its CPU time."""
+    ctx = context()
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=hostile_child.run, args=(root, op, cap, CPU_SECONDS, send))
+    proc.start()
+    send.close()
     try:
-        while not done.wait(0.05):  # the child's end, or the event that it hangs
+        while not receive.poll(0.05):  # the answer, the process's end, or that it hangs
             if waiting_for_a_fifo_writer(proc.pid):
                 return {"hang": f"{op} blocked opening a FIFO"}
+            if not proc.is_alive():
+                break
+        try:
+            out = receive.recv()
+        except EOFError:  # it ended without an answer
+            out = None
     finally:
         proc.kill()
-        done.wait()
-    stdout, stderr = outputs[0]
-    if proc.returncode == -signal.SIGXCPU:
+        proc.join()
+    if proc.exitcode == -signal.SIGXCPU:
         return {"hang": f"{op} used more than {CPU_SECONDS} s of CPU"}
-    assert proc.returncode == 0, stderr[-2000:]
-    return json.loads(stdout.strip().splitlines()[-1])
+    assert out is not None, f"{op}: the process ended with status {proc.exitcode}"
+    return out
 
 
 # -- 7a. a chunk file that is a FIFO: must not hang ---------------------------------------------
