@@ -3,6 +3,7 @@ kernel running this interpreter (tests/notebook_helpers.py runs notebooks in it)
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -10,6 +11,7 @@ import socket
 import sys
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -129,6 +131,25 @@ def _s3_admin(s3_endpoint):
     return s3fs.S3FileSystem(**s3_storage_options(s3_endpoint), skip_instance_cache=True)
 
 
+@contextlib.contextmanager
+def new_bucket(admin) -> Iterator[str]:
+    """A new, empty bucket's name, made and (with what it holds) removed by ``admin``; s3fs's
+    instance cache is cleared after, so that no test finds another's clients."""
+    import s3fs
+
+    bucket = f"test-{uuid.uuid4().hex[:16]}"
+    admin.mkdir(bucket)
+    try:
+        yield bucket
+    finally:
+        try:
+            admin.invalidate_cache()
+            admin.rm(bucket, recursive=True)
+        except OSError:
+            pass
+        s3fs.S3FileSystem.clear_instance_cache()
+
+
 @pytest.fixture
 def s3_bucket(s3_endpoint, _s3_admin):
     """A fresh, empty bucket: yields ``("s3://<bucket>", storage_options)``; the test's
@@ -136,18 +157,8 @@ def s3_bucket(s3_endpoint, _s3_admin):
     import s3fs
 
     s3fs.S3FileSystem.clear_instance_cache()
-    options = s3_storage_options(s3_endpoint)
-    bucket = f"test-{uuid.uuid4().hex[:16]}"
-    _s3_admin.mkdir(bucket)
-    try:
-        yield f"s3://{bucket}", options
-    finally:
-        try:
-            _s3_admin.invalidate_cache()
-            _s3_admin.rm(bucket, recursive=True)
-        except OSError:
-            pass
-        s3fs.S3FileSystem.clear_instance_cache()
+    with new_bucket(_s3_admin) as bucket:
+        yield f"s3://{bucket}", s3_storage_options(s3_endpoint)
 
 
 S3_BACKENDS = ("fsspec", "obstore")

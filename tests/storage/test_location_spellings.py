@@ -6,7 +6,6 @@ while other buckets, paths and endpoints are not refused."""
 from __future__ import annotations
 
 import copy
-import uuid
 
 import numpy as np
 import pytest
@@ -25,7 +24,7 @@ from chunkstore.storage.location import (
     remote_location,
 )
 from chunkstore.storage.resolve import resolve_store
-from tests.conftest import S3_BACKENDS, s3_storage_options
+from tests.conftest import S3_BACKENDS, new_bucket, s3_storage_options
 
 # -- the normaliser ------------------------------------------------------------------------
 SAME_ENDPOINTS = [
@@ -257,21 +256,10 @@ def refused_source(request, s3_endpoint, _s3_admin):
     onto it (each refused before it writes; each checks the source is intact after)."""
     if request.param == "obstore":
         pytest.importorskip("obstore")
-    import s3fs
-
-    bucket = f"test-{uuid.uuid4().hex[:16]}"
-    _s3_admin.mkdir(bucket)
-    url, options = f"s3://{bucket}", {**s3_storage_options(s3_endpoint),
-                                     "backend": request.param}
-    try:
+    with new_bucket(_s3_admin) as bucket:
+        url, options = f"s3://{bucket}", {**s3_storage_options(s3_endpoint),
+                                         "backend": request.param}
         yield (url, options, *_source(url, options))
-    finally:
-        try:
-            _s3_admin.invalidate_cache()
-            _s3_admin.rm(bucket, recursive=True)
-        except OSError:
-            pass
-        s3fs.S3FileSystem.clear_instance_cache()
 
 
 @pytest.mark.parametrize("op", ["copy", "rechunk"])
@@ -301,22 +289,9 @@ def test_onto_itself_refused_for_every_spelling(refused_source, monkeypatch, spe
 
 
 @pytest.fixture
-def second_bucket(s3_bucket):
-    import uuid
-
-    import s3fs
-
-    url, options = s3_bucket
-    fs = s3fs.S3FileSystem(**options)
-    bucket = f"test-{uuid.uuid4().hex[:16]}"
-    fs.mkdir(bucket)
-    try:
+def second_bucket(s3_bucket, _s3_admin):
+    with new_bucket(_s3_admin) as bucket:
         yield f"s3://{bucket}"
-    finally:
-        try:
-            fs.rm(bucket, recursive=True)
-        except OSError:
-            pass
 
 
 @pytest.mark.parametrize("target", ["other-path", "sibling-prefix", "other-bucket",
