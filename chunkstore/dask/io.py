@@ -341,12 +341,24 @@ def store_task_memory(x: da.Array, target: Array, codec_threads: int = CODEC_THR
     """Modelled peak bytes of one ``to_store`` task writing the largest block of ``x``
     (the block, one piece's encoded bytes, codec buffers: ``planner.Stage.memory``). A
     block made by a task that dask cannot fuse with the write (not a blockwise layer, e.g.
-    ``da.random``) waits in memory for it: one block more."""
+    ``da.random``) waits in memory for it, and the worker may make more blocks ahead
+    (``blocks_made_ahead``)."""
     if not all(_largest_block(x)):
         return 0
     stage = _store_stage(x, target, codec_threads)
-    waiting = 0 if _fusable(x) else stage.block_bytes
+    waiting = 0 if _fusable(x) else blocks_made_ahead() * stage.block_bytes
     return stage.task_memory + waiting
+
+
+def blocks_made_ahead() -> int:
+    """Blocks a worker thread may hold, made by tasks that are not fused with their store
+    task, while it writes another: dask's scheduler sends each worker up to
+    ``ceil(worker-saturation x threads)`` root tasks at once (2 per thread by default), so
+    a thread can finish the next blocks before their store tasks reach it (measured: the
+    writing task's block and two more)."""
+    saturation = float(dask.config.get("distributed.scheduler.worker-saturation", 1.1))
+    # inf turns root-task queuing off: nothing bounds it, the default's figure is kept
+    return max(1, math.ceil(saturation)) if math.isfinite(saturation) else 2
 
 
 def _fusable(x: da.Array) -> bool:

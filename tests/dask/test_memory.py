@@ -108,7 +108,7 @@ def test_to_store_larger_than_the_cluster(client, tmp_path):
         csd.to_store(x, target, max_mem=MAX_MEM)
     assert not mem.events, mem.events
     for peak in mem.peaks.values():
-        # (the model counts the block dask's random layer makes, waiting for its store task)
+        # (the model counts the blocks dask's random layer makes ahead of their store tasks)
         assert peak <= predicted + SLACK, (peak / MiB, predicted / MiB)
         assert peak <= MAX_MEM + 200 * MB
     np.testing.assert_array_equal(target[-256:], x[-256:].compute(scheduler="sync"))

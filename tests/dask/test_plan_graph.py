@@ -126,7 +126,12 @@ def test_store_task_memory_counts_a_waiting_block():
     target = cs.create_array(cs.MemoryStore(), shape=(1024, 1024), chunks=(256, 1024))
     fused = da.ones((1024, 1024), chunks=(256, 1024)) * 2  # blockwise: fused with the store
     waiting = da.random.default_rng(0).random((1024, 1024), chunks=(256, 1024))
-    assert store_task_memory(waiting, target) == store_task_memory(fused, target) + 2 * 2**20
+    # the written block is in the task's figure; dask's root-task queue (worker-saturation
+    # 1.1: two tasks per thread) lets a worker make two more before their stores run
+    assert store_task_memory(waiting, target) == store_task_memory(fused, target) + 2 * 2 * 2**20
+    with dask.config.set({"distributed.scheduler.worker-saturation": 2.5}):
+        assert store_task_memory(waiting, target) == (store_task_memory(fused, target)
+                                                      + 3 * 2 * 2**20)
 
 
 def test_to_store_max_mem_refuses_large_blocks(tmp_path):
