@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import threading
 
+import dask
 import numpy as np
 import pytest
 
 import chunkstore as cs
 from chunkstore.storage.resolve import resolve_store
-from tests.multiproc import context, run_together
+from tests.multiproc import context, run_together, start_fork_server
 
 N = 4  # writers
 ROUNDS = 3
@@ -362,8 +363,12 @@ def test_rechunk_into_shards_on_process_cluster(tmp_path):
     distributed = pytest.importorskip("distributed")
     data = np.arange(128 * 128, dtype="i4").reshape(128, 128)
     src = cs.array(data, store=str(tmp_path / "r.zarr"), path="src", chunks=(128, 4))
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
+    # worker processes forked from the suite's fork server (chunkstore imported), not
+    # spawned: each spawned worker spent seconds importing before its first task
+    start_fork_server()
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                     dashboard_address=None) as cluster, \
             distributed.Client(cluster):
         out = cs.dask.rechunk(src, (4, 128), str(tmp_path / "r.zarr"), path="dst",
                               max_mem="40KB", shards=(64, 128)).execute()
