@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import warnings
 
@@ -25,6 +23,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.errors import ChunkDecodeError, CodecError, MetadataError
+from tests.code_child import run_code
 
 zarr = pytest.importorskip("zarr")
 
@@ -52,19 +51,11 @@ def _files(root):
 
 #: set first in every child: after the imports, ``cpu`` more CPU seconds (RLIMIT_CPU), so
 #: "bounded time" is the child's own work, whatever the load of the machine
-_CPU_LIMIT = """
-import resource, chunkstore
-_used = resource.getrusage(resource.RUSAGE_SELF)
-resource.setrlimit(resource.RLIMIT_CPU,
-                   (int(_used.ru_utime + _used.ru_stime) + 1 + {cpu}, resource.RLIM_INFINITY))
-"""
-
-
 def _child(code: str, cpu: int = 3) -> str:
-    """Run ``code`` in a fresh interpreter allowed ``cpu`` CPU seconds after its imports;
-    its last stdout line, or 'HANG' when it ran out of CPU time."""
-    r = subprocess.run([sys.executable, "-c", _CPU_LIMIT.format(cpu=cpu) + textwrap.dedent(code)],
-                       capture_output=True, text=True)
+    """Run ``code`` in a process of its own (tests/code_child.py: from the suite's fork
+    server) allowed ``cpu`` CPU seconds; its last stdout line, or 'HANG' when it ran out
+    of CPU time."""
+    r = run_code(textwrap.dedent(code), cpu=cpu)
     if r.returncode == -signal.SIGXCPU:
         return "HANG"
     assert r.returncode == 0, r.stderr[-2000:]

@@ -3,21 +3,17 @@
 Each case writes a normal array with chunkstore, replaces one chunk's bytes in the store
 by a payload built to blow up (a decompression bomb, a variable-length header claiming
 2**27 or 2**31 items), then reads it, partially writes it (``a[i] = v``, which decodes
-the old chunk) and verifies it in a fresh subprocess. The subprocess caps its address
-space (``RLIMIT_AS``: what it has mapped after warming up + 2 x chunk + 64 MiB) and
-reports the growth of its peak RSS, which must stay below 2 x chunk + 16 MiB.
+the old chunk) and verifies it in a process of its own (from the suite's fork server:
+tests/codecs/hostile_payload_child.py). That process caps its address space
+(``RLIMIT_AS``: what it has mapped after warming up + 2 x chunk + 64 MiB) and reports the growth of its peak RSS, which must stay below 2 x chunk + 16 MiB.
 """
 
 from __future__ import annotations
 
 import bz2
 import functools
-import json
 import lzma
-import os
 import struct
-import subprocess
-import sys
 import zlib
 from collections.abc import Callable
 
@@ -30,6 +26,8 @@ from chunkstore.api.verify import verify
 from chunkstore.codecs import Crc32cCodec, GzipCodec, ZstdCodec, build_pipeline
 from chunkstore.codecs.limits import variable_cap
 from chunkstore.errors import ChunkDecodeError
+from tests.codecs import hostile_payload_child
+from tests.multiproc import context
 
 MiB = 2**20
 LIMIT_EXTRA = 16 * MiB  # allowed peak RSS growth on top of 2 x the chunk
@@ -103,83 +101,31 @@ def vlen_count(n: int) -> bytes:
     return struct.pack("<I", n)
 
 
-# -- the subprocess ---------------------------------------------------------------------------
-CHILD = r"""
-import json, resource, sys
-import chunkstore as cs
-from chunkstore.errors import ChunkstoreError
-from chunkstore.api.verify import verify
-
-path, key, index, value, chunk_nbytes, headroom, ops = sys.argv[1:]
-index, chunk_nbytes, headroom = int(index), int(chunk_nbytes), int(headroom)
-value = json.loads(value)
-if isinstance(value, list):
-    value = bytes(value)
-a = cs.open_array(path, mode="r+")
-last = a.shape[0] - 1
-a[last] = a[last]  # warm up: a read-modify-write of the valid last chunk
-a[:]
-
-
-def status(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-
-
-def reset_peak():  # reset the peak RSS (VmHWM) to the current RSS: the base
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return status("VmRSS"), lambda: status("VmHWM")
-    except OSError:  # no clear_refs: the peak so far (may understate the growth)
-        peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        return peak(), peak
-
-
-print("ready", flush=True)
-sys.stdin.read()  # the parent places the bomb, then closes stdin
-if headroom:
-    cap = status("VmSize") + 2 * chunk_nbytes + headroom
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-report = {}
-for op in ops.split(","):
-    base, peak = reset_peak()
-    error = None
-    try:
-        if op == "read":
-            a[:]
-        elif op == "write":
-            a[index] = value
-        elif op == "verify":
-            bad = verify(a.store).bad
-            error = "verify: " + bad[key] if key in bad else None
-    except ChunkstoreError as e:
-        error = f"{type(e).__name__}: {e}"
-    except MemoryError as e:
-        error = f"MemoryError: {e}"
-    report[op] = {"error": error, "growth": peak() - base}
-print(json.dumps(report))
-"""
-
-
+# -- the child process -------------------------------------------------------------------------
 def run_child(path: str, place: Callable[[], None], key: str, index: int, value, chunk_nbytes: int,
               ops: str = "read,write,verify", headroom: int = AS_HEADROOM) -> dict:
-    """Open the array at ``path`` in a fresh interpreter and warm it up, call ``place``
-    (which puts the bomb in the store), then run ``ops`` and return the child's report."""
-    env = {**os.environ, "MALLOC_ARENA_MAX": "2", "OMP_NUM_THREADS": "1"}
-    if isinstance(value, bytes):
-        value = list(value)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, path, key, str(index), json.dumps(value),
-         str(chunk_nbytes), str(headroom), ops],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    assert proc.stdout.readline().strip() == b"ready", proc.stderr.read().decode()[-3000:]
-    place()
-    out, err = proc.communicate(b"", timeout=300)
-    assert proc.returncode == 0, err.decode()[-3000:]
-    return json.loads(out.decode().strip().splitlines()[-1])
+    """Open the array at ``path`` in a new process (from the suite's fork server) and warm
+    it up, call ``place`` (which puts the bomb in the store), then run ``ops`` there and
+    return the child's report (``hostile_payload_child.run``)."""
+    ctx = context()
+    conn, theirs = ctx.Pipe()
+    proc = ctx.Process(target=hostile_payload_child.run,
+                       args=(path, key, index, value, chunk_nbytes, headroom, ops, theirs))
+    proc.start()
+    theirs.close()
+    try:
+        assert conn.poll(300) and conn.recv() == "ready", f"exit status {proc.exitcode}"
+        place()
+        conn.send("go")
+        assert conn.poll(300), f"no report; exit status {proc.exitcode}"
+        report = conn.recv()
+    finally:
+        proc.join(60)
+        if proc.exitcode is None:
+            proc.kill()
+            proc.join()
+    assert proc.exitcode == 0, proc.exitcode
+    return report
 
 
 # -- cases --------------------------------------------------------------------------------------

@@ -6,14 +6,13 @@ intact and the error must be SameLocationError (or the result must be right)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import chunkstore as cs
 from chunkstore.errors import SameLocationError
+from tests.cli_run import run_cli
 
 DATA = np.arange(64, dtype="i4").reshape(8, 8)
 
@@ -133,8 +132,7 @@ def test_to_store_into_its_own_array_transposed(tmp_path):
 
 # -- the CLI -------------------------------------------------------------------------------------
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "chunkstore", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return run_cli(*args, cwd=cwd)  # in this process: the refusal is what is tested
 
 
 @pytest.mark.parametrize("dst", ["src.zarr", "./x/../src.zarr", "file://{cwd}/src.zarr"])

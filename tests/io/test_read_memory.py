@@ -1,16 +1,15 @@
 """A selection's peak extra memory stays within its output + (threads x 2 x chunk) + a
-constant, measured as peak RSS in a fresh process (issue 12: ``a[100:103, :]`` across
+constant, measured as peak RSS in a process of its own (issue 12: ``a[100:103, :]`` across
 1,024 chunks of 4 MiB peaked at 1,082 MiB while maps of every chunk were kept)."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import chunkstore as cs
+from tests.code_child import run_code
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/status"),
                                 reason="reads VmHWM from /proc")
@@ -40,9 +39,12 @@ print(json.dumps({"extra": peak - before, "peak_before": peak_before - before,
 
 
 def _peak(path: str, selection: str, env_threads: int = THREADS) -> dict:
-    env = dict(os.environ, CHUNKSTORE_THREADS=str(env_threads))
-    done = subprocess.run([sys.executable, "-c", _CHILD, path, selection], env=env,
-                          capture_output=True, text=True, check=True, timeout=120)
+    """The child's report: a process of its own forked from the suite's fork server
+    (tests/code_child.py), with the environment of this process at the call."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CHUNKSTORE_THREADS", str(env_threads))
+        done = run_code(_CHILD, path, selection)
+    assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -18,10 +16,23 @@ import pytest
 import chunkstore as cs
 
 from ..multiproc import context, run_together
+from . import race_children
 
 # zipfile warns "Duplicate name" each time a chunk of a zip archive is rewritten (the
 # superseding entry): noise, the committed archive holds one entry per name
 pytestmark = pytest.mark.filterwarnings("ignore:Duplicate name:UserWarning")
+
+
+
+def _in_other_process(target, *args):
+    """``target(*args)`` in a process of its own (from the fork server), which must succeed."""
+    p = context().Process(target=target, args=args)
+    p.start()
+    p.join(60)
+    if p.exitcode is None:
+        p.kill()
+    assert p.exitcode == 0, p.exitcode
+
 
 # ======================================================================================
 # 1. resize / append from 4 processes
@@ -352,9 +363,7 @@ def test_other_process_sets_shards_to_fill_behind_cached_reader(tmp_path):
     a[...] = ref
     r = cs.open_array(path, mode="r", cache="64MiB")
     np.testing.assert_array_equal(r[...], ref)
-    code = (f"import chunkstore as cs; a = cs.open_array({path!r}, mode='r+'); "
-            "a[0:8, 0:8] = 0; a[8:16, 0:4] = 0; a[8:12, 8:12] = 7")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    _in_other_process(race_children.set_shards_to_fill, path)
     ref[0:8, 0:8] = 0
     ref[8:16, 0:4] = 0
     ref[8:12, 8:12] = 7
@@ -460,15 +469,6 @@ def test_onto_itself_refused_source_intact(tmp_path, fn, where):
     np.testing.assert_array_equal(again[...], data)
 
 
-_RC_SCRIPT = r"""
-import sys, chunkstore as cs
-src, dst, chunks, shards, mm = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
-chunks = tuple(int(c) for c in chunks.split(","))
-shards = None if shards == "-" else tuple(int(c) for c in shards.split(","))
-cs.dask.rechunk(src, chunks, dst, max_mem=mm, overwrite=True, shards=shards).execute()
-"""
-
-
 def _count_files(d):
     return sum(len(f) for _, _, f in os.walk(d)) if os.path.isdir(d) else 0
 
@@ -483,24 +483,26 @@ def test_sigkill_rechunk_then_rerun(tmp_path, shards, mm):
     a[...] = data
     dst = str(tmp_path / "dst.zarr")
     chunks = "600,8" if shards != "120,40" else "40,8"
+    ch = tuple(int(c) for c in chunks.split(","))
+    sh = None if shards is None else tuple(int(c) for c in shards.split(","))
     killed = 0
     for wait_files in (3, 15):  # kill early (stage 1), then later (stage 2 started)
-        p = subprocess.Popen([sys.executable, "-c", _RC_SCRIPT, src, dst, chunks,
-                              shards or "-", mm])
+        # a process of its own (from the fork server: chunkstore already imported)
+        p = context().Process(target=race_children.rechunk, args=(src, dst, ch, sh, mm))
+        p.start()
         t0 = time.time()
-        while p.poll() is None and time.time() - t0 < 15:
+        while p.is_alive() and time.time() - t0 < 15:
             n = _count_files(dst) + sum(_count_files(str(tmp_path / d))
                                         for d in os.listdir(tmp_path) if "rechunk-tmp" in d)
             if n >= wait_files:
                 break
             time.sleep(0.005)
-        if p.poll() is None:
+        if p.is_alive():
             os.kill(p.pid, signal.SIGKILL)
             killed += 1
-        p.wait(30)
+        p.join(30)
+        assert p.exitcode in (0, -signal.SIGKILL), p.exitcode
     assert killed, "the rechunk finished before it could be killed"
-    ch = tuple(int(c) for c in chunks.split(","))
-    sh = None if shards is None else tuple(int(c) for c in shards.split(","))
     out = cs.dask.rechunk(src, ch, dst, max_mem=mm, overwrite=True, shards=sh).execute()
     np.testing.assert_array_equal(out[...], data)
     np.testing.assert_array_equal(cs.open_array(dst, mode="r")[...], data)
@@ -700,9 +702,7 @@ def test_zip_second_process_commit_conflict_keeps_both(tmp_path):
     st = cs.ZipStore(p, mode="a")
     a = cs.open_array(st, path="x", mode="r+")
     a[0:2] = 7
-    code = (f"import chunkstore as cs\nwith cs.ZipStore({p!r}, mode='a') as st:\n"
-            "    cs.open_array(st, path='x', mode='r+')[4:6] = 9\n")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    _in_other_process(race_children.zip_write, p)
     from chunkstore.errors import ConcurrentWriteError
     with pytest.raises(ConcurrentWriteError):
         st.close()
@@ -719,6 +719,7 @@ def test_zip_second_process_commit_conflict_keeps_both(tmp_path):
 # replaces only that node, and now so does a zip (tests/storage/zip/test_zip_overwrite_node.py).
 @pytest.mark.parametrize("how", ["create_array", "open_w", "open_group_w", "copy", "cli_copy"])
 def test_zip_overwrite_of_one_node_keeps_the_others(tmp_path, how):
+    from ..cli_run import run_cli  # here: the writer processes import this module
     src = cs.create_array(str(tmp_path / "src.zarr"), shape=(10, 10), chunks=(3, 3),
                           dtype="i4")
     src[...] = np.arange(100).reshape(10, 10)
@@ -736,9 +737,8 @@ def test_zip_overwrite_of_one_node_keeps_the_others(tmp_path, how):
         elif how == "copy":
             cs.copy(src, dst, path="new", overwrite=True).store.close()
         else:
-            subprocess.run([sys.executable, "-m", "chunkstore", "copy", str(tmp_path / "src.zarr"),
-                            dst, "--dst-node", "new", "--overwrite"], check=True,
-                           capture_output=True, timeout=60)
+            r = run_cli("copy", tmp_path / "src.zarr", dst, "--dst-node", "new", "--overwrite")
+            assert r.returncode == 0, r.stderr
         np.testing.assert_array_equal(cs.open_array(dst, path="keep", mode="r")[:], [1, 2, 3, 4])
 
 
@@ -1041,24 +1041,27 @@ def test_whole_shards_set_to_fill(tmp_path, wec):
 
 
 def test_sigkill_cli_rechunk_then_rerun(tmp_path):
+    from ..cli_run import run_cli  # here: the writer processes import this module
     data = (np.arange(500 * 300, dtype="i8").reshape(500, 300) * 31 % 65521).astype("i4")
     src = str(tmp_path / "src.zarr")
     cs.create_array(src, shape=data.shape, chunks=(5, 300), dtype="i4")[...] = data
     dst = str(tmp_path / "dst.zarr")
-    args = [sys.executable, "-m", "chunkstore", "rechunk", src, dst, "--chunks", "-1,6",
-            "--max-mem", "48KiB", "--overwrite"]
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = ["rechunk", src, dst, "--chunks", "-1,6", "--max-mem", "48KiB", "--overwrite"]
+    # the command in a process of its own (from the fork server), killed mid-way; the
+    # rerun in this process (tests/cli_run.py)
+    p = context().Process(target=race_children.cli, args=(args,))
+    p.start()
     t0 = time.time()
-    while p.poll() is None and time.time() - t0 < 15:
+    while p.is_alive() and time.time() - t0 < 15:
         if _count_files(dst) >= 8:
             break
         time.sleep(0.005)
-    was_running = p.poll() is None
+    was_running = p.is_alive()
     if was_running:
         os.kill(p.pid, signal.SIGKILL)
-    p.wait(30)
+    p.join(30)
     assert was_running, "the CLI rechunk finished before it could be killed"
-    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    r = run_cli(*args)
     assert r.returncode == 0, r.stderr[-500:]
     out = cs.open_array(dst, mode="r")
     assert out.chunks == (500, 6)

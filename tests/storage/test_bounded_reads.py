@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import uuid
 import zipfile
@@ -31,6 +29,7 @@ from chunkstore.codecs.limits import compressed_bound
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.storage.bounds import ObjectSizeError
 from chunkstore.storage.zip.store import ZipStore
+from tests.code_child import run_code
 
 MiB = 2**20
 
@@ -227,6 +226,7 @@ def test_lying_shard_index_entry_is_refused_before_its_range_is_read(tmp_path):
 
 
 # -- memory: sparse objects under an address-space cap ----------------------------------------
+# (in a process of its own, forked from the suite's fork server: tests/code_child.py)
 CHILD = r"""
 import json, resource, sys
 import chunkstore as cs
@@ -251,8 +251,7 @@ print(json.dumps(out))
 
 
 def _child(where: str, ops: list[str], cap: int = 128 * MiB) -> dict:
-    r = subprocess.run([sys.executable, "-c", CHILD, where, json.dumps(ops), str(cap)],
-                       capture_output=True, text=True, timeout=120)
+    r = run_code(CHILD, where, json.dumps(ops), str(cap))  # from the suite's fork server
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -329,6 +328,5 @@ def test_child_measures_what_it_claims(tmp_path):
         except MemoryError:
             print("MemoryError")
     """)
-    r = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
-                       timeout=120)
+    r = run_code(code, path)
     assert r.stdout.strip() == "MemoryError", (r.stdout, r.stderr[-1000:])

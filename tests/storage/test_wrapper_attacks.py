@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 
+import dask
 import numpy as np
 import pytest
 
@@ -14,7 +15,7 @@ import chunkstore as cs
 from chunkstore.errors import ChunkstoreError
 from chunkstore.storage import LatencyStore, LocalStore, MemoryStore, MetricsStore
 from chunkstore.storage.wrappers import WrapperStore
-from tests.multiproc import run_together
+from tests.multiproc import run_together, start_fork_server
 
 
 def _wrapped(path, kind="both"):
@@ -231,8 +232,12 @@ def test_dask_from_and_to_store_with_a_wrapped_local_store(tmp_path):
     data = np.arange(40 * 30, dtype="f4").reshape(40, 30)
     cs.array(data, store=src, chunks=(5, 6), shards=(10, 12))
     dst = MetricsStore(LocalStore(str(tmp_path / "dst")))
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
+    # worker processes forked from the suite's fork server (chunkstore imported), not
+    # spawned: each spawned worker spent seconds importing before its first task
+    start_fork_server()
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                     dashboard_address=None) as cluster, \
             distributed.Client(cluster):
         x = csd.from_store(src)
         np.testing.assert_array_equal(x.compute(), data)

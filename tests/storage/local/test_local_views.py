@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import subprocess
-import sys
 from dataclasses import replace
 
 import numpy as np
@@ -23,6 +21,7 @@ import chunkstore as cs
 from chunkstore.errors import ChunkDecodeError, InvalidKeyError
 from chunkstore.storage.local import store as local
 from chunkstore.storage.local.maps import map_cache
+from tests.code_child import run_code
 
 
 @pytest.fixture(autouse=True)
@@ -111,8 +110,8 @@ def test_write_from_another_process_is_seen(tmp_path, compressors):
     np.testing.assert_array_equal(a[:, :300], data[:, :300])
     code = ("import sys, chunkstore as cs; a = cs.open_array(sys.argv[1], mode='r+'); "
             "a[100:200, 250:260] = -1")
-    subprocess.run([sys.executable, "-c", code, path], check=True,
-                   cwd=os.path.dirname(os.path.dirname(os.path.abspath(cs.__file__))))
+    r = run_code(code, path)  # a process of its own (from the suite's fork server)
+    assert r.returncode == 0, r.stderr
     data[100:200, 250:260] = -1
     np.testing.assert_array_equal(a[100:200, 240:270], data[100:200, 240:270])
     np.testing.assert_array_equal(a[...], data)
