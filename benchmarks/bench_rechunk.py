@@ -167,6 +167,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="run each method in this process, not in a child that is "
                         "killed when it hangs (the test suite's smoke runs: one interpreter "
                         "start fewer per run)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="run the LocalCluster rows (local and S3) on the running "
+                        "cluster at ADDRESS instead of a fresh LocalCluster each (the test "
+                        "suite's smoke runs: one cluster start for all rows; its workers are "
+                        "warm, which hides memory: not for measurements)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per method, the methods interleaved; the median is kept")
     parser.add_argument("--beyond-memory", default=None, metavar="GIB,GIB",
@@ -204,7 +209,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for _ in range(max(1, args.repeats)):  # methods interleaved: none always runs first
             for method in methods:
                 row = one_run(case, method, src, work, shape, chunks, target, axes, budget,
-                              nbytes, args.tiny, args.in_process)
+                              nbytes, args.tiny, args.in_process, args.scheduler)
                 if row is not None:
                     if gib is not None:
                         row.update(case=label, base_case=case, gib=gib)
@@ -223,10 +228,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 def one_run(case, method, src, work, shape, chunks, target, axes, max_mem, nbytes,
-            tiny=False, in_process=False) -> dict | None:
+            tiny=False, in_process=False, scheduler=None) -> dict | None:
     """One measured run of ``method`` on ``case``, checked; its target removed after
     (``tiny``: no pause before it, and no peer environment is created; ``in_process``:
-    not in a child process)."""
+    not in a child process; ``scheduler``: the address of a running cluster for the
+    LocalCluster rows, see ``run_on_cluster``)."""
     dst = work / f"{case}-{method}.zarr"
     shutil.rmtree(dst, ignore_errors=True)
     settle(0.0 if tiny else 3.0)
@@ -234,7 +240,7 @@ def one_run(case, method, src, work, shape, chunks, target, axes, max_mem, nbyte
     # (by its module's name: pickled from ``python -m`` it would be ``__main__``'s)
     here = importlib.import_module("benchmarks.bench_rechunk")
     run = functools.partial(here.run_method, case, method, src, dst, work, shape, chunks,
-                            target, axes, max_mem, tiny)
+                            target, axes, max_mem, tiny, scheduler)
     row = run() if in_process else in_child(run)
     if row is None:
         return None
@@ -281,27 +287,29 @@ def settle(seconds: float = 3.0) -> None:
 
 
 def run_method(case, method, src, dst, work, shape, chunks, target, axes, max_mem,
-               tiny=False) -> dict | None:
+               tiny=False, scheduler=None) -> dict | None:
     """One run of ``method`` on ``case`` (None: the method does not do this case, or it
-    is a peer whose environment does not exist and ``tiny`` forbids making it)."""
+    is a peer whose environment does not exist and ``tiny`` forbids making it);
+    ``scheduler``: see ``run_on_cluster``."""
+    on_cluster = functools.partial(run_on_cluster, scheduler=scheduler)
     if case == "to_store":
         if method == "chunkstore":
-            return run_on_cluster(functools.partial(chunkstore_to_store, dst, shape, chunks,
+            return on_cluster(functools.partial(chunkstore_to_store, dst, shape, chunks,
                                                     max_mem), max_mem)
         if method == "dask-tasks":  # dask's own to_zarr (no rechunk involved)
-            return run_on_cluster(functools.partial(dask_to_zarr, dst, shape, chunks), max_mem)
+            return on_cluster(functools.partial(dask_to_zarr, dst, shape, chunks), max_mem)
         return None
     if method == "chunkstore":
-        return run_on_cluster(
+        return on_cluster(
             functools.partial(chunkstore_rechunk, src, dst, target, max_mem, axes), max_mem)
     if method == CLI_METHOD:
         return run_cli(case, src, target, axes, max_mem, work)
     if parse_s3(method) is not None:
-        return run_s3(case, method, src, target, axes, max_mem, work)
+        return run_s3(case, method, src, target, axes, max_mem, work, scheduler)
     if method == LIMIT_METHOD:
         return run_limit(src, work, plan_stages(src, target, max_mem, axes))
     if method.startswith("dask-"):
-        return run_on_cluster(
+        return on_cluster(
             functools.partial(dask_zarr_rechunk, src, dst, target, method[5:], axes), max_mem)
     if method == "rechunker" and axes is None:
         row = run_rechunker(src, dst, work / "rechunker-tmp.zarr", target, max_mem,

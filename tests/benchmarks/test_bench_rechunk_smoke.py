@@ -3,13 +3,17 @@
 import math
 
 from benchmarks import bench_rechunk
+from benchmarks.rechunk_measure import local_cluster
 
 
 def test_bench_rechunk_tiny(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    # in this process (no child interpreter per run); the child route is run by the S3
-    # and CLI smokes
-    rows = bench_rechunk.main(["--tiny", "--methods", "chunkstore,dask-tasks", "--in-process"])
+    # in this process (no child interpreter per run), the four rows on one cluster (a
+    # LocalCluster start is seconds of CPU); the child route and a fresh cluster per row
+    # are run by the S3 and CLI smokes
+    with local_cluster(2_000_000) as cluster:
+        rows = bench_rechunk.main(["--tiny", "--methods", "chunkstore,dask-tasks",
+                                   "--in-process", "--scheduler", cluster.scheduler_address])
     assert {(r["case"], r["method"]) for r in rows} == {
         ("rechunk", "chunkstore"), ("rechunk", "dask-tasks"),
         ("transpose", "chunkstore"), ("transpose", "dask-tasks")}
