@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +79,7 @@ def correct(method: str, x, path: str) -> bool:
     return ok
 
 
-def local_cluster(nbytes: int):
+def local_cluster(nbytes: int) -> Any:
     """The fresh LocalCluster a run gets: 2 workers x 1 thread (processes)."""
     import distributed
     return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
