@@ -46,6 +46,7 @@ table printed: benchmarks/rechunk_measure.py; the peers: benchmarks/rechunk_peer
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
 import json
@@ -60,11 +61,12 @@ import numpy as np
 
 from benchmarks.rechunk_beyond import big_cases, print_scaling
 from benchmarks.rechunk_cli import METHOD as CLI_METHOD
-from benchmarks.rechunk_cli import run_cli
+from benchmarks.rechunk_cli import CliCluster, run_cli
 from benchmarks.rechunk_limit import METHOD as LIMIT_METHOD
 from benchmarks.rechunk_limit import plan_stages, run_limit
 from benchmarks.rechunk_measure import (
     BOUND_EXTRA,
+    HEADROOM,
     MB,
     OUT,
     RssSampler,  # noqa: F401  (benchmarks.s3_endpoint and bench_cache import it from here)
@@ -167,6 +169,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="run each method in this process, not in a child that is "
                         "killed when it hangs (the test suite's smoke runs: one interpreter "
                         "start fewer per run)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="run the LocalCluster rows (local and S3) on the running "
+                        "cluster at ADDRESS instead of a fresh LocalCluster each (the test "
+                        "suite's smoke runs: one cluster start for all rows; its workers are "
+                        "warm, which hides memory: not for measurements)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per method, the methods interleaved; the median is kept")
     parser.add_argument("--beyond-memory", default=None, metavar="GIB,GIB",
@@ -195,25 +202,31 @@ def main(argv: list[str] | None = None) -> list[dict]:
         cases = cases_for(args.tiny, args.gib, args.transpose_side, max_mem)
         runs_of = [(case, case, cases[case], None) for case in names]
     results = []
-    for label, case, (shape, chunks, target, axes, budget), gib in runs_of:
-        src = work / f"{label}-src.zarr"
-        if case != "to_store" and not (src / ".zarray").exists():
-            make_source(src, shape, chunks, compressible=gib is not None)
-        nbytes = int(np.prod(shape)) * (8 if case == "to_store" else 4)
-        runs: dict[str, list[dict]] = {}
-        for _ in range(max(1, args.repeats)):  # methods interleaved: none always runs first
-            for method in methods:
-                row = one_run(case, method, src, work, shape, chunks, target, axes, budget,
-                              nbytes, args.tiny, args.in_process)
-                if row is not None:
-                    if gib is not None:
-                        row.update(case=label, base_case=case, gib=gib)
-                    runs.setdefault(method, []).append(row)
-                    print(format_row(row), flush=True)
-        results += [median_run(rows) for rows in runs.values()]
-        (OUT / "bench_rechunk.json").write_text(json.dumps(results, indent=2))
-        if not args.workdir:
-            shutil.rmtree(src, ignore_errors=True)
+    budgets = {budget for _, _, (*_, budget), _ in runs_of}
+    with contextlib.ExitStack() as stack:
+        # --in-process (the smoke runs): one CLI cluster for the CLI rows of every case
+        # (a fresh one per row otherwise), when the cases have the same budget
+        cli = (stack.enter_context(CliCluster(work, memory_limit=budgets.pop() + HEADROOM))
+               if args.in_process and CLI_METHOD in methods and len(budgets) == 1 else None)
+        for label, case, (shape, chunks, target, axes, budget), gib in runs_of:
+            src = work / f"{label}-src.zarr"
+            if case != "to_store" and not (src / ".zarray").exists():
+                make_source(src, shape, chunks, compressible=gib is not None)
+            nbytes = int(np.prod(shape)) * (8 if case == "to_store" else 4)
+            runs: dict[str, list[dict]] = {}
+            for _ in range(max(1, args.repeats)):  # methods interleaved: none always runs first
+                for method in methods:
+                    row = one_run(case, method, src, work, shape, chunks, target, axes, budget,
+                                  nbytes, args.tiny, args.in_process, args.scheduler, cli)
+                    if row is not None:
+                        if gib is not None:
+                            row.update(case=label, base_case=case, gib=gib)
+                        runs.setdefault(method, []).append(row)
+                        print(format_row(row), flush=True)
+            results += [median_run(rows) for rows in runs.values()]
+            (OUT / "bench_rechunk.json").write_text(json.dumps(results, indent=2))
+            if not args.workdir:
+                shutil.rmtree(src, ignore_errors=True)
     (OUT / "bench_rechunk.json").write_text(json.dumps(results, indent=2))
     print_table(results)
     print_scaling(results)
@@ -223,10 +236,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 def one_run(case, method, src, work, shape, chunks, target, axes, max_mem, nbytes,
-            tiny=False, in_process=False) -> dict | None:
+            tiny=False, in_process=False, scheduler=None, cli=None) -> dict | None:
     """One measured run of ``method`` on ``case``, checked; its target removed after
     (``tiny``: no pause before it, and no peer environment is created; ``in_process``:
-    not in a child process)."""
+    not in a child process; ``scheduler``: the address of a running cluster for the
+    LocalCluster rows, see ``run_on_cluster``; ``cli``: a running ``CliCluster`` for the
+    CLI row, with ``in_process``)."""
     dst = work / f"{case}-{method}.zarr"
     shutil.rmtree(dst, ignore_errors=True)
     settle(0.0 if tiny else 3.0)
@@ -234,7 +249,7 @@ def one_run(case, method, src, work, shape, chunks, target, axes, max_mem, nbyte
     # (by its module's name: pickled from ``python -m`` it would be ``__main__``'s)
     here = importlib.import_module("benchmarks.bench_rechunk")
     run = functools.partial(here.run_method, case, method, src, dst, work, shape, chunks,
-                            target, axes, max_mem, tiny)
+                            target, axes, max_mem, tiny, scheduler, cli)
     row = run() if in_process else in_child(run)
     if row is None:
         return None
@@ -281,27 +296,29 @@ def settle(seconds: float = 3.0) -> None:
 
 
 def run_method(case, method, src, dst, work, shape, chunks, target, axes, max_mem,
-               tiny=False) -> dict | None:
+               tiny=False, scheduler=None, cli=None) -> dict | None:
     """One run of ``method`` on ``case`` (None: the method does not do this case, or it
-    is a peer whose environment does not exist and ``tiny`` forbids making it)."""
+    is a peer whose environment does not exist and ``tiny`` forbids making it);
+    ``scheduler``: see ``run_on_cluster``; ``cli``: see ``run_cli``."""
+    on_cluster = functools.partial(run_on_cluster, scheduler=scheduler)
     if case == "to_store":
         if method == "chunkstore":
-            return run_on_cluster(functools.partial(chunkstore_to_store, dst, shape, chunks,
+            return on_cluster(functools.partial(chunkstore_to_store, dst, shape, chunks,
                                                     max_mem), max_mem)
         if method == "dask-tasks":  # dask's own to_zarr (no rechunk involved)
-            return run_on_cluster(functools.partial(dask_to_zarr, dst, shape, chunks), max_mem)
+            return on_cluster(functools.partial(dask_to_zarr, dst, shape, chunks), max_mem)
         return None
     if method == "chunkstore":
-        return run_on_cluster(
+        return on_cluster(
             functools.partial(chunkstore_rechunk, src, dst, target, max_mem, axes), max_mem)
     if method == CLI_METHOD:
-        return run_cli(case, src, target, axes, max_mem, work)
+        return run_cli(case, src, target, axes, max_mem, work, cli)
     if parse_s3(method) is not None:
-        return run_s3(case, method, src, target, axes, max_mem, work)
+        return run_s3(case, method, src, target, axes, max_mem, work, scheduler)
     if method == LIMIT_METHOD:
         return run_limit(src, work, plan_stages(src, target, max_mem, axes))
     if method.startswith("dask-"):
-        return run_on_cluster(
+        return on_cluster(
             functools.partial(dask_zarr_rechunk, src, dst, target, method[5:], axes), max_mem)
     if method == "rechunker" and axes is None:
         row = run_rechunker(src, dst, work / "rechunker-tmp.zarr", target, max_mem,

@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -78,17 +79,29 @@ def correct(method: str, x, path: str) -> bool:
     return ok
 
 
-def one_run(method: str, nbytes: int, work: Path, regular_rows: int, cols: int = COLS
-            ) -> dict:
+def local_cluster(nbytes: int) -> Any:
+    """The fresh LocalCluster a run gets: 2 workers x 1 thread (processes)."""
+    import distributed
+    return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                    memory_limit=f"{max(700, nbytes // MiB + 500)}MiB",
+                                    dashboard_address=None)
+
+
+def one_run(method: str, nbytes: int, work: Path, regular_rows: int, cols: int = COLS,
+            scheduler: str | None = None) -> dict:
+    """One write by ``method`` on a fresh cluster, or on the running cluster at the
+    address ``scheduler`` (the smoke test's one cluster for every method: its workers are
+    warm, which hides memory: not for measurements)."""
+    import contextlib
+
     import distributed
 
     from chunkstore.dask.memory import WorkerMemory
     x = irregular_array(nbytes, cols)
     path = str(work / f"{method}.zarr")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       memory_limit=f"{max(700, nbytes // MiB + 500)}MiB",
-                                       dashboard_address=None)
-    with cluster, distributed.Client(cluster) as client:
+    cluster = (local_cluster(nbytes) if scheduler is None
+               else contextlib.nullcontext(scheduler))
+    with cluster as where, distributed.Client(where) as client:
         with WorkerMemory(client, interval=0.01) as mem:
             t0 = time.perf_counter()
             write(method, x, path, regular_rows)
@@ -124,12 +137,18 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    """Run every method once on a fresh cluster; print the table; the rows."""
+    """Run every method once on a fresh cluster (or ``--scheduler``'s); print the table;
+    the rows."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="8 MiB, rows of 512 (CI)")
     parser.add_argument("--gib", type=float, default=1.0)
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="run every method on the running cluster at ADDRESS instead of "
+                        "a fresh LocalCluster each (the test suite's smoke run: one cluster "
+                        "start; its workers are warm, which hides memory: not for "
+                        "measurements)")
     args = parser.parse_args(argv)
     nbytes = 8 * MiB if args.tiny else int(args.gib * 2**30)
     regular_rows = 32 if args.tiny else REGULAR_ROWS
@@ -139,7 +158,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     OUT.mkdir(exist_ok=True)
     rows = []
     for method in args.methods.split(","):
-        rows.append(one_run(method, nbytes, work, regular_rows, cols))
+        rows.append(one_run(method, nbytes, work, regular_rows, cols, args.scheduler))
         print(table(add_ratios(rows)).splitlines()[-1], flush=True)
     add_ratios(rows)
     (OUT / "bench_rectilinear.json").write_text(json.dumps(rows, indent=2))

@@ -161,29 +161,39 @@ def upload(fs: Any, src: Path, prefix: str, batch: int = 256 * 10**6) -> None:
 
 
 def run_cli(case: str, src: Path, target: tuple, axes: tuple[int, ...] | None, max_mem: int,
-            workdir: Path) -> dict:
+            workdir: Path, cli: CliCluster | None = None) -> dict:
     """chunkstore's rechunk (or transpose, with ``axes``) of the local source ``src``,
-    copied to S3 first (untimed), S3 -> S3 on a fresh :class:`CliCluster`; the row has
-    the result checked against ``src`` and the bytes stored on S3."""
+    copied to S3 first (untimed), S3 -> S3 on a fresh :class:`CliCluster` (or ``cli``,
+    running: the smoke runs' one cluster for every case); the row has the result checked
+    against ``src`` and the bytes stored on S3."""
+    if cli is None:
+        with CliCluster(workdir, memory_limit=max_mem + HEADROOM) as fresh:
+            # the S3 server kept its objects in unlinked files: gone with it
+            return _run_on(fresh, case, src, target, axes, max_mem)
+    return _run_on(cli, case, src, target, axes, max_mem)
+
+
+def _run_on(cli: CliCluster, case: str, src: Path, target: tuple,
+            axes: tuple[int, ...] | None, max_mem: int) -> dict:
+    """``run_cli``'s row on the running ``cli``."""
     import chunkstore as cs
     from benchmarks.bench_rechunk import chunkstore_rechunk  # (it imports this module)
-    with CliCluster(workdir, memory_limit=max_mem + HEADROOM) as cli:
-        options = cli.storage_options
-        src_url, dst_url = f"s3://{BUCKET}/{case}-src.zarr", f"s3://{BUCKET}/{case}-dst.zarr"
-        upload(cli.fs, src, src_url.removeprefix("s3://"))
-        # each worker opens the array on S3 once first (its metadata, no chunk): its S3
-        # client is part of the baseline the plan measures, as on a worker that has done
-        # S3 work
-        cli.client.run(lambda: cs.open_array(src_url, mode="r", storage_options=options).shape)
-        s3_cpu0 = cli.s3_cpu_seconds()
-        row = run_on_cluster(lambda: chunkstore_rechunk(src_url, dst_url, target, max_mem, axes,
-                                                        storage_options=options),
-                             max_mem, client=cli.client)
-        row["s3_cpu_s"] = cli.s3_cpu_seconds() - s3_cpu0
-        row["memory_events"] = cli.memory_events()
-        row["memory_limit_mb"] = cli.memory_limit / MB
-        row["scheduler"] = cli.address
-        if "error" not in row:
-            row["correct"] = check(src, dst_url, axes, storage_options=options)
-            row["target_stored_mb"] = cli.fs.du(dst_url.removeprefix("s3://")) / MB
-    return row  # the S3 server kept its objects in unlinked files: gone with it
+    options = cli.storage_options
+    src_url, dst_url = f"s3://{BUCKET}/{case}-src.zarr", f"s3://{BUCKET}/{case}-dst.zarr"
+    upload(cli.fs, src, src_url.removeprefix("s3://"))
+    # each worker opens the array on S3 once first (its metadata, no chunk): its S3
+    # client is part of the baseline the plan measures, as on a worker that has done
+    # S3 work
+    cli.client.run(lambda: cs.open_array(src_url, mode="r", storage_options=options).shape)
+    s3_cpu0 = cli.s3_cpu_seconds()
+    row = run_on_cluster(lambda: chunkstore_rechunk(src_url, dst_url, target, max_mem, axes,
+                                                    storage_options=options),
+                         max_mem, client=cli.client)
+    row["s3_cpu_s"] = cli.s3_cpu_seconds() - s3_cpu0
+    row["memory_events"] = cli.memory_events()
+    row["memory_limit_mb"] = cli.memory_limit / MB
+    row["scheduler"] = cli.address
+    if "error" not in row:
+        row["correct"] = check(src, dst_url, axes, storage_options=options)
+        row["target_stored_mb"] = cli.fs.du(dst_url.removeprefix("s3://")) / MB
+    return row

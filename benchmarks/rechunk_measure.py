@@ -12,13 +12,14 @@ searched for pause, spill and restart events.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,16 +120,30 @@ def pattern(region: tuple[slice, ...], shape: tuple[int, ...],
     return ((mix & 255) + 256 * (number % 2**15)).astype("f4")
 
 
-def run_on_cluster(fn: Callable[[], dict | None], max_mem: int, client: Any = None) -> dict:
-    """``fn()`` on a fresh LocalCluster(2 x 1 thread, memory_limit = max_mem + 500 MB), or
-    on the cluster of ``client`` when given (its workers already started), sampling each
-    worker's RSS; memory events of the worker and nanny logs are listed."""
+@contextlib.contextmanager
+def local_cluster(max_mem: int) -> Iterator[Any]:
+    """The LocalCluster a run gets: 2 workers x 1 thread (processes), ``memory_limit =
+    max_mem + 500 MB``, no dashboard."""
+    from distributed import LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      memory_limit=max_mem + HEADROOM, dashboard_address=None) as cluster:
+        yield cluster
+
+
+def run_on_cluster(fn: Callable[[], dict | None], max_mem: int, client: Any = None,
+                   scheduler: str | None = None) -> dict:
+    """``fn()`` on a fresh ``local_cluster(max_mem)``, or on the cluster of ``client`` when
+    given (its workers already started), or on the running cluster at the address
+    ``scheduler`` (the smoke tests' one cluster for every row: its workers are warm, so
+    never for a measurement), sampling each worker's RSS; memory events of the worker and
+    nanny logs are listed."""
     if client is not None:
         return _measure(fn, client)
-    from distributed import Client, LocalCluster
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      memory_limit=max_mem + HEADROOM, dashboard_address=None) as cluster, \
-            Client(cluster) as local_client:
+    from distributed import Client
+    if scheduler is not None:
+        with Client(scheduler) as shared_client:
+            return _measure(fn, shared_client)
+    with local_cluster(max_mem) as cluster, Client(cluster) as local_client:
         return _measure(fn, local_client)
 
 

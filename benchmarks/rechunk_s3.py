@@ -38,10 +38,10 @@ def parse(method: str) -> tuple[str, float] | None:
 
 
 def run_s3(case: str, method: str, src: Path, target: tuple, axes: tuple[int, ...] | None,
-           max_mem: int, workdir: Path) -> dict | None:
+           max_mem: int, workdir: Path, scheduler: str | None = None) -> dict | None:
     """``method`` (a name ``parse`` reads) on ``case``: the local source ``src`` uploaded
     to a fresh S3 server, rechunked (transposed, with ``axes``) S3 -> S3; None when
-    ``method`` is not an S3 method."""
+    ``method`` is not an S3 method; ``scheduler``: see ``run_on_cluster``."""
     parsed = parse(method)
     if parsed is None:
         return None
@@ -67,7 +67,8 @@ def run_s3(case: str, method: str, src: Path, target: tuple, axes: tuple[int, ..
                                    axes, storage_options=options)
         endpoint.counts(reset=True)
         cpu0 = endpoint.cpu_seconds()
-        row = run_on_cluster(functools.partial(_then_close_sessions, fn), max_mem)
+        row = run_on_cluster(functools.partial(_then_close_sessions, fn), max_mem,
+                             scheduler=scheduler)
         row["s3_cpu_s"] = endpoint.cpu_seconds() - cpu0
         counts = endpoint.counts()
         row.update(s3_latency_ms=latency_ms, s3_requests=sum(counts["counts"].values()),

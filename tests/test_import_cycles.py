@@ -87,8 +87,10 @@ def _imports(tree: ast.AST):
                 todo.extend(child.orelse)  # type: ignore[attr-defined]
 
 
-def import_graph() -> dict[str, set[str]]:
-    """module -> the package modules it imports (anywhere in its body)."""
+@functools.cache
+def import_graph() -> dict[str, frozenset[str]]:
+    """module -> the package modules it imports (anywhere in its body); built once per
+    session (six tests read it), so frozen."""
     modules = _modules()
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for name, path in modules.items():
@@ -110,10 +112,10 @@ def import_graph() -> dict[str, set[str]]:
                     elif base in modules:  # a name the body of ``base`` defines: an
                         graph[name].add(base)  # edge even to a package above the importer
         graph[name].discard(name)
-    return graph
+    return {name: frozenset(targets) for name, targets in graph.items()}
 
 
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+def find_cycle(graph: dict[str, set[str]] | dict[str, frozenset[str]]) -> list[str] | None:
     """One cycle of ``graph`` as a list of modules (first == last), or None."""
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -238,16 +240,16 @@ KNOWN_UPWARD: set[tuple[str, str]] = set()
 KNOWN_DASK: set[str] = set()
 
 
-def unit_graph() -> dict[str, set[str]]:
-    """The import graph between the package's units (subpackages and top-level modules)."""
+@functools.cache
+def unit_graph() -> dict[str, frozenset[str]]:
+    """The import graph between the package's units (subpackages and top-level modules),
+    built once per session."""
     out: dict[str, set[str]] = {}
     for name, targets in import_graph().items():
         src = _unit(name)
         out.setdefault(src, set()).update(_unit(t) for t in targets if _unit(t) != src)
     out.pop("", None)
-    for targets in out.values():
-        targets.discard("")
-    return out
+    return {src: frozenset(targets - {""}) for src, targets in out.items()}
 
 
 def _unit(name: str) -> str:

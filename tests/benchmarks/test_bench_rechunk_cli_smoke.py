@@ -16,12 +16,12 @@ def test_bench_rechunk_cli_tiny(tmp_path, monkeypatch):
     pytest.importorskip("s3fs")
     monkeypatch.chdir(tmp_path)
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    # the rechunk row in a child that is killed if it hangs, as a full run does; the
-    # transpose row in this process (one interpreter start fewer)
-    rows = [*bench_rechunk.main(["--tiny", "--cases", "rechunk", "--methods",
-                                 "chunkstore-cli-s3"]),
-            *bench_rechunk.main(["--tiny", "--cases", "transpose", "--methods",
-                                 "chunkstore-cli-s3", "--in-process"])]
+    # both rows in this process on one CLI cluster (scheduler, 2 workers with their
+    # nannies and the S3 server: 6 interpreter starts per cluster); a run in a child
+    # that is killed if it hangs, on a fresh cluster, as a full run does: the S3 smoke
+    # (test_bench_rechunk_modes.test_s3_rows_tiny)
+    rows = bench_rechunk.main(["--tiny", "--cases", "rechunk,transpose", "--methods",
+                               "chunkstore-cli-s3", "--in-process"])
     assert {(r["case"], r["method"]) for r in rows} == {
         ("rechunk", "chunkstore-cli-s3"), ("transpose", "chunkstore-cli-s3")}
     for r in rows:

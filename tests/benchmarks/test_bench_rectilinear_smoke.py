@@ -13,7 +13,10 @@ pytest.importorskip("zarr")
 
 def test_bench_rectilinear_tiny(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    rows = bench_rectilinear.main(["--tiny"])
+    # the three methods on one cluster (a LocalCluster start is seconds of CPU), made as
+    # a run makes its own
+    with bench_rectilinear.local_cluster(8 * bench_rectilinear.MiB) as cluster:
+        rows = bench_rectilinear.main(["--tiny", "--scheduler", cluster.scheduler_address])
     assert [r["method"] for r in rows] == list(bench_rectilinear.METHODS)
     for r in rows:
         assert r["correct"], r

@@ -27,19 +27,36 @@ def _cluster():
 
 
 @pytest.fixture(scope="module")
-def client():
+def _module_cluster():
+    """The module's cluster and whether a test has used it yet."""
     cluster, c = _cluster()
     with cluster, c:
-        yield c
+        yield c, {"used": False}
 
 
 @pytest.fixture
-def fresh_client():
-    """New worker processes: a warm worker reuses memory freed by earlier tests, which
-    would hide how much a task really takes."""
-    cluster, c = _cluster()
-    with cluster, c:
+def client(_module_cluster):
+    c, state = _module_cluster
+    state["used"] = True
+    return c
+
+
+@pytest.fixture
+def fresh_client(_module_cluster):
+    """Worker processes no task has run on: a warm worker reuses memory freed by earlier
+    tests, which would hide how much a task really takes. The module's cluster while no
+    test has used it (a LocalCluster start is seconds of CPU), else a new one."""
+    c, state = _module_cluster
+    if not state["used"]:
+        state["used"] = True
+        # no task has run on them yet
+        assert set(c.run(lambda dask_worker: dask_worker.state.transition_counter).values()
+                   ) == {0}
         yield c
+        return
+    cluster, fresh = _cluster()
+    with cluster, fresh:
+        yield fresh
 
 
 def _source(path, shape, chunks, dtype="f4"):

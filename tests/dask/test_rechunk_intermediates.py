@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -32,31 +30,12 @@ from chunkstore.nodes import pending
 from chunkstore.nodes.paths import SCRATCH_DIR
 from chunkstore.storage import host_identity as hid
 from chunkstore.storage.local.temp import TEMP_PREFIX
+from tests import multiproc
+from tests.dask.rechunk_child import rechunk_until_stage_two
 
 zarr = pytest.importorskip("zarr")
 
 DATA = np.arange(64 * 64, dtype="f4").reshape(64, 64)
-
-# Runs a two-stage rechunk of s.zarr/x into s.zarr/y and stops (forever) when the second
-# stage starts reading the intermediate, after telling the parent through a file.
-CHILD = r"""
-import sys, threading, dask
-import chunkstore as cs, chunkstore.dask as csd
-import chunkstore.dask.graph as graph
-root, ready = sys.argv[1], sys.argv[2]
-copy = graph.copy_block
-def blocking(source, target, *args):
-    if "__chunkstore_tmp__" in getattr(source, "path", ""):
-        open(ready, "w").close()
-        threading.Event().wait()
-    return copy(source, target, *args)
-graph.copy_block = blocking
-src = cs.open_array(root, path="x", mode="r")
-with dask.config.set(scheduler="synchronous"):
-    plan = csd.rechunk(src, (1, 64), root, path="y", max_mem="6KiB")
-    assert len(plan.stages) == 2, plan
-    plan.execute()
-"""
 
 
 def _source(root: Path) -> None:
@@ -105,12 +84,14 @@ def test_sigkilled_rechunk_intermediate_is_no_member_and_clean_removes_it(tmp_pa
     _source(root)
     before = _keys(root)
     ready = tmp_path / "ready"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(root), str(ready)],
-                             stderr=subprocess.PIPE, text=True)
+    # a process from the suite's fork server (no interpreter start), SIGKILLed below
+    child = multiproc.context().Process(target=rechunk_until_stage_two,
+                                        args=(str(root), str(ready)))
+    child.start()
     try:
         deadline = time.monotonic() + 60
         while not ready.exists():  # the child's own signal: stage 2 has begun
-            assert child.poll() is None, child.stderr.read()
+            assert child.exitcode is None, f"the child exited ({child.exitcode})"
             assert time.monotonic() < deadline, "the child never reached stage 2"
             time.sleep(0.01)
         runs = os.listdir(root / SCRATCH_DIR)
@@ -127,9 +108,8 @@ def test_sigkilled_rechunk_intermediate_is_no_member_and_clean_removes_it(tmp_pa
         assert "kept 1 rechunk intermediate(s) in use" in out and "removed 0" in out
         assert _keys(root) == live  # a live writer's intermediate is kept whole
     finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        child.stderr.close()
+        child.kill()  # SIGKILL
+        child.join()  # (reaped: its pid is no live writer's)
 
     _assert_no_member(root, capsys)
     out = _cli(capsys, "clean", str(root))

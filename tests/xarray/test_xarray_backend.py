@@ -422,10 +422,16 @@ def test_missing_dimension_names_raise_like_zarr(tmp_path, fmt):
 
 
 def test_never_imports_zarr(tmp_path):
-    """A v2 and a v3 dataset opened and loaded in one fresh interpreter."""
+    """A v2 and a v3 dataset opened and loaded in one fresh interpreter. The same
+    interpreter first shows that ``import chunkstore`` does not import xarray, and
+    ``chunkstore.xarray`` does (one interpreter start, not two)."""
     written = [to_zarr(make_dataset(), tmp_path / f"v{fmt}.zarr", fmt) for fmt in (2, 3)]
     code = (
-        "import sys, xarray as xr\n"
+        "import sys, chunkstore\n"
+        "assert 'xarray' not in sys.modules, 'import chunkstore imported xarray'\n"
+        "chunkstore.xarray.to_store\n"
+        "assert 'xarray' in sys.modules, 'chunkstore.xarray did not import xarray'\n"
+        "import xarray as xr\n"
         f"for path in {written!r}:\n"
         "    ds = xr.open_dataset(path, engine='chunkstore', chunks={})\n"
         "    ds.load()\n"

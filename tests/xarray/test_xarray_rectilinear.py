@@ -8,8 +8,6 @@ per irregular one), so ``chunks={}`` gives the very dask chunks written."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import warnings
 
 import pytest
@@ -163,11 +161,3 @@ def test_encoding_argument_passes_codecs(tmp_path):
         "temperature": {"chunks": (3, 2, 5), "compressors": None}})
     a = cs.open_array(path, path="temperature", mode="r")
     assert a.chunks == (3, 2, 5) and a.compressors == ()
-
-
-def test_import_chunkstore_does_not_import_xarray():
-    code = ("import sys, chunkstore; assert 'xarray' not in sys.modules, 'imported'; "
-            "chunkstore.xarray.to_store; assert 'xarray' in sys.modules; print('ok')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
-    assert out.stdout.strip() == "ok", out.stderr
