@@ -92,25 +92,33 @@ def test_image_build():
 
 # -- the settings at work ----------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def cluster(compose, tmp_path_factory):
-    """The S3 service with its bucket (made by the create-bucket service's command), the
-    scheduler and two workers with the compose commands and settings, started once for the
-    three tests below (each writes arrays of its own names); stopped after them."""
+def s3_service(compose, tmp_path_factory):
+    """The S3 service with its bucket (made by the create-bucket service's command), started
+    once for the tests below (each writes arrays of its own names); with the scheduler and
+    workers of ``cluster`` when a test asks for them, all stopped after the module."""
     from tests.compose_services import services_running
     with services_running(compose, tmp_path_factory.mktemp("compose")) as svc:
         svc.start_s3()
         svc.create_bucket()
-        svc.start_cluster()
-        svc.wait_for_workers(2)
         yield svc
 
 
-def test_compose_settings_reach_the_s3_service(cluster):
-    """The bucket service's command (run by ``cluster``), then the CLI with a worker's
+@pytest.fixture(scope="module")
+def cluster(s3_service):
+    """``s3_service`` plus the scheduler and two workers with the compose commands and
+    settings, started once for the two cluster tests below (not before: an idle cluster
+    costs CPU too)."""
+    s3_service.start_cluster()
+    s3_service.wait_for_workers(2)
+    return s3_service
+
+
+def test_compose_settings_reach_the_s3_service(s3_service):
+    """The bucket service's command (run by ``s3_service``), then the CLI with a worker's
     environment and no storage options, read and write the compose S3 service (not AWS)."""
     import s3fs
 
-    running = cluster
+    running = s3_service
     bucket = running.env("worker")["CHUNKSTORE_BUCKET"]
     np.save(running.tmp / "x.npy", np.arange(120).reshape(12, 10))
     result = running.chunkstore("convert", "x.npy", f"s3://{bucket}/a.zarr", "--chunks", "4,-1")
