@@ -91,15 +91,36 @@ def test_image_build():
 
 
 # -- the settings at work ----------------------------------------------------------------------
-def test_compose_settings_reach_the_s3_service(running, tmp_path):
-    """The bucket service's command, then the CLI with a worker's environment and no
-    storage options, read and write the compose S3 service (not AWS)."""
+@pytest.fixture(scope="module")
+def s3_service(compose, tmp_path_factory):
+    """The S3 service with its bucket (made by the create-bucket service's command), started
+    once for the tests below (each writes arrays of its own names); with the scheduler and
+    workers of ``cluster`` when a test asks for them, all stopped after the module."""
+    from tests.compose_services import services_running
+    with services_running(compose, tmp_path_factory.mktemp("compose")) as svc:
+        svc.start_s3()
+        svc.create_bucket()
+        yield svc
+
+
+@pytest.fixture(scope="module")
+def cluster(s3_service):
+    """``s3_service`` plus the scheduler and two workers with the compose commands and
+    settings, started once for the two cluster tests below (not before: an idle cluster
+    costs CPU too)."""
+    s3_service.start_cluster()
+    s3_service.wait_for_workers(2)
+    return s3_service
+
+
+def test_compose_settings_reach_the_s3_service(s3_service):
+    """The bucket service's command (run by ``s3_service``), then the CLI with a worker's
+    environment and no storage options, read and write the compose S3 service (not AWS)."""
     import s3fs
 
-    running.start_s3()
-    running.create_bucket()
+    running = s3_service
     bucket = running.env("worker")["CHUNKSTORE_BUCKET"]
-    np.save(tmp_path / "x.npy", np.arange(120).reshape(12, 10))
+    np.save(running.tmp / "x.npy", np.arange(120).reshape(12, 10))
     result = running.chunkstore("convert", "x.npy", f"s3://{bucket}/a.zarr", "--chunks", "4,-1")
     assert result.returncode == 0, result.stderr
     result = running.chunkstore("info", f"s3://{bucket}/a.zarr", env_of="jupyter")
@@ -111,20 +132,6 @@ def test_compose_settings_reach_the_s3_service(running, tmp_path):
     for name in ("AWS_ENDPOINT_URL", "CHUNKSTORE_S3_ENDPOINT"):
         result = running.chunkstore("ls", f"s3://{bucket}/a.zarr", drop=name)
         assert result.returncode == 0 and "(12, 10)" in result.stdout, (name, result.stderr)
-
-
-@pytest.fixture(scope="module")
-def cluster(compose, tmp_path_factory):
-    """The S3 service with its bucket, the scheduler and two workers with the compose
-    commands and settings, started once for the two tests below (each writes arrays of
-    its own names); stopped after them."""
-    from tests.compose_services import services_running
-    with services_running(compose, tmp_path_factory.mktemp("compose")) as svc:
-        svc.start_s3()
-        svc.create_bucket()
-        svc.start_cluster()
-        svc.wait_for_workers(2)
-        yield svc
 
 
 def test_cluster_started_like_compose_rechunks_on_s3(cluster):
