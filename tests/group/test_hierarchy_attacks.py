@@ -15,6 +15,7 @@ import pytest
 
 import chunkstore as cs
 from tests.cli_run import run_cli
+from tests.group.hierarchy_children import ATTR_ROUNDS, attr_writer, copy_group
 from tests.multiproc import context, run_together
 
 zarr = pytest.importorskip("zarr")
@@ -199,23 +200,16 @@ def test_write_through_stale_consolidated_entry_corrupts_replaced_array(tmp_path
 # concurrent attribute writers on a consolidated v2 group
 # ---------------------------------------------------------------------------------------
 
-def _attr_writer(path: str, i: int, start) -> None:
-    start.wait()
-    g = cs.open_group(path)
-    for n in range(15):
-        g.attrs[f"k{i}_{n}"] = {"v": [i, n], "\u00e9\u0301": n}
-        g["a"].attrs[f"k{i}_{n}"] = n
-
-
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_four_processes_set_distinct_attributes_of_consolidated_nodes(tmp_path, fmt):
     p = tmp_path / "mp.zarr"
     root = cs.group(str(p), zarr_format=fmt)
     root.create_array("a", shape=(2,), dtype="i1")
     cs.consolidate_metadata(str(p))
-    run_together(_attr_writer, lambda i: (str(p), i), timeout=60)
-    want_g = {f"k{i}_{n}": {"v": [i, n], "\u00e9\u0301": n} for i in range(4) for n in range(15)}
-    want_a = {f"k{i}_{n}": n for i in range(4) for n in range(15)}
+    run_together(attr_writer, lambda i: (str(p), i), timeout=60)
+    want_g = {f"k{i}_{n}": {"v": [i, n], "\u00e9\u0301": n} for i in range(4)
+              for n in range(ATTR_ROUNDS)}
+    want_a = {f"k{i}_{n}": n for i in range(4) for n in range(ATTR_ROUNDS)}
     g = cs.open_group(str(p), use_consolidated=False)
     assert dict(g.attrs) == want_g
     assert dict(g["a"].attrs) == want_a
@@ -229,12 +223,6 @@ def test_four_processes_set_distinct_attributes_of_consolidated_nodes(tmp_path, 
 # ---------------------------------------------------------------------------------------
 # copy: SIGKILL mid-copy, then the re-run
 # ---------------------------------------------------------------------------------------
-
-def _copy_group(src: str, dst: str, started) -> None:
-    g = cs.open_group(src, mode="r")
-    started.set()
-    cs.copy(g, dst, max_bytes=800)
-
 
 def test_group_copy_killed_midway_then_rerun_is_exact(tmp_path):
     import signal
@@ -250,7 +238,7 @@ def test_group_copy_killed_midway_then_rerun_is_exact(tmp_path):
     y[:] = np.arange(100)
     ctx = context()
     started = ctx.Event()
-    proc = ctx.Process(target=_copy_group, args=(str(src), str(dst), started))
+    proc = ctx.Process(target=copy_group, args=(str(src), str(dst), started))
     proc.start()
     assert started.wait(60)
     time.sleep(0.3)

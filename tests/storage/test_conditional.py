@@ -60,6 +60,11 @@ def _overwrite(kind: str, where: str, options: dict | None, start, rounds: int) 
         time.sleep(0.005)
 
 
+#: changes per process: on S3 each is two or more requests to the one moto server, and a
+#: third of the local count still loses updates there when commits are unconditional
+ROUNDS = {"local": 1, "s3": 1 / 3}
+
+
 @pytest.fixture(params=["local", "s3"])
 def shared(request, tmp_path):
     """``(kind, where, options)`` of a store that several processes open."""
@@ -72,12 +77,13 @@ def shared(request, tmp_path):
 def test_four_processes_increment_one_counter(shared):
     ctx = context()  # no fsspec loop or moto thread inherited
     start = ctx.Event()
-    procs = [ctx.Process(target=_increment, args=(*shared, start, 50)) for _ in range(4)]
+    rounds = round(50 * ROUNDS[shared[0]])
+    procs = [ctx.Process(target=_increment, args=(*shared, start, rounds)) for _ in range(4)]
     for p in procs:
         p.start()
     start.set()
     _join(procs)
-    assert open_store(*shared).get("counter") == b"200"
+    assert open_store(*shared).get("counter") == str(4 * rounds).encode()
 
 
 def test_unconditional_writes_are_never_lost_to_conditional_ones(shared):
@@ -87,9 +93,10 @@ def test_unconditional_writes_are_never_lost_to_conditional_ones(shared):
     every append after it appears once."""
     ctx = context()
     start = ctx.Event()
-    rounds = 40
+    rounds, appends = round(40 * ROUNDS[shared[0]]), round(30 * ROUNDS[shared[0]])
     procs = [ctx.Process(target=_overwrite, args=(*shared, start, rounds))]
-    procs += [ctx.Process(target=_append, args=(*shared, start, tag, 30)) for tag in "abc"]
+    procs += [ctx.Process(target=_append, args=(*shared, start, tag, appends))
+              for tag in "abc"]
     for p in procs:
         p.start()
     start.set()
@@ -100,7 +107,7 @@ def test_unconditional_writes_are_never_lost_to_conditional_ones(shared):
     assert all(t[0] in "abc" for t in tokens[1:]) and len(set(tokens)) == len(tokens)
     for tag in "abc":  # each appender's tokens after the marker come in order
         mine = [int(t[1:]) for t in tokens[1:] if t[0] == tag]
-        assert mine == list(range(30 - len(mine), 30)), (tag, mine)
+        assert mine == list(range(appends - len(mine), appends)), (tag, mine)
 
 
 def _join(processes: list) -> None:
