@@ -99,19 +99,23 @@ class _AtomicWrites:
 
 
 class _MotoServer:
-    """moto's S3 server (its own app and request handler) in a thread, writes atomic."""
+    """moto's S3 server (its own S3 app and request handler) in a thread, writes atomic.
+
+    The S3 app is served directly: moto's dispatcher between its services would find S3
+    from each request's signature, listing moto's package directory under a lock every
+    time; and requests are not logged (a locked write to stderr each). Errors still are."""
 
     def __init__(self, port: int) -> None:
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
+        from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
         from werkzeug.serving import make_server
 
-        app = _AtomicWrites(DomainDispatcherApplication(create_backend_app))
+        class QuietHandler(MotoRequestHandler):
+            def log_request(self, *args, **kwargs) -> None:
+                pass
+
+        app = _AtomicWrites(create_backend_app("s3"))
         self._server = make_server("127.0.0.1", port, app, threaded=True,
-                                   request_handler=MotoRequestHandler)
+                                   request_handler=QuietHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def start(self) -> None:
