@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import io
-import resource
 import subprocess
 import sys
 import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from tests.multiproc import context
+from tests.multiproc import context, limit_cpu
 
 
 def _run(code: str, argv: Sequence[str], cpu: int | None, conn: Any) -> None:
-    if cpu is not None:  # ``cpu`` seconds from now (what the process used is not counted)
-        used = resource.getrusage(resource.RUSAGE_SELF)
-        limit = int(used.ru_utime + used.ru_stime) + 1 + cpu
-        resource.setrlimit(resource.RLIMIT_CPU, (limit, resource.RLIM_INFINITY))
+    if cpu is not None:
+        limit_cpu(cpu)
     sys.argv = ["-c", *argv]
     out, status, error = io.StringIO(), 0, ""
     try:

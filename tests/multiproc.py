@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import resource
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -52,6 +53,14 @@ def context() -> mp.context.BaseContext:
     ctx = _FreshContext()
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+def limit_cpu(seconds: int) -> None:
+    """Let this process use ``seconds`` of CPU time from now (SIGXCPU beyond): what it
+    used before, a fork server's imports included, is not counted."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    limit = int(used.ru_utime + used.ru_stime) + 1 + seconds
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, resource.RLIM_INFINITY))
 
 
 def start_fork_server() -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import resource
 from typing import Any
 
+from tests.multiproc import limit_cpu
+
 
 def run(root: str, op: str, cap: int, cpu: int, conn: Any) -> None:
     """Evaluate ``op`` (with ``a`` the array at ``root``, ``cs``, ``np`` and ``verify``)
@@ -24,9 +26,7 @@ def run(root: str, op: str, cap: int, cpu: int, conn: Any) -> None:
         with open("/proc/self/status") as f:
             vm = [int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize")][0]
         resource.setrlimit(resource.RLIMIT_AS, (vm + cap, vm + cap))
-    used = resource.getrusage(resource.RUSAGE_SELF)
-    limit = int(used.ru_utime + used.ru_stime) + 1 + cpu
-    resource.setrlimit(resource.RLIMIT_CPU, (limit, resource.RLIM_INFINITY))
+    limit_cpu(cpu)
     try:
         result = eval(op, {"a": a, "cs": cs, "np": np, "verify": verify})
         out = {"ok": repr(result)[:300]}
