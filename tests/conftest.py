@@ -31,12 +31,19 @@ _cache_bytecode()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Compile the package once, before the test workers start: they would each compile
-    it while collecting (children started with ``-B``, as multiprocessing does for a
-    parent started under PYTHONDONTWRITEBYTECODE, read the files but never write them)."""
+    """Compile the package, the benchmarks and the tests' helper modules once, on every
+    core, before the test workers start: each worker would compile all of them while
+    collecting (children started with ``-B``, as multiprocessing does for a parent
+    started under PYTHONDONTWRITEBYTECODE, read the files but never write them). Test
+    modules and conftest files are left to pytest, which compiles its own rewritten
+    copy of them."""
     if not hasattr(config, "workerinput"):
         import compileall
-        compileall.compile_dir(Path(__file__).parents[1] / "chunkstore", quiet=1)
+        import re
+        root = Path(__file__).parents[1]
+        rewritten = re.compile(r"(^|[/\\])(test_[^/\\]*|conftest)\.py$")
+        for package in ("chunkstore", "benchmarks", "tests"):
+            compileall.compile_dir(root / package, quiet=1, workers=0, rx=rewritten)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

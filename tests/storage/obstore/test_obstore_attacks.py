@@ -622,8 +622,10 @@ def test_more_than_1000_keys_list_and_bulk_delete(s3_bucket):
     st.set("keep/zarr.json", b"{}")
     assert list(st.list_prefix("c/")) == sorted(keys)
     assert len(list(st.list_dir("c"))) == 11
-    got = st.get_many(keys)
-    assert got == [str(i).encode() for i in range(len(keys))]
+    # values in order, across the seeded and the stored keys (every 97th: 1003 GETs cost
+    # ~7 s of the in-process server's CPU and prove no more about pages and bulk deletes)
+    some = list(range(0, len(keys), 97)) + list(range(995, len(keys)))
+    assert st.get_many([keys[i] for i in some]) == [str(i).encode() for i in some]
     st.delete_many(keys[:1001] + ["never/existed"])  # more than one DeleteObjects request
     assert list(st.list_prefix("c/")) == sorted(keys[1001:])
     st.delete_prefix("c")
