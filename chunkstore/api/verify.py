@@ -15,6 +15,8 @@ from typing import Any
 
 from chunkstore.api.opening import open as open_any
 from chunkstore.errors import ChunkstoreError, NodeNotFoundError
+from chunkstore.storage.local import LocalStore
+from chunkstore.storage.wrappers import WrapperStore
 
 _METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 
@@ -40,11 +42,13 @@ def links_outside(array: Any) -> dict[str, str]:
     """Key -> reason of each entry below ``array`` that is a symlink leading outside the
     store's root (never listed, nor followed; reads of it fail). Only local stores have
     them."""
-    find = getattr(array.store, "links_outside", None)
-    if find is None:
+    store = array.store
+    while isinstance(store, WrapperStore):  # wrappers keep the inner store's keys
+        store = store.inner
+    if not isinstance(store, LocalStore):
         return {}
     base = f"{array.path}/" if array.path else ""
-    return {key: " ".join(reason.split()) for key, reason in find(base).items()}
+    return {key: " ".join(reason.split()) for key, reason in store.links_outside(base).items()}
 
 
 def unit_region(array: Any, coords: tuple[int, ...]) -> tuple[slice, ...]:

@@ -27,7 +27,7 @@ class StoredBytes(int):
 
 def compressors_of(engine: Any) -> tuple[Any, ...]:
     """The bytes->bytes codecs (v3; inside the shards if sharded) or the compressor (v2)."""
-    pipe = getattr(engine, "inner_pipeline", engine.pipeline)
+    pipe = engine.chunk_pipeline
     if isinstance(pipe, CodecPipeline):
         return tuple(pipe.bytes_bytes)
     return (pipe.compressor,) if pipe.compressor is not None else ()
@@ -35,7 +35,7 @@ def compressors_of(engine: Any) -> tuple[Any, ...]:
 
 def filters_of(engine: Any) -> tuple[Any, ...]:
     """The array->array codecs (v3; inside the shards if sharded) or the filters (v2)."""
-    pipe = getattr(engine, "inner_pipeline", engine.pipeline)
+    pipe = engine.chunk_pipeline
     if isinstance(pipe, CodecPipeline):
         return tuple(c for c, _ in pipe.array_array)
     return tuple(pipe.filters)

@@ -24,6 +24,9 @@ class Engine(Protocol):
     store: Store
     layout: ChunkLayout
     pipeline: Pipeline
+    #: the codec chain of one chunk (the read unit): the array's, or the one inside its
+    #: shards when the array's chain is ``sharding_indexed`` alone
+    chunk_pipeline: Pipeline
     dtype: np.dtype
     read_fill: Any
 

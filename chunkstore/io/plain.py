@@ -75,6 +75,7 @@ class PlainEngine:
                  fill_value: Any, name: str, synchronizer: Any = None,
                  write_empty_chunks: bool = False, cache: Any = None) -> None:
         self.store, self.layout, self.pipeline, self.name = store, layout, pipeline, name
+        self.chunk_pipeline = pipeline  # a chunk is its stored object
         # decoded chunks kept between calls (``chunk_cache``; off unless a budget is set)
         self.cache = chunk_cache.resolve(cache)
         self.synchronizer = synchronizer

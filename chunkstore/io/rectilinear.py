@@ -36,8 +36,8 @@ class RectilinearEngine:
         self._lock = threading.Lock()
         first = self._engine_of(layout.unit_shape((0,) * len(layout.shape)))
         self.dtype, self.read_fill = first.dtype, first.read_fill
-        if hasattr(first, "inner_pipeline"):  # the codecs inside the shards (any shape)
-            self.inner_pipeline = first.inner_pipeline
+        # the same chain for every shape (only the shape it is resolved for differs)
+        self.chunk_pipeline = first.chunk_pipeline
 
     def _engine_of(self, shape: tuple[int, ...]) -> Any:
         """The engine of the write units of ``shape`` (made on first use)."""

@@ -104,7 +104,7 @@ class ShardEngine:
             raise UnsupportedError(f"array {name!r}: codecs around 'sharding_indexed' are not "
                                    f"supported: {pipeline.to_json()}")
         self.store, self.layout, self.pipeline, self.name = store, layout, pipeline, name
-        self.codec, self.inner_pipeline = codec, codec.inner
+        self.codec, self.chunk_pipeline = codec, codec.inner
         self.synchronizer = synchronizer
         self.inner = ChunkCodec(codec.inner, codec.chunk_shape, dtype, fill_value, name,
                                 write_empty_chunks)

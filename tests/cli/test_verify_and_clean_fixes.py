@@ -175,3 +175,22 @@ def test_malformed_storage_option_is_one_line_exit_2(tmp_path, item):
     assert err.splitlines() == [f"chunkstore copy: error: --storage-option {item!r}: "
                                 "expected KEY=VALUE"]
     assert not (tmp_path / "o.zarr").exists()
+
+
+def test_verify_through_a_wrapper_store_reports_the_link_outside(tmp_path):
+    """A LocalStore inside wrapper stores (metrics, latency) is still asked for its links
+    leading outside the root: the wrappers keep its keys."""
+    from chunkstore.api.verify import verify
+    from chunkstore.storage import LatencyStore, LocalStore, MetricsStore
+
+    where = tmp_path / "w.zarr"
+    a = cs.create_array(str(where), shape=(8,), chunks=(4,), dtype="i4")
+    a[:] = np.arange(8)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.move(where / "c" / "1", outside / "1")
+    os.symlink(outside / "1", where / "c" / "1")
+    before = _files(outside), _files(where)
+    report = verify(LatencyStore(MetricsStore(LocalStore(str(where))), 0.0))
+    assert list(report.bad) == ["c/1"] and "leads outside the root" in report.bad["c/1"]
+    assert (_files(outside), _files(where)) == before
