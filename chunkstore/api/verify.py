@@ -16,7 +16,7 @@ from typing import Any
 from chunkstore.api.opening import open as open_any
 from chunkstore.errors import ChunkstoreError, NodeNotFoundError
 from chunkstore.storage.local import LocalStore
-from chunkstore.storage.wrappers import WrapperStore
+from chunkstore.storage.wrappers import unwrapped
 
 _METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 
@@ -42,9 +42,7 @@ def links_outside(array: Any) -> dict[str, str]:
     """Key -> reason of each entry below ``array`` that is a symlink leading outside the
     store's root (never listed, nor followed; reads of it fail). Only local stores have
     them."""
-    store = array.store
-    while isinstance(store, WrapperStore):  # wrappers keep the inner store's keys
-        store = store.inner
+    store = unwrapped(array.store)  # wrappers keep the inner store's keys
     if not isinstance(store, LocalStore):
         return {}
     base = f"{array.path}/" if array.path else ""

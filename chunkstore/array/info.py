@@ -15,6 +15,7 @@ from chunkstore.nodes.info import InfoTable, array_codec_chain, dtype_name, huma
 
 if TYPE_CHECKING:
     from chunkstore.array.array import Array
+    from chunkstore.io.engine import Engine
 
 
 class StoredBytes(int):
@@ -25,7 +26,7 @@ class StoredBytes(int):
         return int(self)
 
 
-def compressors_of(engine: Any) -> tuple[Any, ...]:
+def compressors_of(engine: Engine) -> tuple[Any, ...]:
     """The bytes->bytes codecs (v3; inside the shards if sharded) or the compressor (v2)."""
     pipe = engine.chunk_pipeline
     if isinstance(pipe, CodecPipeline):
@@ -33,7 +34,7 @@ def compressors_of(engine: Any) -> tuple[Any, ...]:
     return (pipe.compressor,) if pipe.compressor is not None else ()
 
 
-def filters_of(engine: Any) -> tuple[Any, ...]:
+def filters_of(engine: Engine) -> tuple[Any, ...]:
     """The array->array codecs (v3; inside the shards if sharded) or the filters (v2)."""
     pipe = engine.chunk_pipeline
     if isinstance(pipe, CodecPipeline):

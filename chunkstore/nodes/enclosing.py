@@ -27,7 +27,7 @@ from chunkstore.metadata.consolidated import V2_KEY
 from chunkstore.runtime import current
 from chunkstore.storage.base import Store
 from chunkstore.storage.local.store import LocalStore
-from chunkstore.storage.wrappers import WrapperStore
+from chunkstore.storage.wrappers import unwrapped
 
 #: directories above a store's root looked at, at most
 MAX_LEVELS = 16
@@ -106,8 +106,7 @@ def enclosing_copies(store: Store, zarr_format: int) -> list[tuple[LocalStore, s
     ``zarr_format``); nearest first. The walk stops at the first directory that is not a
     group of that format. A wrapper (``WrapperStore``) shows its inner store's data: the
     copies above a wrapped LocalStore are those above it."""
-    while isinstance(store, WrapperStore):
-        store = store.inner
+    store = unwrapped(store)
     if not isinstance(store, LocalStore) or store.read_only:
         return []
     found: list[tuple[LocalStore, str]] = []

@@ -152,6 +152,14 @@ class WrapperStore(Store):
         self._call("delete_prefix", self.inner.delete_prefix, prefix)
 
 
+def unwrapped(store: Store) -> Store:
+    """The store under any wrappers (``WrapperStore.inner``, repeatedly): the one whose
+    data, keys and files they all show."""
+    while isinstance(store, WrapperStore):
+        store = store.inner
+    return store
+
+
 class _WrappedReader(Reader):
     """The inner store's reader, its calls passed through the wrapper's hook."""
 
