@@ -92,7 +92,7 @@ def _lock(synchronizer: Any, root: ObjectRef, key: str):
 def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any = None,
                  cpu_bound: bool = True, item_bytes: int | None = None,
                  keep_values: bool = True, built_bytes: int | None = None,
-                 unchecked_ok: bool = False) -> list[Any]:
+                 unchecked_ok: bool = False, max_threads: int | None = None) -> list[Any]:
     """Apply every unit (see the module docstring); returns what each ``build`` returned
     last (the committed value, None for a delete, or ``UNCHANGED``). With
     ``keep_values=False`` a written value is reported as ``WRITTEN`` instead, and is
@@ -101,7 +101,8 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
     units once per attempt and holds them only until committed.
     ``item_bytes``: about how large a unit's value is; ``built_bytes``: what a built
     value holds in new memory until committed (``item_bytes`` unless given; 0 for
-    views of the caller's data, which runs need not bound nor keep small).
+    views of the caller's data, which runs need not bound nor keep small);
+    ``max_threads``: the most pool threads building units at once (``threads_for_calls``).
 
     Without a synchronizer: one batched versioned read of the units that need their old
     value, every unit built in parallel, one batched commit, then the units that lost a
@@ -120,14 +121,16 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
     results: list[Any] = ([None] if keep_values else _Outcomes([None])) * len(units)
     everything = list(range(len(units)))
     if synchronizer is None:
-        _in_runs(store, units, everything, results, cpu_bound, item_bytes, built_bytes)
+        _in_runs(store, units, everything, results, cpu_bound, item_bytes, built_bytes,
+                 max_threads)
         return results
     # whole replacements need no lock where commits are checked (a racing locked
     # read-modify-write notices them and redoes its work); elsewhere every unit is locked
     free = [i for i in everything if not units[i].needs_old] \
         if store.capabilities.conditional_writes else []
     if free:
-        _in_runs(store, units, free, results, cpu_bound, item_bytes, built_bytes)
+        _in_runs(store, units, free, results, cpu_bound, item_bytes, built_bytes,
+                 max_threads)
     taken = set(free)
     locked = [i for i in everything if i not in taken]
 
@@ -137,7 +140,7 @@ def commit_units(store: Store, units: Sequence[WriteUnit], *, synchronizer: Any 
         with _lock(synchronizer, root, units[i].key):
             _read_modify_write(store, units, [i], results, cpu_bound, item_bytes)
 
-    current().pool.run_batched(one, locked, min_parallel=2)
+    current().pool.run_batched(one, locked, min_parallel=2, max_threads=max_threads)
     return results
 
 
@@ -161,7 +164,7 @@ def _refuse_unchecked(store: Store, units: Sequence[WriteUnit]) -> None:
 
 def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
              results: list[Any], cpu_bound: bool, item_bytes: int | None,
-             built_bytes: int | None = None) -> None:
+             built_bytes: int | None = None, max_threads: int | None = None) -> None:
     """``_read_modify_write`` of ``pending`` as runs of neighbouring units, each run read,
     built and committed by one pool thread: encoding one run overlaps writing another
     (a store call per run, several in flight), instead of encoding everything first."""
@@ -175,6 +178,7 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     n_threads = max(1, min(len(pending), current().pool.threads(fan_cpu)))
     if wide:
         n_threads = min(n_threads, BLOCKING_THREADS_PER_CORE * current().pool.threads(True))
+    n_threads = min(n_threads, max_threads or n_threads)
     size = max(1, len(pending) // (n_threads * RUNS_PER_THREAD))
     held = item_bytes if built_bytes is None else built_bytes
     if held:  # a run's built values are held until its commit: bound them all

@@ -65,7 +65,7 @@ from chunkstore.io.resize import clear_outside
 from chunkstore.io.rmw import WriteUnit, commit_units
 from chunkstore.io.shard_index import Seen, ShardIndexes, StaleIndex
 from chunkstore.runtime import current
-from chunkstore.runtime.pool import batches
+from chunkstore.runtime.pool import batches, threads_for_calls
 from chunkstore.storage.base import Store
 
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
@@ -111,6 +111,9 @@ class ShardEngine:
         self.chunk_shape, self.dtype = self.inner.chunk_shape, self.inner.dtype
         self.read_fill = self.inner.read_fill
         self.shard_nbytes = self.inner.nbytes * layout.chunks_per_unit
+        #: the most pool threads decoding or encoding shards at once: one for tiny inner
+        #: chunks, whose codec calls would only take turns at the GIL on more
+        self.max_threads = threads_for_calls(self.inner.nbytes)
         #: the largest a stored shard / inner chunk may be (None: unknown)
         self.max_shard, self.max_inner = shard_read_bound(codec), stored_bound(codec.inner)
         # decoded inner chunks kept between calls (``chunk_cache``, ``inner_cache``; off
@@ -266,7 +269,8 @@ class ShardEngine:
             lookup.decode(work, out)
             return
         current().pool.run_batched(lambda item: self.inner.read_into(
-            out, item[0], self._label(item[1], item[2]), item[3]), work)
+            out, item[0], self._label(item[1], item[2]), item[3]), work,
+            item_bytes=self.inner.nbytes, cpu_bound=True)
 
     # -- whole regions: shard by shard, no Python object per inner chunk ------------------
     def _region(self, projections: Any, shape: tuple[int, ...]
@@ -326,7 +330,8 @@ class ShardEngine:
         many = sum(len(plan[3]) for plan in plans) >= _POOL_CHUNKS
         current().pool.run_batched(
             lambda plan: self._place(plan, datas, starts, region, out), plans,
-            item_bytes=self.shard_nbytes, cpu_bound=True, min_parallel=1 if many else 2)
+            item_bytes=self.shard_nbytes, cpu_bound=True, min_parallel=1 if many else 2,
+            max_threads=self.max_threads)
 
     def _locate(self, key: str, ids: np.ndarray, here: np.ndarray, entries: np.ndarray,
                 gap: int, first: int, requests: list[tuple[str, tuple[int, int]]]
@@ -445,7 +450,7 @@ class ShardEngine:
     def _commit(self, units: list[WriteUnit], cpu_bound: bool = False) -> None:
         try:
             built = commit_units(self.store, units, synchronizer=self.synchronizer,
-                                 cpu_bound=cpu_bound)
+                                 cpu_bound=cpu_bound, max_threads=self.max_threads)
         finally:  # even when it failed half-way: part of it may have landed
             self._invalidate([u.key for u in units])
         for unit, result in zip(units, built, strict=True):

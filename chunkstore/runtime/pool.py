@@ -32,6 +32,16 @@ _CORES = os.cpu_count() or 1
 _END = object()
 
 
+def threads_for_calls(call_bytes: int) -> int | None:
+    """The most pool threads worth giving work made of many codec calls of about
+    ``call_bytes`` each (the inner chunks of a shard): one below ``INLINE_ITEM_BYTES``,
+    else no cap. Threads would only take turns at the GIL around each call (10,000 blosc
+    compressions of 1.6 KB: 38 ms on one thread, 82 ms on two; decompressions 22 and
+    47 ms), and one pool thread, not the caller's, runs them: on the main thread
+    numcodecs' blosc takes its global lock and context."""
+    return 1 if call_bytes < INLINE_ITEM_BYTES else None
+
+
 def in_pool_thread() -> bool:
     """Whether the calling thread is one of a chunkstore IO pool's."""
     return threading.current_thread().name.startswith("chunkstore")

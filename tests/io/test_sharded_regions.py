@@ -6,6 +6,7 @@ pass. The same answers, the same bytes and the same refusals as chunk by chunk."
 from __future__ import annotations
 
 import itertools
+import time
 
 import numcodecs
 import numpy as np
@@ -174,3 +175,75 @@ def test_region_read_refuses_hostile_entries_and_names_corrupt_chunks():
     store.set("c/0/0", bytes(bad) + encoded(index))
     with pytest.raises(ChunkDecodeError, match=r"inner chunk \(1, 1\)"):
         cs.open_array(store, mode="r")[...]
+
+
+def _codec_threads(monkeypatch):
+    """Records the names of the threads that encode or decode inner chunks (``names``)
+    and the most of them at work at once (``most``)."""
+    import threading
+
+    from chunkstore.io.chunk_codec import ChunkCodec
+    seen = {"names": set(), "now": 0, "most": 0}
+    lock = threading.Lock()
+
+    def tracked(real):
+        def call(self, *a, **k):
+            with lock:
+                seen["names"].add(threading.current_thread().name)
+                seen["now"] += 1
+                seen["most"] = max(seen["most"], seen["now"])
+            try:
+                time.sleep(0.0005)  # a window for another thread to overlap, if one may
+                return real(self, *a, **k)
+            finally:
+                with lock:
+                    seen["now"] -= 1
+        return call
+
+    monkeypatch.setattr(ChunkCodec, "encode_many", tracked(ChunkCodec.encode_many))
+    monkeypatch.setattr(ChunkCodec, "decode_many", tracked(ChunkCodec.decode_many))
+    return seen
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "local"])
+def test_tiny_inner_chunks_stay_on_one_pool_thread(store_kind, tmp_path, monkeypatch):
+    """Shards of tiny inner chunks (below INLINE_ITEM_BYTES each) are encoded by one pool
+    thread, not the caller's (on the main thread numcodecs' blosc compresses under its
+    global lock), and decoded by one thread: on more, their codec calls only take turns
+    at the GIL (twice the time). Larger inner chunks are spread over the pool. Both read
+    back exactly."""
+    from chunkstore.runtime.pool import INLINE_ITEM_BYTES, threads_for_calls
+    assert threads_for_calls(20 * 20 * 4) == 1
+    assert threads_for_calls(INLINE_ITEM_BYTES) is None
+    seen = _codec_threads(monkeypatch)
+    store = MemoryStore() if store_kind == "memory" else str(tmp_path / "a.zarr")
+    with cs.config.set({"threading.max_workers": 4}):
+        data = _data((400, 400))
+        a = cs.create_array(store, shape=data.shape, chunks=(20, 20), shards=(40, 40),
+                            dtype="i4", compressors=LZ4)
+        a[...] = data
+        assert seen["most"] == 1 and len(seen["names"]) == 1, seen
+        assert next(iter(seen["names"])).startswith("chunkstore"), seen  # a pool thread
+        seen["names"].clear()
+        np.testing.assert_array_equal(a[...], data)
+        assert seen["most"] == 1, seen
+        import chunkstore.io.sharded as sharded
+        caps: list = []
+        real_commit = sharded.commit_units
+
+        def commit_units(*args, **kwargs):
+            caps.append(kwargs.get("max_threads"))
+            return real_commit(*args, **kwargs)
+
+        monkeypatch.setattr(sharded, "commit_units", commit_units)
+        big = _data((512, 512))  # inner chunks of 64 KiB: no cap on the threads
+        b = cs.create_array(MemoryStore() if store_kind == "memory" else str(tmp_path / "b.zarr"),
+                            shape=big.shape, chunks=(128, 128), shards=(256, 256),
+                            dtype="i4", compressors=LZ4)
+        b[...] = big
+        np.testing.assert_array_equal(b[...], big)
+        assert caps and set(caps) == {None}, caps
+        assert seen["most"] >= 2, seen  # spread over the pool
+        a[...] = data + 1  # tiny: capped at one
+        assert set(caps[-1:]) == {1}, caps
+        np.testing.assert_array_equal(a[...], data + 1)
