@@ -1,4 +1,4 @@
-"""ChunkCodec: the per-chunk work both engines share — decode a stored chunk into (part
+"""ChunkCodec: the per-chunk work both unit IOs share — decode a stored chunk into (part
 of) an output, assemble a chunk from old content and new values, encode it (or say it
 is all fill_value, so it need not be stored)."""
 

@@ -66,7 +66,7 @@ class ChunkLayout:
         return self.write_shape if self.edges is None else self.write_grid.chunk_shape(unit)
 
     def with_unit_shape(self, shape: Sequence[int]) -> ChunkLayout:
-        """This rectilinear layout as seen by the engine of its units of ``shape``: the
+        """This rectilinear layout as seen by the unit IO of its units of ``shape``: the
         same grids and keys, ``chunks`` (or ``shards``) that shape."""
         shape = tuple(shape)
         if self.shards is None:

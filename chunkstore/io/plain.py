@@ -1,4 +1,5 @@
-"""The engine of unsharded arrays: one stored object per chunk.
+"""``ChunkIO``: the IO of write units stored whole, one encoded object per chunk (any
+codec chain; with sharding in it, a shard is the chunk the chain encodes whole).
 
 Reads: the keys of all touched chunks are fetched with one ``get_many`` per batch
 (``get_views`` from remote stores: their downloaded buffers, not copies; bounded bytes),
@@ -41,7 +42,6 @@ from chunkstore.io.chunk_units import ChunkUnits
 from chunkstore.io.layout import ChunkLayout
 from chunkstore.io.prefetch import ahead
 from chunkstore.io.ranges import RangePlanner
-from chunkstore.io.resize import clear_outside
 from chunkstore.io.rmw import commit_units
 from chunkstore.runtime import current
 from chunkstore.runtime.pool import INLINE_ITEM_BYTES, batches, interleaved, windows
@@ -68,8 +68,9 @@ VIEW_GROUP = 64  # views held at once (a memory map holds a file descriptor) ...
 VIEW_GROUP_BYTES = 16 * 2**20  # ... and at most this many mapped bytes (or 2 per thread)
 
 
-class PlainEngine:
-    """Chunk-level reads and writes of one unsharded array."""
+class ChunkIO:
+    """Reads and writes of an array's chunks of one shape, each stored as one object (a
+    ``UnitIO`` of ``io.engine.Engine``)."""
 
     def __init__(self, store: Store, layout: ChunkLayout, pipeline: Pipeline, dtype: np.dtype,
                  fill_value: Any, name: str, synchronizer: Any = None,
@@ -334,10 +335,6 @@ class PlainEngine:
                                        ) from e
             out[proj.out_selection] = values
 
-    def decode_unit(self, key: str, blob: Any) -> np.ndarray:
-        """Decode one stored write unit (here a chunk); errors name the array and key."""
-        return self.codec.decode(key, blob)
-
     def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
         """The whole (unclipped) decoded chunk, fill_value if it is not stored."""
         key = self.key_of(coords)
@@ -368,20 +365,9 @@ class PlainEngine:
                              item_bytes=self.chunk_nbytes, keep_values=False,
                              built_bytes=0 if views else None)
             finally:
-                self._invalidate(units.keys())
+                self.forget(units.keys())
 
-    def _invalidate(self, keys: Iterable[str]) -> None:
+    def forget(self, keys: Iterable[str]) -> None:
         """Drop ``keys`` from the decoded-chunk cache (after they were written)."""
         if self._sid is not None:
             self.cache.invalidate(self._sid, keys)
-
-    def write_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:
-        """Encode and store one whole chunk (deleted instead when it is all fill)."""
-        full = tuple(slice(0, n) for n in self.chunk_shape)
-        self.write([ChunkProjection(tuple(coords), full, full, True)], chunk)
-
-    def clear_outside(self, old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> None:
-        """Shrinking: delete chunks wholly outside ``new_shape`` and reset the part of the
-        cut chunks beyond it to fill_value (so growing again shows fill, never stale data)."""
-        clear_outside(self, self.layout, old_shape, new_shape)
-

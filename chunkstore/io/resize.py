@@ -19,7 +19,7 @@ from chunkstore.io.layout import ChunkLayout
 
 def clear_outside(engine: Any, layout: ChunkLayout, old_shape: tuple[int, ...],
                   new_shape: tuple[int, ...]) -> None:
-    """``clear_outside`` of either engine: whole write units outside go, and the bands of
+    """``Engine.clear_outside``: whole write units outside go, and the bands of
     the kept units beyond the new edge are written with fill_value (read-modify-writes)."""
     grid = layout.write_grid
     # per axis, the end of the last unit starting inside the new shape (at most the old)
@@ -56,9 +56,7 @@ def _delete(engine: Any, layout: ChunkLayout, units: Iterable[tuple[int, ...]]) 
     try:
         engine.store.delete_many(doomed)
     finally:
-        invalidate = getattr(engine, "_invalidate", None)
-        if invalidate is not None:
-            invalidate(doomed)
+        engine.forget(doomed)
 
 
 def _fill(engine: Any, layout: ChunkLayout, band: tuple[slice, ...],

@@ -1,7 +1,8 @@
-"""The engine of sharded arrays: read only the shard index and the needed inner chunks;
-write whole shards, each a write unit of ``io.rmw``.
+"""``ShardIO``: the IO of shards whose codec chain is ``sharding_indexed`` alone: read only
+the shard index and the needed inner chunks; write whole shards, each a write unit of
+``io.rmw``.
 
-The array layer sees inner chunks (``Array.chunks``) and hands this engine projections
+The array layer sees inner chunks (``Array.chunks``) and hands this unit IO projections
 on the inner chunk grid; the layout groups them by shard.
 
 * Reads fetch the indexes of all touched shards with one ``get_versioned_ranges``
@@ -49,10 +50,9 @@ from typing import Any
 import numpy as np
 
 from chunkstore.codecs.bounded import shard_read_bound, stored_bound
-from chunkstore.codecs.limits import memory_limit
 from chunkstore.codecs.pipeline import CodecPipeline, Pipeline
 from chunkstore.codecs.sharding import EMPTY, ShardingCodec
-from chunkstore.errors import ChunkDecodeError, ChunkstoreError, OutOfMemoryError, UnsupportedError
+from chunkstore.errors import ChunkDecodeError, OutOfMemoryError, UnsupportedError
 from chunkstore.indexing import ChunkProjection, OrthogonalIndexer
 from chunkstore.indexing.axes import SliceAxis
 from chunkstore.io.cache import chunk_cache
@@ -61,7 +61,6 @@ from chunkstore.io.chunk_codec import ChunkCodec
 from chunkstore.io.coalesce import coalesce
 from chunkstore.io.layout import ChunkLayout
 from chunkstore.io.plain import BATCH_BYTES
-from chunkstore.io.resize import clear_outside
 from chunkstore.io.rmw import WriteUnit, commit_units
 from chunkstore.io.shard_index import Seen, ShardIndexes, StaleIndex
 from chunkstore.runtime import current
@@ -86,13 +85,14 @@ _POOL_CHUNKS = 64
 def is_sharded(pipeline: Pipeline) -> bool:
     """True when the array's codec chain is a ``sharding_indexed`` codec alone. With
     codecs around it, a shard is the array's chunk, encoded and decoded whole through
-    the chain by the plain engine (``codecs.sharding.sharding_of``)."""
+    the chain by ``ChunkIO`` (``codecs.sharding.sharding_of``)."""
     return (isinstance(pipeline, CodecPipeline) and isinstance(pipeline.array_bytes, ShardingCodec)
             and not pipeline.array_array and not pipeline.bytes_bytes)
 
 
-class ShardEngine:
-    """Reads and writes of a sharded array, in terms of its inner chunks."""
+class ShardIO:
+    """Reads and writes of an array's shards of one shape, in terms of their inner chunks
+    (a ``UnitIO`` of ``io.engine.Engine``)."""
 
     def __init__(self, store: Store, layout: ChunkLayout, pipeline: CodecPipeline,
                  dtype: np.dtype, fill_value: Any, name: str, synchronizer: Any = None,
@@ -158,9 +158,10 @@ class ShardEngine:
         """Forget cached indexes (all of them by default)."""
         self.indexes.invalidate(keys)
 
-    def _invalidate(self, keys: list[str]) -> None:
+    def forget(self, keys: Iterable[str]) -> None:
         """After the shards ``keys`` were written or deleted: forget their indexes here,
         and their decoded inner chunks in every chunk cache of the process."""
+        keys = list(keys)
         self.invalidate(keys)
         if self._sid is not None:
             self.cache.invalidate(self._sid, keys)
@@ -408,28 +409,6 @@ class ShardEngine:
         self.read([ChunkProjection(tuple(coords), full, full, True)], out)
         return out
 
-    def decode_unit(self, key: str, blob: Any) -> np.ndarray:
-        """Decode one whole stored shard; errors name the array and key."""
-        try:
-            index = self.codec.parse(blob, f"array {self.name!r}: shard {key!r}")
-        except ChunkstoreError as e:
-            raise ChunkDecodeError(str(e)) from e
-        limit = memory_limit()
-        try:
-            if limit is not None and self.shard_nbytes > limit:
-                raise MemoryError
-            shard = np.full(self.layout.write_shape, self.read_fill, dtype=self.dtype)
-        except MemoryError:
-            raise OutOfMemoryError(f"{self._where(key)}: a shard of "
-                                   f"{list(self.layout.write_shape)} needs "
-                                   f"{self.shard_nbytes} bytes, which do not fit in "
-                                   "memory") from None
-        for i, region in enumerate(self.codec.inner_regions()):
-            data = self.codec.inner_bytes(blob, index, i)
-            if data is not None:
-                shard[region] = self.inner.decode(self._label(key, i), bytes(data))
-        return shard
-
     # -- writes --------------------------------------------------------------------------
     def write(self, projections: Iterable[ChunkProjection], value: np.ndarray,
               scalar: bool = False) -> None:
@@ -452,7 +431,7 @@ class ShardEngine:
             built = commit_units(self.store, units, synchronizer=self.synchronizer,
                                  cpu_bound=cpu_bound, max_threads=self.max_threads)
         finally:  # even when it failed half-way: part of it may have landed
-            self._invalidate([u.key for u in units])
+            self.forget([u.key for u in units])
         for unit, result in zip(units, built, strict=True):
             self._after_commit(unit.key, result)
 
@@ -553,13 +532,3 @@ class ShardEngine:
         """A shard of no inner chunks (just its index): written instead of a delete where
         a store cannot delete conditionally."""
         return self.codec.empty_shard(self._where(None))
-
-    def write_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:
-        """Replace one whole inner chunk (its shard is read, modified and written back)."""
-        full = tuple(slice(0, n) for n in self.chunk_shape)
-        self.write([ChunkProjection(tuple(coords), full, full, True)], chunk)
-
-    def clear_outside(self, old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> None:
-        """Shrinking: delete shards wholly outside ``new_shape``; reset the part of the cut
-        shards beyond it to fill_value (so growing again shows fill)."""
-        clear_outside(self, self.layout, old_shape, new_shape)  # calls _invalidate

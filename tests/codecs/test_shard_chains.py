@@ -52,9 +52,9 @@ def make(path, chain, shape=(12, 10), chunks=(4, 6), inner=(2, 2), fill=-1, **kw
 @pytest.mark.parametrize("chain", list(CHAINS))
 def test_the_shard_is_the_chunk(tmp_path, chain):
     a = make(tmp_path / "a", chain)
-    whole = chain == "nested"  # sharding alone (nested inside): the sharded engine
+    whole = chain == "nested"  # sharding alone (nested inside): read in parts (ShardIO)
     assert (a.chunks, a.shards) == (((2, 2), (4, 6)) if whole else ((4, 6), None))
-    assert type(a._engine).__name__ == ("ShardEngine" if whole else "PlainEngine")
+    assert a._engine.kind.__name__ == ("ShardIO" if whole else "ChunkIO")
     if chain.endswith("gzip"):
         assert [c.name for c in a.compressors] == ["gzip"]
     expect = np.full(a.shape, -1, "i8")

@@ -237,7 +237,7 @@ def test_reader_beside_shard_writer_never_reads_wrong_inner_chunk(tmp_path, comp
     Observed (raw inner chunks): ~1-2% of reads return 2s (inner chunk 0's bytes): the shard index is read
     by one store call and the inner chunk's byte range by another; when a writer
     replaces the shard between the two, the old offsets are applied to the new shard.
-    The recheck of ``ShardEngine._read_batch`` only covers indexes that were cached."""
+    The recheck of ``ShardIO._read_batch`` only covers indexes that were cached."""
     where = str(tmp_path / "s.zarr")
     a = cs.create_array(where, shape=(128,), chunks=(64,), shards=(128,), dtype="i4",
                         compressors=compressors)

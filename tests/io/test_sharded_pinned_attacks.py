@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.io.sharded import ShardEngine
+from chunkstore.io.sharded import ShardIO
 from chunkstore.storage.wrappers import WrapperStore
 
 A = np.arange(1, 9, dtype="i4")
@@ -107,7 +107,7 @@ def _attack(inner, put, scenario, read, location, cache, cached_index, monkeypat
         # with a decoded-chunk cache inner chunk 0 of A kept
         np.testing.assert_array_equal(reader[0:2], A[0:2])
     if read in ("orthogonal", "coordinate", "read_chunk"):
-        monkeypatch.setattr(ShardEngine, "_region", lambda self, projections, shape: None)
+        monkeypatch.setattr(ShardIO, "_region", lambda self, projections, shape: None)
     if before_read is not None:
         before_read()
     store.armed = True
@@ -452,7 +452,7 @@ def test_shard_rewritten_before_every_pinned_read_on_s3_is_read_whole(s3_bucket_
         put("c/0", versions[0])
         store = MetricsStore(Rewriting(inner))
         if read == "read_chunk":
-            monkeypatch.setattr(ShardEngine, "_region", lambda self, projections, shape: None)
+            monkeypatch.setattr(ShardIO, "_region", lambda self, projections, shape: None)
         reader = cs.open_array(store, mode="r", cache=0)
         got = reader[...] if read == "region" else reader.read_chunk((2,))
         assert len(rewrites) == sharded.WHOLE_AFTER

@@ -1,4 +1,4 @@
-"""Red-team attacks on the sharded region fast path (``ShardEngine._read_region`` /
+"""Red-team attacks on the sharded region fast path (``ShardIO._read_region`` /
 ``_region_unit``): whatever it stores must be, bit for bit, what the chunk-by-chunk path
 stores, and read back (by chunkstore either way, zarr-python and tensorstore) as NumPy
 says; hostile shards are refused naming the array and key, within bounded memory."""
@@ -11,7 +11,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.errors import ChunkDecodeError, ChunkstoreError
-from chunkstore.io.sharded import ShardEngine
+from chunkstore.io.sharded import ShardIO
 from chunkstore.storage import LocalStore
 from tests.read_backoff import without_read_backoff
 
@@ -39,7 +39,7 @@ def _equal(got, want, what=""):
 
 def _slow(monkeypatch):
     """Force the chunk-by-chunk path (the oracle)."""
-    monkeypatch.setattr(ShardEngine, "_region", lambda self, projections, shape: None)
+    monkeypatch.setattr(ShardIO, "_region", lambda self, projections, shape: None)
 
 
 def _others(path, want):
@@ -179,8 +179,8 @@ def test_scalar_whole_shard_writes(tmp_path, monkeypatch, wec):
 
 def test_strings_fall_back(tmp_path, monkeypatch):
     calls = []
-    real = ShardEngine._region_unit
-    monkeypatch.setattr(ShardEngine, "_region_unit",
+    real = ShardIO._region_unit
+    monkeypatch.setattr(ShardIO, "_region_unit",
                         lambda self, *a: calls.append(1) or real(self, *a))
     data = np.array([["a", "bb", "", "ccc"]] * 4, dtype=object)
     a = cs.create_array(LocalStore(str(tmp_path / "s")), shape=(4, 4), chunks=(2, 2),

@@ -14,7 +14,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.errors import ChunkDecodeError
-from chunkstore.io.sharded import ShardEngine
+from chunkstore.io.sharded import ShardIO
 from chunkstore.storage.memory import MemoryStore
 
 EMPTY = 2**64 - 1
@@ -32,7 +32,7 @@ def _index(store, key, n_inner):
 
 def _count_region_calls(monkeypatch):
     calls = {"read": 0, "write": 0}
-    real_read, real_unit = ShardEngine._read_region, ShardEngine._region_unit
+    real_read, real_unit = ShardIO._read_region, ShardIO._region_unit
 
     def read(self, *a, **k):
         calls["read"] += 1
@@ -42,8 +42,8 @@ def _count_region_calls(monkeypatch):
         calls["write"] += 1
         return real_unit(self, *a, **k)
 
-    monkeypatch.setattr(ShardEngine, "_read_region", read)
-    monkeypatch.setattr(ShardEngine, "_region_unit", unit)
+    monkeypatch.setattr(ShardIO, "_read_region", read)
+    monkeypatch.setattr(ShardIO, "_region_unit", unit)
     return calls
 
 

@@ -124,19 +124,19 @@ def test_a_whole_read_places_distant_chunks_first(tmp_path, monkeypatch):
     """Threads filling the output at once work in different rows of chunks (no two
     fault in the same huge page of the output at once)."""
     import chunkstore as cs
-    from chunkstore.io.plain import PlainEngine
+    from chunkstore.io.plain import ChunkIO
 
     a = cs.create_array(str(tmp_path / "a.zarr"), shape=(1024, 1024), chunks=(128, 128),
                         dtype="f4", compressors=None)
     a[...] = 1
     seen: list[tuple[int, ...]] = []
-    real = PlainEngine._read_one
+    real = ChunkIO._read_one
 
     def watching(self, out, reader, kept_maps, proj):
         seen.append(proj.chunk_coords)
         return real(self, out, reader, kept_maps, proj)
 
-    monkeypatch.setattr(PlainEngine, "_read_one", watching)
+    monkeypatch.setattr(ChunkIO, "_read_one", watching)
     assert (cs.open_array(str(tmp_path / "a.zarr"), mode="r")[...] == 1).all()
     assert len(seen) == 64
     parts = 2 * current().pool.threads(True)

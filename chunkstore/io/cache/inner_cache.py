@@ -1,4 +1,4 @@
-"""The decoded-chunk cache (``chunk_cache``) as the sharded engine uses it: inner chunks
+"""The decoded-chunk cache (``chunk_cache``) as ``ShardIO`` uses it: inner chunks
 kept under their shard's key and their number in the shard, one group per shard.
 
 A read takes the cache's epoch, then one token per shard (``LocalStore``: the shard
@@ -28,7 +28,7 @@ Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
 
 class InnerLookup:
     """One read batch of a sharded array through the decoded-chunk cache of ``engine``
-    (a ``ShardEngine`` whose cache is active), for the shards ``keys``."""
+    (a ``ShardIO`` whose cache is active), for the shards ``keys``."""
 
     def __init__(self, engine: Any, keys: list[str]) -> None:
         self.engine, self.cache, self.sid = engine, engine.cache, engine._sid

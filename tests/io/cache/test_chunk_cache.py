@@ -172,7 +172,7 @@ def test_the_cache_place_is_worked_out_only_when_needed(monkeypatch, shards):
         calls.append(args)
         return real(*args)
 
-    monkeypatch.setattr(chunk_cache, "fingerprint", counting)  # what both engines call
+    monkeypatch.setattr(chunk_cache, "fingerprint", counting)  # what both unit IOs call
     store = cs.MemoryStore()
     x = np.arange(16 * 16, dtype="i4").reshape(16, 16)
     cs.create_array(store, shape=x.shape, chunks=(4, 4), shards=shards, dtype="i4")[...] = x
