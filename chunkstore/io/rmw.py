@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chunkstore.errors import ChunkDecodeError, ConcurrentWriteError, SynchronizerRequiredError
-from chunkstore.io.buffers import encoding_threads
+from chunkstore.io.buffers import commit_threads
 from chunkstore.runtime import current
 from chunkstore.storage.base import ABSENT, ANY, BytesLike, Store
 from chunkstore.storage.bounds import ObjectSizeError, bounded_get_versioned
@@ -41,10 +41,6 @@ UNCHANGED = object()
 #: what ``commit_units(keep_values=False)`` reports for a unit whose new value was written
 WRITTEN = object()
 MAX_ATTEMPTS = 200
-RUNS_PER_THREAD = 4  # commits per thread and batch: fewer overlap less, more cost calls
-BLOCKING_THREADS_PER_CORE = 2  # runs at once per core on stores whose commits block
-WARM_RUN_BYTES = 2 * 2**20  # a local run's built values: about what a core's cache holds
-WARM_RUN_UNITS = 64  # ... and its units at most
 _BACKOFF_START, _BACKOFF_MAX = 0.0005, 0.05
 
 
@@ -168,37 +164,22 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     """``_read_modify_write`` of ``pending`` as runs of neighbouring units, each run read,
     built and committed by one pool thread: encoding one run overlaps writing another
     (a store call per run, several in flight), instead of encoding everything first."""
-    # where a commit blocks the calling thread on IO (local files: writes into the page
-    # cache wait on dirty-page throttling and the disk), two threads per core run runs,
-    # so a core left idle by a blocked writer is taken by another run's encoding (more
-    # only take turns at the GIL and evict each other's chunks from the cache); else
-    # (memory, or remote stores with their own concurrent requests) one per core
-    wide = cpu_bound and store.capabilities.blocking_commits
-    fan_cpu = cpu_bound and not wide
-    n_threads = max(1, min(len(pending), current().pool.threads(fan_cpu)))
-    if wide:
-        n_threads = min(n_threads, BLOCKING_THREADS_PER_CORE * current().pool.threads(True))
-    n_threads = min(n_threads, max_threads or n_threads)
-    size = max(1, len(pending) // (n_threads * RUNS_PER_THREAD))
     held = item_bytes if built_bytes is None else built_bytes
-    if held:  # a run's built values are held until its commit: bound them all
-        # (at least one thread per core, whatever the budget: chunks that large need it)
-        budget = current().budgets.write_bytes
-        n_threads = encoding_threads(len(pending), held, n_threads, current().pool.threads(True),
-                                     budget)
-        size = max(1, min(size, budget // (n_threads * held)))
-        if wide:  # written while still in the core's cache, not after a round trip to RAM,
-            # and few enough that what a run makes per unit dies young (see chunk_units)
-            size = max(1, min(size, WARM_RUN_BYTES // held, WARM_RUN_UNITS))
+    pool = current().pool
+    fan_cpu = cpu_bound and not store.capabilities.blocking_commits
+    n_threads, size = commit_threads(len(pending), held, pool.threads(False), pool.threads(True),
+                                     blocking=store.capabilities.blocking_commits,
+                                     cpu_bound=cpu_bound, max_threads=max_threads)
     runs = [pending[i:i + size] for i in range(0, len(pending), size)]
     # tiny chunks on a store without latency to hide: the first run is timed and, when
     # its units prove quick, all run on this thread (threads would only take turns at
     # the GIL around each open/write/rename, doubling the time)
     with store.commit_session() as commit:
-        current().pool.run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
-                                                   item_bytes, commit),
-                    runs, cpu_bound=fan_cpu, max_threads=n_threads,
-                    item_bytes=None if store.capabilities.remote else item_bytes, weight=size)
+        pool.run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
+                                                        item_bytes, commit),
+                         runs, cpu_bound=fan_cpu, max_threads=n_threads,
+                         item_bytes=None if store.capabilities.remote else item_bytes,
+                         weight=size)
 
 
 def _read_modify_write(store: Store, units: Sequence[WriteUnit], pending: list[int],

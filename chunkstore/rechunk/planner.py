@@ -25,9 +25,9 @@ and writes it piece by piece (``write_piece``: whole target write units), so it 
   first (one piece more), then permutes it into the block;
 * ``encode_copy``: per encoding thread, the codec's output buffer and its trimmed copy
   (two chunks), plus a contiguous copy of the chunk when its place in the block is
-  strided; as many threads as ``threading.write_bytes`` of chunks (at least one per
-  core), as the writes themselves do. The IO pool encodes and decodes on every pool thread (local files), so
-  ``codec_threads`` is the pool size.
+  strided; on as many threads as the writes themselves use (``io.buffers.
+  commit_threads``: one per core, two on a local target, within
+  ``threading.write_bytes`` of chunks). ``codec_threads`` is the pool size.
 
 ``task_memory = block + decode_scratch + max(read piece, written piece + encode_copy)``.
 The engine's terms (decode scratch, codec buffers, encodes in flight, stored bytes) are
@@ -183,10 +183,11 @@ class Stage:
                 math.prod(src) * size, per_read,
                 not contiguous_in(src, block) and not self.raw_source, threads)
         raw = self.raw_target and not self.sharded
+        cores = buffers.cpu_threads(threads)
         encode = buffers.encode_buffers(math.prod(inner) * size, per_write,
                                         not contiguous_in(inner, block), threads,
-                                        cores=buffers.cpu_threads(threads),
-                                        sharded=self.sharded, raw=raw)
+                                        cores=cores, sharded=self.sharded, raw=raw,
+                                        blocking=self.run_writes)
         if self.streamed_reads or self.raw_source:
             read_c = buffers.streamed_in_flight(
                 math.prod(src) * size, per_read, threads,
@@ -194,11 +195,12 @@ class Stage:
                 and len(src) >= 2 and src[-1] * size >= MIN_ROW_BYTES)
         else:
             read_c = math.prod(read_piece) * size
-        units = buffers.encoding_threads(per_write, math.prod(inner) * size, threads,
-                                         buffers.cpu_threads(threads))
+        # a local target's runs: each committing thread holds its run's chunks built
+        runners, run = buffers.commit_threads(per_write, math.prod(inner) * size, threads,
+                                              cores, blocking=True)
         write_c = buffers.stored_in_flight(
             math.prod(write_piece) * size, sharded=self.sharded, raw=raw,
-            run_bytes=units * math.prod(inner) * size if self.run_writes else None)
+            run_bytes=runners * run * math.prod(inner) * size if self.run_writes else None)
         terms = {"block": self.block_bytes, "compressed": max(read_c, write_c),
                  "decode_scratch": decode, "encode_copy": encode}
         # the sum: a transposed source's piece buffer is kept through the write (the

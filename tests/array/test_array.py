@@ -20,8 +20,8 @@ from chunkstore.errors import (
     NodeTypeError,
     ReadOnlyError,
 )
+from chunkstore.io.buffers import RUNS_PER_THREAD
 from chunkstore.io.plain import VIEW_GROUP
-from chunkstore.io.rmw import RUNS_PER_THREAD
 from chunkstore.runtime import current
 from chunkstore.storage import MetricsStore
 

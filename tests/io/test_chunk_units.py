@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import chunkstore as cs
 from chunkstore.indexing import ChunkProjection
 from chunkstore.indexing.projections import BasicIndexer, OrthogonalIndexer
-from chunkstore.io import rmw
+from chunkstore.io import buffers
 from chunkstore.io.rmw import WriteUnit, commit_units
 from chunkstore.runtime.pool import windows
 from chunkstore.storage import LocalStore, MemoryStore
@@ -175,8 +175,8 @@ def test_a_write_of_many_chunks_holds_only_a_run_of_units(tmp_path, monkeypatch)
     monkeypatch.setattr(type(store), "commit_session", session)
     a[...] = data
     np.testing.assert_array_equal(a[...], data)
-    assert calls[0] >= 2000 // rmw.WARM_RUN_UNITS  # the write ran as many small runs
+    assert calls[0] >= 2000 // buffers.WARM_RUN_UNITS  # the write ran as many small runs
     assert seen
-    limit = 4 * rmw.WARM_RUN_UNITS
+    limit = 4 * buffers.WARM_RUN_UNITS
     assert max(units for units, _ in seen) <= limit, seen
     assert max(projections for _, projections in seen) <= limit, seen

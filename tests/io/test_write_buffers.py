@@ -122,7 +122,7 @@ def test_a_large_write_holds_only_its_runs_in_flight(tmp_path):
 def test_local_writes_run_on_two_threads_per_core_in_cache_sized_runs(tmp_path, monkeypatch):
     """A local write commits runs of at most ``WARM_RUN_BYTES`` of chunks (written while
     still in the cache), from at most two threads per core (more only take turns)."""
-    from chunkstore.io import rmw
+    from chunkstore.io import buffers
     from chunkstore.runtime import current
     from chunkstore.storage import LocalStore
 
@@ -141,8 +141,8 @@ def test_local_writes_run_on_two_threads_per_core_in_cache_sized_runs(tmp_path, 
     monkeypatch.setattr(LocalStore, "commit_many", recording)
     a[...] = x
     assert sum(runs) == 32
-    assert max(runs) <= rmw.WARM_RUN_BYTES // (64 * 1024 * 8) == 4
-    assert 1 <= len(seen) <= rmw.BLOCKING_THREADS_PER_CORE * current().pool.threads(True)
+    assert max(runs) <= buffers.WARM_RUN_BYTES // (64 * 1024 * 8) == 4
+    assert 1 <= len(seen) <= buffers.BLOCKING_THREADS_PER_CORE * current().pool.threads(True)
     np.testing.assert_array_equal(a[...], x)
 
 

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import chunkstore as cs
+from chunkstore.io import buffers as buffers_mod
 from chunkstore.io import plain as plain_mod
-from chunkstore.io import rmw as rmw_mod
 
 from ..write_checks import assert_same as _assert_same
 from ..write_checks import orth_numpy_set as _orth_numpy_set
@@ -236,8 +236,8 @@ def test_small_windows_and_runs(tmp_path, store_kind, monkeypatch):
     """Force many windows (batches) and many runs of a few units: window boundaries and
     run boundaries fall inside the selection everywhere."""
     monkeypatch.setattr(plain_mod, "BATCH_BYTES", 7 * 8 * 3)  # 7 chunks per window
-    monkeypatch.setattr(rmw_mod, "WARM_RUN_UNITS", 3)
-    monkeypatch.setattr(rmw_mod, "RUNS_PER_THREAD", 50)
+    monkeypatch.setattr(buffers_mod, "WARM_RUN_UNITS", 3)
+    monkeypatch.setattr(buffers_mod, "RUNS_PER_THREAD", 50)
     shape, chunks = (50, 40), (3, 1)
     rng = np.random.default_rng(3)
     a = cs.create_array(_store(store_kind, tmp_path), shape=shape, chunks=chunks, dtype="f8",
@@ -285,7 +285,7 @@ def test_zero_d_and_empty_selections(tmp_path):
 @pytest.mark.parametrize("store_kind,sync", [("memory", False), ("local", False),
                                             ("local", True), ("memory", True)])
 def test_threads_distinct_elements_of_shared_chunks(tmp_path, store_kind, sync, monkeypatch):
-    monkeypatch.setattr(rmw_mod, "WARM_RUN_UNITS", 4)
+    monkeypatch.setattr(buffers_mod, "WARM_RUN_UNITS", 4)
     shape, chunks, n = (40, 90), (4, 3), 4
     a = cs.create_array(_store(store_kind, tmp_path), shape=shape, chunks=chunks, dtype="i4",
                         fill_value=0,

@@ -221,14 +221,18 @@ def test_limit_notes_use_the_thresholds_given():
 def test_the_model_adds_up_the_engines_own_buffers(monkeypatch):
     """One source (issue 31): the planner's codec terms are ``io.buffers``' figures, the
     ones the engine's write batching (``rmw``) uses, so an engine change moves the
-    bound with it instead of silently breaking it."""
+    bound with it instead of silently breaking it: the encoding threads are those
+    ``commit_threads`` gives the writes (one per core; two per core on a local target,
+    whose commits block)."""
     from chunkstore.io import buffers, rmw
-    assert rmw.encoding_threads is buffers.encoding_threads
+    assert rmw.commit_threads is buffers.commit_threads
     args = ((64, 64), (64, 8), (8, 64), (64, 64), 8)
     chunk = 8 * 64 * 8
-    before = Stage(*args, codec_threads=4, pieces=1).memory["encode_copy"]
-    assert before == 4 * chunk * 2  # four encoders, output buffer + trimmed copy each
-    monkeypatch.setattr(buffers, "encoding_threads", lambda *a, **k: 1)
+    remote = Stage(*args, codec_threads=4, pieces=1).memory["encode_copy"]
+    assert remote == 2 * chunk * 2  # two encoders (cores), output buffer + trimmed copy
+    local = Stage(*args, codec_threads=4, pieces=1, run_writes=True).memory["encode_copy"]
+    assert local == 4 * chunk * 2  # two per core
+    monkeypatch.setattr(buffers, "commit_threads", lambda *a, **k: (1, 1))
     assert Stage(*args, codec_threads=4, pieces=1).memory["encode_copy"] == chunk * 2
 
 
