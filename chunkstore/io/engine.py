@@ -18,7 +18,7 @@ and the caches. A regular grid has one unit IO, made with the engine.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -78,7 +78,7 @@ class Engine:
         if layout.edges is None:
             self._regular = self.kind(store, layout, pipeline, metadata.dtype,
                                       metadata.fill_value, name, *self._args)
-        first = self._regular or self._io_of(layout.unit_shape((0,) * len(layout.shape)))
+        first = self.io_of()
         self.dtype, self.read_fill = first.dtype, first.read_fill
         #: the codec chain of one chunk (the read unit): the array's, or the one inside its
         #: shards when the array's chain is ``sharding_indexed`` alone (the same chain for
@@ -86,7 +86,7 @@ class Engine:
         self.chunk_pipeline: Pipeline = first.chunk_pipeline
 
     # -- the unit IO of a write unit -----------------------------------------------------
-    def _io_of(self, shape: tuple[int, ...]) -> UnitIO:
+    def _io_of_shape(self, shape: tuple[int, ...]) -> UnitIO:
         """The unit IO of the write units of ``shape`` of a rectilinear grid (made on
         first use)."""
         io = self._ios.get(shape)
@@ -104,10 +104,12 @@ class Engine:
                     self._ios[shape] = io
         return io
 
-    def _io_of_chunk(self, coords: tuple[int, ...]) -> UnitIO:
+    def io_of(self, coords: Sequence[int] | None = None) -> UnitIO:
+        """The unit IO of the chunk at ``coords`` (the first chunk by default)."""
         if self._regular is not None:
             return self._regular
-        return self._io_of(self.layout.unit_shape(self.layout.unit_of(tuple(coords))))
+        chunk = (0,) * len(self.layout.shape) if coords is None else tuple(coords)
+        return self._io_of_shape(self.layout.unit_shape(self.layout.unit_of(chunk)))
 
     def _split(self, projections: Iterable[ChunkProjection]
                ) -> list[tuple[UnitIO, list[ChunkProjection]]]:
@@ -117,7 +119,7 @@ class Engine:
         for p in projections:
             shape = layout.unit_shape(layout.unit_of(tuple(p.chunk_coords)))
             groups.setdefault(shape, []).append(p)
-        return [(self._io_of(shape), group) for shape, group in groups.items()]
+        return [(self._io_of_shape(shape), group) for shape, group in groups.items()]
 
     @staticmethod
     def _side_by_side(groups: list[tuple[UnitIO, list[ChunkProjection]]]) -> bool:
@@ -140,7 +142,7 @@ class Engine:
 
     def read_chunk(self, coords: tuple[int, ...]) -> np.ndarray:
         """The whole (unclipped) decoded chunk at ``coords``, fill_value if not stored."""
-        return self._io_of_chunk(coords).read_chunk(coords)
+        return self.io_of(coords).read_chunk(coords)
 
     def write(self, projections: Iterable[ChunkProjection], value: np.ndarray,
               scalar: bool = False) -> None:
@@ -160,7 +162,7 @@ class Engine:
     def write_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> None:
         """Encode and store one whole chunk (deleted instead when it is all fill; an
         inner chunk's shard is read, modified and written back)."""
-        io = self._io_of_chunk(coords)
+        io = self.io_of(coords)
         full = tuple(slice(0, n) for n in io.chunk_shape)
         io.write([ChunkProjection(tuple(coords), full, full, True)], chunk)
 

@@ -150,7 +150,7 @@ def test_values_the_stored_type_cannot_hold_are_refused_naming_the_array(tmp_pat
 def test_a_gzip_bomb_after_the_shard_is_refused_before_it_inflates(tmp_path):
     a = make(tmp_path / "a", "sharding|gzip", shape=(4, 6), chunks=(4, 6))
     a[...] = 1
-    bound = a._engine.max_stored
+    bound = a._engine.io_of().max_stored
     assert bound is not None and bound < 2**20  # the shard's bound: kilobytes
     (tmp_path / "a" / "c" / "0" / "0").write_bytes(gzip.compress(bytes(64 * 2**20), 1))
     with pytest.raises(ChunkDecodeError, match=r"array '/'.*c/0/0.*more than"):
@@ -163,7 +163,7 @@ def test_a_nested_shard_claiming_more_than_its_bound_is_refused(tmp_path):
     range is read, instead of reading and decoding megabytes for a 4-element shard."""
     a = make(tmp_path / "a", "nested", shape=(4, 4), chunks=(4, 4), inner=(2, 2))
     a[...] = np.arange(16).reshape(4, 4)
-    outer = a._engine.codec
+    outer = a._engine.io_of().codec
     key = tmp_path / "a" / "c" / "0" / "0"
     shard = key.read_bytes()
     index = outer.parse(shard)

@@ -552,5 +552,5 @@ def test_shard_index_cache_is_bounded_and_a_small_budget_still_reads_right():
         a[:] = np.arange(4096)
         np.testing.assert_array_equal(a[:], np.arange(4096))
         np.testing.assert_array_equal(a[::7], np.arange(0, 4096, 7))
-        cache = a._engine.indexes.cache
+        cache = a._engine.io_of().indexes.cache
         assert 0 < cache.nbytes <= 4096 and len(cache) < 16

@@ -241,4 +241,4 @@ def test_a_grid_of_many_lengths():
     a[5:-3:2, 7:] = -x[5:-3:2, 7:]
     x[5:-3:2, 7:] *= -1
     np.testing.assert_array_equal(a[...], x)
-    assert len(a._engine._engines) == 400 and a.nchunks_initialized == 400
+    assert len(a._engine._ios) == 400 and a.nchunks_initialized == 400

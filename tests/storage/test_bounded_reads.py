@@ -172,7 +172,7 @@ def test_oversized_chunk_is_chunk_decode_error_naming_it(tmp_path, kind, layout)
     np.testing.assert_array_equal(a[:], want)
     np.testing.assert_array_equal(a.read_chunk((1,)), want[256:])
     key = a.chunk_key((0,))
-    bound = a._engine.max_shard if layout == "sharded" else a._engine.max_stored
+    bound = a._engine.io_of().max_shard if layout == "sharded" else a._engine.io_of().max_stored
     store.set(key, bytes(bound + 1))
     ops = [lambda: a.__setitem__(5, 9), lambda: a.read_chunk((0,))]
     if layout != "sharded":  # (a shard's index is read by range, and fails its checksum)

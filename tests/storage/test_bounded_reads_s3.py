@@ -52,7 +52,7 @@ def test_oversized_object_on_s3(s3_bucket, backend, layout):
     np.testing.assert_array_equal(a[:], want)
     np.testing.assert_array_equal(a.read_chunk((1,)), want[256:])
     key = a.chunk_key((0,))
-    bound = a._engine.max_shard if layout == "sharded" else a._engine.max_stored
+    bound = a._engine.io_of().max_shard if layout == "sharded" else a._engine.io_of().max_stored
     a.store.set(key, bytes(2 * bound))
     for op in (lambda: a.__setitem__(5, 9), lambda: a.read_chunk((0,))):
         with pytest.raises(ChunkDecodeError, match=key):

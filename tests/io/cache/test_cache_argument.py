@@ -144,7 +144,7 @@ def test_arrays_sharing_a_cache_obey_one_budget():
     # an int budget is a private cache of that size: separate from the shared one
     c = cs.open_array(store_b, mode="r", cache=budget)
     np.testing.assert_array_equal(c[:16, :16], data_b[:16, :16])
-    assert c._engine.cache is not shared and len(c._engine.cache) == 1
+    assert c._engine.io_of().cache is not shared and len(c._engine.io_of().cache) == 1
 
 
 def test_off_by_default():
@@ -190,7 +190,7 @@ def test_pickled_arrays_keep_the_budget():
     store, data = _stored()
     a = cs.open_array(store, mode="r", cache="1MiB")
     b = pickle.loads(pickle.dumps(a))
-    assert b._engine.cache.budget == 2**20 and b._engine.cache is not a._engine.cache
+    assert b._engine.io_of().cache.budget == 2**20 and b._engine.io_of().cache is not a._engine.io_of().cache
     np.testing.assert_array_equal(b[:], data)
     off = pickle.loads(pickle.dumps(cs.open_array(store, mode="r", cache=0)))
-    assert off._engine.cache is chunk_cache.off()
+    assert off._engine.io_of().cache is chunk_cache.off()

@@ -152,12 +152,12 @@ def test_a_private_cache_per_engine():
     out = np.empty((64, 64))
     engine.read(a._indexer(slice(None), "basic"), out)
     np.testing.assert_array_equal(out, data)
-    assert len(engine.cache) == 16 and len(chunk_cache.shared()) == 0
+    assert len(engine.io_of().cache) == 16 and len(chunk_cache.shared()) == 0
     n = a.store.fetched
     engine.read(a._indexer(slice(None), "basic"), out)
     assert a.store.fetched == n
     off = open_engine(a.store, layout_of(meta, ""), a._engine.pipeline, meta, "x", cache=False)
-    assert off.cache is None
+    assert off.io_of().cache is None
 
 
 @pytest.mark.parametrize("shards", [None, (8, 8)])

@@ -157,15 +157,15 @@ def test_writes_through_another_array_object(tmp_path, kind, other_cache):
     store = _store(kind, tmp_path)
     a = _array(store, data, cache=ChunkCache("4MiB"))
     b = cs.open_array(store, mode="r+", cache=other_cache)
-    settle(store, a._engine.cache)  # files changed within their window are not kept
+    settle(store, a._engine.io_of().cache)  # files changed within their window are not kept
     with cs.config.set({"cache.chunk_bytes": 2**20}):
         np.testing.assert_array_equal(a[:], data)
         np.testing.assert_array_equal(b[:], data)
         b[10:12, 3:5] = -1.0  # one inner chunk: a partial write of shard (0, 0)
         data[10:12, 3:5] = -1.0
         key = a.chunk_key((0, 0))
-        assert _entries(a._engine.cache, key) == []  # the whole shard's entries went
-        assert _entries(a._engine.cache, a.chunk_key((0, 4))) == list(range(INNER))
+        assert _entries(a._engine.io_of().cache, key) == []  # the whole shard's entries went
+        assert _entries(a._engine.io_of().cache, a.chunk_key((0, 4))) == list(range(INNER))
         np.testing.assert_array_equal(a[:], data)
         b[32:64, 32:64] = 5.0  # a whole shard
         data[32:64, 32:64] = 5.0
@@ -307,7 +307,7 @@ def test_deleted_or_recreated_array_never_serves_old_chunks(root):
     # another shard shape with the same inner chunks: another fingerprint
     other = g.create_array("x", shape=SHAPE, chunks=CHUNKS, shards=(16, 64), dtype="i4",
                            overwrite=True)
-    assert other._engine._sid.fingerprint != again._engine._sid.fingerprint
+    assert other._engine.io_of()._sid.fingerprint != again._engine.io_of()._sid.fingerprint
     other[...] = expected + 1
     np.testing.assert_array_equal(cs.open_array(g.store, path="x", cache=shared)[:],
                                   expected + 1)

@@ -46,9 +46,9 @@ def test_foreign_process_rewrites_shards_behind_a_cached_reader(tmp_path):
     where = str(tmp_path / "a.zarr")
     data = _data()
     a = _array(where, data, cache="2MiB")
-    settle(a.store, a._engine.cache)  # files changed within their window are not kept
+    settle(a.store, a._engine.io_of().cache)  # files changed within their window are not kept
     np.testing.assert_array_equal(a[:], data)
-    assert len(a._engine.cache) == 64
+    assert len(a._engine.io_of().cache) == 64
     p = CTX.Process(target=_rewrite_in_process, args=(where, -7.0))
     p.start()
     p.join(180)
