@@ -242,10 +242,10 @@ def test_shrink_then_grow_through_other_handle(tmp_path, kind):
 
 
 def a_cache(a):
-    """The ChunkCache an array reads through (whatever the attribute is called)."""
-    engine = getattr(a, "_engine", None) or getattr(a, "engine", None)
-    cache = getattr(engine, "cache", None)
-    return cache if isinstance(cache, ChunkCache) else "1MiB"
+    """The ChunkCache an array reads through."""
+    cache = a._engine.io_of().cache
+    assert isinstance(cache, ChunkCache)
+    return cache
 
 
 def _shrink_grow(where):
