@@ -17,7 +17,7 @@ def read_grid(meta: Any) -> ChunkGrid:
     """The grid of the chunks (read units) ``meta`` describes: a sharded array's inner
     chunks are regular, whatever its shards."""
     inner = inner_chunk_shape(meta)
-    edges = getattr(meta, "chunk_edges", None)
+    edges = meta.chunk_edges
     if edges is not None and inner is None:
         return RectilinearGrid(meta.shape, edges)
     return RegularGrid(meta.shape, inner or tuple(meta.chunk_shape))
@@ -25,7 +25,7 @@ def read_grid(meta: Any) -> ChunkGrid:
 
 def write_grid(meta: Any) -> ChunkGrid:
     """The grid of the stored objects (shards, or chunks) ``meta`` describes."""
-    edges = getattr(meta, "chunk_edges", None)
+    edges = meta.chunk_edges
     if edges is not None:
         return RectilinearGrid(meta.shape, edges)
     return RegularGrid(meta.shape, tuple(meta.chunk_shape))
@@ -37,7 +37,7 @@ def regular_chunks(meta: Any, name: str) -> tuple[int, ...]:
     inner = inner_chunk_shape(meta)
     if inner is not None:
         return inner
-    if getattr(meta, "chunk_edges", None) is not None:
+    if meta.chunk_edges is not None:
         raise NotImplementedError(
             f"array {name!r}: `chunks` is only defined for a regular chunk grid; this array "
             "has a rectilinear one: use `read_chunk_sizes`")
@@ -49,7 +49,7 @@ def regular_shards(meta: Any, name: str) -> tuple[int, ...] | None:
     rectilinear shards, as zarr-python 3.4."""
     if inner_chunk_shape(meta) is None:
         return None
-    if getattr(meta, "chunk_edges", None) is not None:
+    if meta.chunk_edges is not None:
         raise NotImplementedError(
             f"array {name!r}: `shards` is only defined for a regular grid of shards; this "
             "array has a rectilinear one: use `write_chunk_sizes`")
@@ -59,7 +59,7 @@ def regular_shards(meta: Any, name: str) -> tuple[int, ...] | None:
 def chunks_label(meta: Any) -> str:
     """The chunk shape as a repr or info table shows it: a rectilinear grid's lengths per
     axis run-length compressed (``[[10, 5], [5, 2]]`` is five 10s and two 5s)."""
-    edges = getattr(meta, "chunk_edges", None)
+    edges = meta.chunk_edges
     inner = inner_chunk_shape(meta)
     if edges is None or inner is not None:
         return str(inner or tuple(meta.chunk_shape))
@@ -68,7 +68,7 @@ def chunks_label(meta: Any) -> str:
 
 def shards_label(meta: Any) -> str:
     """The shard shape as an info table shows it (``chunks_label``'s form)."""
-    edges = getattr(meta, "chunk_edges", None)
+    edges = meta.chunk_edges
     return str(tuple(meta.chunk_shape)) if edges is None else "<variable> " + edges_label(edges)
 
 
@@ -80,7 +80,7 @@ def edges_label(edges: Any) -> str:
 def grid_arguments(meta: Any) -> tuple[Any, Any]:
     """``(chunks, shards)`` for ``create_array`` that make ``meta``'s grid again: a
     rectilinear axis as the lengths of its chunks that hold part of the array."""
-    edges = getattr(meta, "chunk_edges", None)
+    edges = meta.chunk_edges
     inner = inner_chunk_shape(meta)
     if edges is None:
         return (inner, tuple(meta.chunk_shape)) if inner else (tuple(meta.chunk_shape), None)

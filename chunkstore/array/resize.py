@@ -69,7 +69,7 @@ def appended(data_shape: tuple[int, ...], axis: int, name: str, start: list[int]
 def own_chunk_edges(meta: ArrayMetadata, axis: int, length: int, name: str) -> Any:
     """The chunk edges of ``meta`` with the ``length`` rows appended along ``axis`` as a
     chunk of their own; ValueError for a regular grid, or a grid that cannot have it."""
-    edges = getattr(meta, "chunk_edges", None)
+    edges = meta.chunk_edges
     if edges is None:
         raise ValueError(f"array {name!r}: append(new_chunk=True) needs a rectilinear chunk "
                          "grid (zarr v3); this array's grid is regular")

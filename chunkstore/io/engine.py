@@ -189,7 +189,7 @@ def layout_of(metadata: Any, path: str) -> ChunkLayout:
     return ChunkLayout(tuple(metadata.shape), inner or stored,
                        stored if inner is not None else None,
                        lambda coords: prefix + key_of(coords),
-                       getattr(metadata, "chunk_edges", None))
+                       metadata.chunk_edges)
 
 
 def open_engine(store: Store, layout: ChunkLayout, pipeline: Pipeline, metadata: Any,

@@ -77,6 +77,8 @@ class ArrayMetadataV2:
     zero_chunk_axes: tuple[int, ...] = ()
 
     zarr_format = 2
+    #: a v2 grid is regular: no chunk edges (``ArrayMetadataV3.chunk_edges``)
+    chunk_edges = None
 
     def __post_init__(self) -> None:
         shape, chunks, zeros = zero_chunks(self.shape, self.chunk_shape, self.zero_chunk_axes)
