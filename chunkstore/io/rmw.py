@@ -35,6 +35,8 @@ from chunkstore.runtime import current
 from chunkstore.storage.base import ABSENT, ANY, BytesLike, Store
 from chunkstore.storage.bounds import ObjectSizeError, bounded_get_versioned
 from chunkstore.storage.reference import ObjectRef, store_ref
+from chunkstore.storage.remote import RemoteStore
+from chunkstore.storage.wrappers import unwrapped
 
 #: what ``build`` returns to leave the object as it is (nothing to commit)
 UNCHANGED = object()
@@ -146,7 +148,8 @@ def _refuse_unchecked(store: Store, units: Sequence[WriteUnit]) -> None:
     for i in range(len(units)):  # ``units`` may make each unit when indexed
         unit = units[i]
         if unit.needs_old:
-            endpoint = getattr(store, "endpoint", None)
+            inner = unwrapped(store)
+            endpoint = inner.endpoint if isinstance(inner, RemoteStore) else None
             where = f"{store!r}" + (f" (endpoint {endpoint})" if endpoint else "")
             raise SynchronizerRequiredError(
                 f"{unit.label or where}: cannot write part of {unit.key!r}: the S3 server "
