@@ -261,37 +261,11 @@ def bounded_decode(codec: Any, data: Any, limit: int | None = None, exact: bool 
     return out if out is not None else result
 
 
-def stored_bound(pipeline: Any) -> int | None:
-    """The most bytes a chunk encoded by ``pipeline`` (a v3 CodecPipeline or a v2
-    V2Pipeline) can be stored in, or None when that is unknown (variable-length items,
-    a codec without ``encoded_bound``, a sharded chain: see :func:`shard_bound`).
-
-    v3: the array->bytes codec's ``serialized_limit`` (exact for ``bytes``), then each
-    bytes->bytes codec's ``encoded_bound``. v2: the chunk's bytes after the filters
-    (when fixed), then the compressor's bound."""
-    if getattr(pipeline, "zarr_format", None) == 2:
-        size = getattr(pipeline, "_filtered_nbytes", None)
-        compressor = getattr(pipeline, "compressor", None)
-        if size is None or compressor is None:
-            return size
-        return encoded_bound(compressor, size)
-    array_bytes = getattr(pipeline, "array_bytes", None)
-    spec = getattr(pipeline, "_bytes_spec", None)
-    if array_bytes is None or spec is None:
-        return None
-    size = array_bytes.serialized_limit(spec)
-    for codec in pipeline.bytes_bytes:
-        if size is None:
-            return None
-        size = codec.encoded_bound(size)
-    return size
-
-
 def shard_bound(codec: Any) -> int | None:
     """The most bytes a shard of the resolved sharding codec ``codec`` can take: its
     index and every inner chunk at its largest (None when the inner chunks have no
     bound)."""
-    inner = stored_bound(codec.inner) if codec.inner is not None else None
+    inner = codec.inner.stored_bound if codec.inner is not None else None
     if inner is None:
         return None
     return codec.index_nbytes + codec.n_inner * inner

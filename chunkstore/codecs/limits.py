@@ -19,7 +19,7 @@ What metadata declares is bounded too: :func:`memory_limit` is the most memory t
 process could ever hold, checked before allocating a shard index.
 
 The same bounds, taken outwards, say how large a stored chunk may legitimately be
-(:func:`stored_bound`): the engines pass that to the store as ``max_bytes``, so an
+(``Pipeline.stored_bound``): the engines pass that to the store as ``max_bytes``, so an
 object larger than any encoding of the chunk (a sparse file, a hostile upload) is
 refused before it is read, not after.
 """

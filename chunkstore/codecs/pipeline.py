@@ -119,6 +119,11 @@ class CodecPipeline:
         for codec in self.bytes_bytes:
             self._limits.append(serialized)
             serialized = None if serialized is None else codec.encoded_bound(serialized)
+        #: the most bytes a chunk's encoding can take (the array->bytes codec's
+        #: ``serialized_limit``, exact for ``bytes``, through each bytes->bytes codec's
+        #: ``encoded_bound``); None when unknown (variable-length items, a codec without a
+        #: bound, sharding: see ``codecs.bounded.shard_bound``)
+        self.stored_bound: int | None = serialized
 
     @property
     def codecs(self) -> list[Codec]:

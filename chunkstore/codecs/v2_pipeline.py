@@ -9,7 +9,7 @@ import numcodecs
 import numpy as np
 
 from chunkstore.codecs.base import ChunkSpec
-from chunkstore.codecs.bounded import bounded_decode
+from chunkstore.codecs.bounded import bounded_decode, encoded_bound
 from chunkstore.codecs.bytes_codec import raw_bytes
 from chunkstore.codecs.compressors import blosc_copy_ok, blosc_decode_into, gzip_member
 from chunkstore.codecs.filter_specs import filter_output_spec
@@ -52,6 +52,11 @@ class V2Pipeline:
                        and type(compressor) in _FRESH_OUTPUT)
         self._n = math.prod(spec.shape)
         self._filtered_nbytes = self._filtered_size()
+        #: the most bytes a chunk's encoding can take: its bytes after the filters (when
+        #: fixed), through the compressor's bound; None when unknown
+        self.stored_bound: int | None = self._filtered_nbytes
+        if self._filtered_nbytes is not None and compressor is not None:
+            self.stored_bound = encoded_bound(compressor, self._filtered_nbytes)
 
     def _filtered_size(self) -> int | None:
         """The exact size of a chunk after the filters, None when it varies."""

@@ -10,7 +10,7 @@ chunks are indexed directly, only the selected elements being copied. Uncompress
 chunks of other stores of which only a little is needed are read as byte ranges.
 
 Every whole-chunk read passes the store the largest legitimate size of an encoded chunk
-(``codecs.limits.stored_bound``) as ``max_bytes``, and every ranged read the exact size
+(``Pipeline.stored_bound``) as ``max_bytes``, and every ranged read the exact size
 of a raw chunk as ``object_size``: an object of another size (a sparse file of
 gigabytes, a hostile upload) is a ChunkDecodeError naming the array and key, refused by
 the store before it is read, not after.
@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from chunkstore.codecs import Pipeline
-from chunkstore.codecs.bounded import stored_bound
 from chunkstore.codecs.bytes_codec import has_long_rows, long_rows
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.indexing import ChunkProjection
@@ -95,7 +94,7 @@ class ChunkIO:
         # held while a batch waits to be decoded): decoded from, they need no copy first
         self._remote_views = capabilities.remote
         #: the largest a stored chunk may be (None: unknown, e.g. variable-length items)
-        self.max_stored = stored_bound(pipeline)
+        self.max_stored = pipeline.stored_bound
         # chunks stored as raw C-ordered bytes: read in place through views of a
         # zero-copy store, else just the byte ranges a small selection needs
         self.raw_dtype: np.dtype | None = None

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.codecs.bounded import shard_read_bound, stored_bound
+from chunkstore.codecs.bounded import shard_read_bound
 from chunkstore.codecs.pipeline import CodecPipeline, Pipeline
 from chunkstore.codecs.sharding import EMPTY, ShardingCodec
 from chunkstore.errors import ChunkDecodeError, OutOfMemoryError, UnsupportedError
@@ -115,7 +115,7 @@ class ShardIO:
         #: chunks, whose codec calls would only take turns at the GIL on more
         self.max_threads = threads_for_calls(self.inner.nbytes)
         #: the largest a stored shard / inner chunk may be (None: unknown)
-        self.max_shard, self.max_inner = shard_read_bound(codec), stored_bound(codec.inner)
+        self.max_shard, self.max_inner = shard_read_bound(codec), codec.inner.stored_bound
         # decoded inner chunks kept between calls (``chunk_cache``, ``inner_cache``; off
         # unless a budget is set)
         self.cache = chunk_cache.resolve(cache)

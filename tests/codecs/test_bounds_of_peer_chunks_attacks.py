@@ -1,7 +1,7 @@
 """Red team round 5: bounded reads must never refuse a legitimate chunk.
 
 Every array here is written by a peer (zarr-python 3, tensorstore) with a codec chain
-whose encoded size the bound (``codecs.limits.stored_bound`` / ``shard_bound``) must
+whose encoded size the bound (``Pipeline.stored_bound`` / ``shard_bound``) must
 cover: blosc with every shuffle, zstd, gzip, lz4, bz2, lzma, zlib, numcodecs filters
 that change the dtype or the size (delta/fixedscaleoffset/quantize/astype/packbits/
 categorize), checksums, transpose, big-endian bytes, sharding (index at the start or

@@ -24,7 +24,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.codecs import build_pipeline
-from chunkstore.codecs.bounded import shard_bound, stored_bound
+from chunkstore.codecs.bounded import shard_bound
 from chunkstore.codecs.limits import compressed_bound
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.storage.bounds import ObjectSizeError
@@ -140,14 +140,14 @@ def test_stored_bounds_of_codec_chains():
         a = cs.create_array(None, **{"shape": (512,), "chunks": (256,), "dtype": "i4", **kw})
         return build_pipeline(a.metadata)
 
-    assert stored_bound(pipeline(compressors=None)) == 1024
-    assert stored_bound(pipeline(zarr_format=2, compressors=None)) == 1024
-    assert stored_bound(pipeline()) == compressed_bound(1024)
-    assert stored_bound(pipeline(zarr_format=2, compressors=numcodecs.Zlib(1))) == \
+    assert pipeline(compressors=None).stored_bound == 1024
+    assert pipeline(zarr_format=2, compressors=None).stored_bound == 1024
+    assert pipeline().stored_bound == compressed_bound(1024)
+    assert pipeline(zarr_format=2, compressors=numcodecs.Zlib(1)).stored_bound == \
         compressed_bound(1024)
     crc = pipeline(compressors=[cs.codecs.ZstdCodec(1), cs.codecs.Crc32cCodec()])
-    assert stored_bound(crc) == compressed_bound(1024) + 4
-    assert stored_bound(pipeline(dtype=str)) is None  # variable-length: no bound
+    assert crc.stored_bound == compressed_bound(1024) + 4
+    assert pipeline(dtype=str).stored_bound is None  # variable-length: no bound
     sharded = pipeline(shards=(512,), compressors=None).array_bytes
     assert shard_bound(sharded) == sharded.index_nbytes + 2 * 1024
 

@@ -10,6 +10,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from chunkstore.codecs.pipeline import Pipeline
+from chunkstore.codecs.v2_pipeline import V2Pipeline
 from chunkstore.io.cache.stamps import Unsettled
 from chunkstore.storage.reference import store_ref
 
@@ -42,15 +44,13 @@ def store_id(store: Any, fingerprint: Any = None) -> Place | None:
     return Place(ref.namespace, ref.path + "/" if ref.parts else "", fingerprint)
 
 
-def fingerprint(pipeline: Any, dtype: Any, chunks: Sequence[int]) -> Any:
+def fingerprint(pipeline: Pipeline, dtype: Any, chunks: Sequence[int]) -> Any:
     """What chunks are decoded with: data type, chunk shape and codec chain (an entry
     decoded with another is never served)."""
-    to_json = getattr(pipeline, "to_json", None)
-    if to_json is not None:
-        codecs = json.dumps(to_json(), sort_keys=True, default=repr)
-    else:  # a v2 chain: filters, compressor and memory order
-        codecs = repr((getattr(pipeline, "filters", None), getattr(pipeline, "compressor", None),
-                       getattr(pipeline, "order", None)))
+    if isinstance(pipeline, V2Pipeline):  # filters, compressor and memory order
+        codecs = repr((pipeline.filters, pipeline.compressor, pipeline.order))
+    else:
+        codecs = json.dumps(pipeline.to_json(), sort_keys=True, default=repr)
     dt = np.dtype(dtype)
     return (dt.str, repr(dt), tuple(int(c) for c in chunks), codecs)
 
