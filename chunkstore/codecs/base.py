@@ -73,6 +73,11 @@ class ArrayArrayCodec(Codec):
         the input's own, as zarr-python carries it through codecs that do not say)."""
         return spec.fill_value
 
+    def fill_round_trip_error(self, spec: ChunkSpec) -> str | None:
+        """Why the fill value of ``spec`` would not come back through this codec as it
+        went in (a lossy codec: ``cast_value``), None when it does."""
+        return None
+
     def encode(self, chunk: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 

@@ -24,6 +24,7 @@ from chunkstore.codecs.compressors import BloscCodec, Crc32cCodec, GzipCodec, Zs
 from chunkstore.codecs.numcodecs_adapter import numcodecs_from_config, wrap_numcodecs
 from chunkstore.codecs.pipeline import CodecPipeline
 from chunkstore.codecs.registry import codec_from_json
+from chunkstore.codecs.sharding import ShardingCodec
 from chunkstore.codecs.transpose import TransposeCodec
 from chunkstore.codecs.vlen import VLenBytesCodec, VLenUTF8Codec, vlen_codec_for
 from chunkstore.errors import CodecError
@@ -188,13 +189,11 @@ def check_fill_round_trip(pipeline: CodecPipeline, where: str) -> None:
     the fill value back as it went in, as their spec requires of writers: a part of a
     shard left out as fill would read back as another value. Nested chains included."""
     for codec, spec in pipeline.array_array:
-        check = getattr(codec, "fill_round_trip_error", None)
-        problem = check(spec) if check is not None and spec.fill_value is not None else None
+        problem = codec.fill_round_trip_error(spec) if spec.fill_value is not None else None
         if problem:
             raise CodecError(f"{where}: codec {codec.name!r}: {problem}")
-    inner = getattr(pipeline.array_bytes, "inner", None)
-    if isinstance(inner, CodecPipeline):
-        check_fill_round_trip(inner, where)
+    if isinstance(pipeline.array_bytes, ShardingCodec) and pipeline.array_bytes.inner is not None:
+        check_fill_round_trip(pipeline.array_bytes.inner, where)
 
 
 def _filtered_dtype(filters: list[Codec], spec: ChunkSpec) -> np.dtype:

@@ -380,7 +380,7 @@ def chunk_shape_of(value: Any, where: str = "codec 'sharding_indexed'") -> tuple
 
 def inner_chunk_shape(metadata: Any) -> tuple[int, ...] | None:
     """The inner chunk shape of a sharded array's metadata, None when not sharded."""
-    if getattr(metadata, "zarr_format", None) != 3:
+    if metadata.zarr_format != 3:
         return None
     config = sharding_of(metadata.codecs)
     if config is None:
