@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chunkstore.api.opening import open as open_any
+from chunkstore.array.array import Array
 from chunkstore.errors import ChunkstoreError, NodeNotFoundError
+from chunkstore.group.group import Group
 from chunkstore.storage.local import LocalStore
 from chunkstore.storage.wrappers import unwrapped
 
@@ -94,7 +96,7 @@ class VerifyReport:
 def _walk(node: Any, report: VerifyReport) -> Iterator[Any]:
     """The arrays at or below ``node``, listing the store level by level so that one bad
     metadata document is reported without hiding the rest."""
-    if hasattr(node, "shape"):
+    if isinstance(node, Array):
         yield node
         return
     base = f"{node.path}/" if node.path else ""
@@ -116,7 +118,7 @@ def verify(node: Any, path: str = "", progress: Callable[[int, int, int], None] 
     """Decode every stored unit (chunk or shard) of the arrays at or below ``node`` (an
     Array or Group, or a store with the node's ``path`` in it); ``progress`` is called as
     ``(done, total, nbytes_decoded)``."""
-    if not hasattr(node, "store"):
+    if not isinstance(node, Array | Group):
         node = open_any(node, mode="r", path=path or None)
     report = VerifyReport()
     arrays = list(_walk(node, report))

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from chunkstore.api.verify import chunks_in, stored_units, unit_grid
+from chunkstore.array.array import Array
 from chunkstore.array.grids import chunks_label, shards_label
 from chunkstore.cli.args import add_level, add_node, add_store_options, storage_options
 from chunkstore.cli.stores import open_node, reading
@@ -28,7 +29,7 @@ def layout_words(array: Any) -> str:
 
 def is_array(node: Any) -> bool:
     """Whether ``node`` is an array (else a group)."""
-    return hasattr(node, "shape")
+    return isinstance(node, Array)
 
 
 def is_consolidated(group: Any) -> bool:

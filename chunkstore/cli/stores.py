@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from chunkstore.api.opening import open as open_any
+from chunkstore.array.array import Array
 from chunkstore.cli.errors import CLIError
 from chunkstore.errors import NodeNotFoundError
 from chunkstore.storage.obstore import setup as obstore_setup
@@ -153,7 +154,7 @@ def open_node(path: str, options: dict[str, Any] | None = None, node: str | None
             if node and node.strip("/"):
                 raise CLIError(f"{path}: no Zarr array or group at node {node!r}") from None
             raise CLIError(f"{path}: {NOT_A_STORE}") from None
-    is_array = hasattr(found, "shape")
+    is_array = isinstance(found, Array)
     if kind == "array" and not is_array:
         raise CLIError(f"{where(path, node)}: is a group, not an array (pick an array with "
                        f"--node; 'chunkstore ls -r {path}' lists them)")
