@@ -168,11 +168,10 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     built and committed by one pool thread: encoding one run overlaps writing another
     (a store call per run, several in flight), instead of encoding everything first."""
     held = item_bytes if built_bytes is None else built_bytes
-    pool = current().pool
-    fan_cpu = cpu_bound and not store.capabilities.blocking_commits
+    pool, blocking = current().pool, store.capabilities.blocking_commits
     n_threads, size = commit_threads(len(pending), held, pool.threads(False), pool.threads(True),
-                                     blocking=store.capabilities.blocking_commits,
-                                     cpu_bound=cpu_bound, max_threads=max_threads)
+                                     blocking=blocking, cpu_bound=cpu_bound,
+                                     max_threads=max_threads)
     runs = [pending[i:i + size] for i in range(0, len(pending), size)]
     # tiny chunks on a store without latency to hide: the first run is timed and, when
     # its units prove quick, all run on this thread (threads would only take turns at
@@ -180,7 +179,7 @@ def _in_runs(store: Store, units: Sequence[WriteUnit], pending: list[int],
     with store.commit_session() as commit:
         pool.run_batched(lambda run: _read_modify_write(store, units, run, results, cpu_bound,
                                                         item_bytes, commit),
-                         runs, cpu_bound=fan_cpu, max_threads=n_threads,
+                         runs, cpu_bound=cpu_bound and not blocking, max_threads=n_threads,
                          item_bytes=None if store.capabilities.remote else item_bytes,
                          weight=size)
 
