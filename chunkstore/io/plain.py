@@ -134,6 +134,10 @@ class ChunkIO:
             for batch in self._batches(projections, batch_bytes):
                 self._read_cached(batch, out)
             return
+        self._read_direct(projections, out)
+
+    def _read_direct(self, projections: Iterable[ChunkProjection], out: np.ndarray) -> None:
+        """Fill ``out`` from the projected chunks without the decoded-chunk cache."""
         if self.store.capabilities.zero_copy_views:
             self._read_in_place(projections, out)
             return
@@ -200,10 +204,19 @@ class ChunkIO:
         since = cache.epoch()  # before the tokens and the reads: see ChunkCache.put
         toks = chunk_cache.tokens(store, keys, cache)
         check = toks is not None
-        hits, misses = [], []
+        hits, misses, passing = [], [], []
         for i, (p, key) in enumerate(zip(batch, keys, strict=True)):
             chunk = cache.get(sid, key, toks[i] if check else None, check)
-            (misses if chunk is None else hits).append((p, chunk) if chunk is not None else i)
+            if chunk is not None:
+                hits.append((p, chunk))
+            elif check and not chunk_cache.keepable(toks[i]):
+                # a version the cache may not keep (a file changed a moment ago): read
+                # the plain way, in place, not decoded into a new array for nothing
+                passing.append(p)
+            else:
+                misses.append(i)
+        if passing:
+            self._read_direct(passing, out)
         if misses:
             with self._named():
                 blobs = bounded_get_many(store, [keys[i] for i in misses], self.max_stored)

@@ -83,12 +83,19 @@ class InnerLookup:
     def decode(self, work: list[tuple[ChunkProjection, str, int, Any]],
                out: np.ndarray) -> None:
         """Decode each ``(projection, shard key, inner number, stored bytes)`` into a new
-        array, keep it and scatter it into ``out``."""
+        array, keep it and scatter it into ``out`` (or decode it straight into ``out``
+        where the shard's version may not be kept)."""
         engine = self.engine
         codec = engine.inner
 
+        check, tokens = self.check, self.tokens
+
         def one(item: tuple[ChunkProjection, str, int, Any]) -> None:
             p, key, local, blob = item
+            if check and not chunk_cache.keepable(tokens[key]):
+                # a version the cache may not keep: decoded straight into ``out``
+                codec.read_into(out, p, engine._label(key, local), blob)
+                return
             chunk = codec.decode(engine._label(key, local), blob)  # a new array, kept
             self.keep(key, local, chunk)
             out[p.out_selection] = chunk[p.chunk_selection]

@@ -55,7 +55,7 @@ def fingerprint(pipeline: Pipeline, dtype: Any, chunks: Sequence[int]) -> Any:
     return (dt.str, repr(dt), tuple(int(c) for c in chunks), codecs)
 
 
-def _immutable(token: Any) -> bool:
+def keepable(token: Any) -> bool:
     """Whether ``token`` stands for one stored version for as long as it lives: not a
     buffer whose bytes can change in place (bytearray, ndarray, mmap, a memoryview, even
     a read-only one, over any of them). Only bytes are buffers that cannot. Nor an

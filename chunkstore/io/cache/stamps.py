@@ -54,7 +54,7 @@ _MAX_ROOTS = 1024  # roots measured per cache (the oldest forgotten first)
 
 class Unsettled:
     """The token of a version whose timestamps were too recent to tell it from the next
-    one: a chunk read with it is never kept (``cache_place._immutable``). It still
+    one: a chunk read with it is never kept (``place.keepable``). It still
     compares as the version it wraps (``_same``): an entry kept earlier, for a settled
     token, is served while the stat equals that token (a change since would show)."""
 

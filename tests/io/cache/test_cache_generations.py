@@ -220,3 +220,32 @@ def test_the_probe_leaves_nothing_and_read_only_stores_do_not_probe(tmp_path):
     assert os.stat(a.store.root).st_mtime_ns == mtime  # nothing written
     # a device other than the probed root's: the default
     assert cache.stamps.window(a.store, dev + 1) == chunk_cache.DEFAULT_WINDOW_NS
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["plain", "sharded"])
+def test_files_too_fresh_to_keep_are_read_in_place_not_decoded_for_the_cache(
+        tmp_path, sharded):
+    """A read-only store cannot measure its window (the default, 3 s, applies): chunks
+    written a moment ago are not kept, so the cache must not cost anything either. They
+    are read the plain way, decoded straight into the result (no new array per chunk
+    decoded for an entry that is then dropped); every read exact."""
+    a, _, _ = _arrays(tmp_path, sharded)
+    a[:] = np.arange(64.0).reshape(8, 8)
+    cache = ChunkCache(2**20)
+    ro = cs.open_array(cs.LocalStore(a.store.root, read_only=True), mode="r", cache=cache)
+    unit = ro._engine.io_of()
+    codec = unit.inner if sharded else unit.codec
+    decoded = []
+    real = codec.decode
+
+    def decode(label, blob, out=None, **kw):
+        if out is None:  # into a new array (what an entry is made of)
+            decoded.append(label)
+        return real(label, blob, out=out, **kw)
+
+    codec.decode = decode
+    for _ in range(3):
+        np.testing.assert_array_equal(ro[:], np.arange(64.0).reshape(8, 8))
+        np.testing.assert_array_equal(ro[1:7, 3:5], np.arange(64.0).reshape(8, 8)[1:7, 3:5])
+    assert decoded == []
+    assert len(cache) == 0
