@@ -39,12 +39,13 @@ from chunkstore.errors import SelfReadingValueError
 from chunkstore.io.copy import block_parts
 from chunkstore.io.overlap import overlaps
 from chunkstore.runtime import current
+from chunkstore.runtime.part import Part
 from chunkstore.storage.local.store import LocalStore
 
 if TYPE_CHECKING:
     from chunkstore.array.array import Array
 
-class CopyWatch(threading.local):
+class CopyWatch(threading.local, Part):
     """Per thread (a part of the process's Runtime): the Array a copy running on this
     thread writes (``target``), and whether its value read that array (``hit``)."""
 

@@ -43,6 +43,7 @@ from chunkstore.dask.source import TransposedSource, read_into
 from chunkstore.rechunk.planner import Stage
 from chunkstore.rechunk.report import CopyRates
 from chunkstore.runtime import current
+from chunkstore.runtime.part import Part
 
 #: decoded bytes of each timed sample (at least one chunk)
 SAMPLE_BYTES = 8 * 2**20
@@ -57,7 +58,7 @@ SHARE_SECONDS = 0.3
 SHARE_KEEP_SECONDS = 10.0
 
 
-class Calibrations:
+class Calibrations(Part):
     """The measured figures of this process (a Runtime part): seconds per byte by sample
     key, and the scheduling overhead per task by scheduler."""
 

@@ -32,6 +32,7 @@ from typing import Any
 from chunkstore.rechunk.planner import CODEC_THREADS, PlanError
 from chunkstore.rechunk.report import NANNY_THRESHOLDS
 from chunkstore.runtime import current, set_map_bytes
+from chunkstore.runtime.part import Part
 
 #: RSS of an idle worker process with numpy, dask, distributed and chunkstore imported,
 #: measured here (113-125 MiB); used when the workers cannot be asked
@@ -233,7 +234,7 @@ class WorkerPeak:
     series: list[tuple[float, int]] = field(default_factory=list)
 
 
-class _Sampling:
+class _Sampling(Part):
     """The RSS sampler running in this worker, if any (a part of its Runtime)."""
 
     def __init__(self) -> None:

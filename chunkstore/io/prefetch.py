@@ -20,6 +20,7 @@ from itertools import chain, islice
 from typing import TypeVar
 
 from chunkstore.runtime import current
+from chunkstore.runtime.part import Part
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -29,7 +30,7 @@ R = TypeVar("R")
 READ_AHEAD_THREADS = 64
 
 
-class ReadAheadThreads:
+class ReadAheadThreads(Part):
     """The threads fetching ahead of reads (a Runtime part: ``current().part(...)``),
     started on first use and kept between reads."""
 

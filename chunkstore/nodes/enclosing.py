@@ -25,6 +25,7 @@ from typing import Any
 from chunkstore.errors import StaleConsolidatedMetadataWarning  # noqa: F401  (its old home)
 from chunkstore.metadata.consolidated import V2_KEY
 from chunkstore.runtime import current
+from chunkstore.runtime.part import Part
 from chunkstore.storage.base import Store
 from chunkstore.storage.local.store import LocalStore
 from chunkstore.storage.wrappers import unwrapped
@@ -39,7 +40,7 @@ _MAX_DOC_BYTES = 256 * 1024 * 1024
 GROUP_STORES = 64
 
 
-class GroupStores:
+class GroupStores(Part):
     """The LocalStores of enclosing groups' directories made recently, by directory
     (a part of the process's Runtime), the most recently used kept."""
 

@@ -18,18 +18,19 @@ object (besides ``chunkstore.config``, the settings users set).
 
 After ``fork`` the child gets a new Runtime (threads, locks and pools do not survive a
 fork; a lock held by another thread at the fork would stay held forever in the child):
-its pool and buffers are made afresh, and so is every part, except that a part with a
-``forked()`` method gives the child's part (what must be known across a fork, such as
-which process first used obstore, or the caches an array may still name).
+its pool and buffers are made afresh, and so is every part, except where a part's
+``forked()`` gives the child's part (what must be known across a fork, such as which
+process first used obstore, or the caches an array may still name).
 
 :func:`reset` closes the current Runtime and starts the next :func:`current` afresh
 (tests; or a program that wants every cache and thread gone, between uses: objects made
 before that keep state of their own, such as a ZipStore's open session or an array's
 private ChunkCache, are not known to the new Runtime).
 
-Parts: a class with a constructor taking no argument, defined by the layer that uses it
-(``storage/local/maps.MapCache``, ``io/cache/chunk_cache.Caches``...); optional methods
-``forked()`` (what a forked child keeps) and ``close()`` (called by :meth:`Runtime.close`).
+Parts: a :class:`~.part.Part` subclass with a constructor taking no argument, defined by
+the layer that uses it (``storage/local/maps.MapCache``, ``io/cache/chunk_cache.Caches``...);
+it may override ``forked()`` (what a forked child keeps) and ``close()`` (called by
+:meth:`Runtime.close`).
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ from typing import Any, TypeVar
 
 from chunkstore.config import config, environ
 from chunkstore.runtime.buffers import BufferPool
+from chunkstore.runtime.part import Part
 from chunkstore.runtime.pool import ThreadPool
 from chunkstore.sizes import whole_number
 
-P = TypeVar("P")
+P = TypeVar("P", bound=Part)
 MiB = 2**20
 _CORES = os.cpu_count() or 1
 
@@ -152,22 +154,20 @@ class Runtime:
         whose ``forked()`` says what the child keeps."""
         child = Runtime()
         for kind, part in list(self._parts.items()):
-            keep = getattr(part, "forked", None)
-            if keep is not None:
-                child._parts[kind] = keep()
+            kept = part.forked()
+            if kept is not None:
+                child._parts[kind] = kept
         return child
 
     def close(self) -> None:
         """Stop the pool's threads (after their work), free the buffers and drop every
-        part (a part with a ``close()`` method is closed)."""
+        part (each closed)."""
         self.pool.close()
         self.buffers.release()
         with self._lock:
             parts, self._parts = list(self._parts.values()), {}
         for part in parts:
-            close = getattr(part, "close", None)
-            if close is not None:
-                close()
+            part.close()
 
 
 _current: Runtime | None = None  # the process's Runtime: the one module-level state

@@ -15,13 +15,14 @@ import threading
 
 import numpy as np
 
+from chunkstore.runtime.part import Part
 from chunkstore.runtime.runtime import current
 
 KEEP_MAX_BYTES = 64 * 2**20
 SMALL_BYTES = 64 * 1024  # freshly allocated below this: from malloc's pools, no faults
 
 
-class Scratch:
+class Scratch(Part):
     """The scratch buffers of every thread (a part of the Runtime)."""
 
     def __init__(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.runtime import current
+from chunkstore.runtime.part import Part
 
 
 class ObjectSizeError(ChunkDecodeError):
@@ -73,7 +74,7 @@ def takes(method: Any, param: str) -> bool:
     return known
 
 
-class KeywordSupport(dict[tuple[Any, str], bool]):
+class KeywordSupport(dict[tuple[Any, str], bool], Part):
     """What :func:`takes` found, by (function, keyword) (a part of the process's
     Runtime)."""
 

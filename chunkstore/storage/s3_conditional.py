@@ -31,6 +31,7 @@ from typing import Any
 
 from chunkstore.errors import ConditionalWritesWarning
 from chunkstore.runtime import current
+from chunkstore.runtime.part import Part
 from chunkstore.storage.base import ABSENT, ANY
 from chunkstore.storage.capabilities import Capabilities
 
@@ -222,7 +223,7 @@ def probe_key() -> str:
     return f"{PROBE_PREFIX}{uuid.uuid4().hex}"
 
 
-class ConditionalProbes:
+class ConditionalProbes(Part):
     """The one registry of probe results of a process: per ``(endpoint, bucket)``, the
     :class:`Conditions` its server honours. Both S3 backends share it (the answer is the
     server's, not the client's: obstore's client object cannot carry it), so each server

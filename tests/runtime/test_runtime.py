@@ -13,7 +13,7 @@ import chunkstore as cs
 from chunkstore.codecs.limits import decode_limits, variable_cap
 from chunkstore.config import ENVIRONMENT, environ
 from chunkstore.io.cache import chunk_cache
-from chunkstore.runtime import Budgets, Runtime, current, reset, scratch, set_map_bytes
+from chunkstore.runtime import Budgets, Part, Runtime, current, reset, scratch, set_map_bytes
 from chunkstore.storage.local.maps import MapCache, map_cache
 from chunkstore.storage.obstore.setup import ObstoreState
 from chunkstore.storage.s3_conditional import Conditions, conditional_probes
@@ -32,7 +32,7 @@ def test_current_is_one_runtime_until_reset():
 
 
 def test_parts_are_per_runtime_and_made_once():
-    class Counter:
+    class Counter(Part):
         made = 0
 
         def __init__(self) -> None:
@@ -48,6 +48,34 @@ def test_parts_are_per_runtime_and_made_once():
         t.join()
     assert Counter.made == 1 and all(p is parts[0] for p in parts)
     assert b.part(Counter) is not parts[0]
+
+
+def test_a_part_is_closed_with_its_runtime_and_kept_by_a_fork_only_if_it_says_so():
+    """Every part is a :class:`Part`: closing the Runtime closes each one, and a forked
+    child starts with a new part unless the part's ``forked()`` gives the child's."""
+    closed = []
+
+    class Plain(Part):
+        pass
+
+    class Kept(Part):
+        def forked(self) -> Kept:
+            child = Kept()
+            child.parent = self
+            return child
+
+        def close(self) -> None:
+            closed.append(self)
+
+    a = Runtime()
+    plain, kept = a.part(Plain), a.part(Kept)
+    child = a.forked()
+    assert child.part(Plain) is not plain
+    assert child.part(Kept).parent is kept
+    a.close()
+    assert closed == [kept]
+    child.close()
+    assert len(closed) == 2 and closed[1].parent is kept
 
 
 def test_budgets_follow_the_config():

@@ -67,6 +67,7 @@ from chunkstore.io.cache.lru import LRUCache
 from chunkstore.io.cache.place import Place, _same, fingerprint, keepable, store_id
 from chunkstore.io.cache.stamps import DEFAULT_WINDOW_NS, StampWindows
 from chunkstore.runtime import current
+from chunkstore.runtime.part import Part
 from chunkstore.runtime.writes import WRITE_LISTENERS
 from chunkstore.sizes import whole_number
 
@@ -299,7 +300,7 @@ class ChunkCache:
             self._ungroup()
 
 
-class Caches:
+class Caches(Part):
     """The decoded-chunk caches of the process (a part of its Runtime): the process-wide
     one, the "off" one, and every cache alive (a write invalidates its keys in each)."""
 

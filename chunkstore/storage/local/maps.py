@@ -20,6 +20,7 @@ import os
 import threading
 
 from chunkstore.runtime import current
+from chunkstore.runtime.part import Part
 
 
 def signature(st: os.stat_result) -> tuple[int, ...]:
@@ -38,7 +39,7 @@ def _map_files() -> int:
     return 1024 if soft == resource.RLIM_INFINITY else max(16, min(1024, soft // 8))
 
 
-class MapCache:
+class MapCache(Part):
     """Memory maps of recently read files by path, the oldest dropped first, at most
     ``files`` maps of ``nbytes`` in all (a map of a deleted file keeps its disk space
     until dropped). Dropping a map never unmaps it under a reader: a map lives as long

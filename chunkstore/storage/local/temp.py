@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from chunkstore.runtime import current
+from chunkstore.runtime.part import Part
 from chunkstore.storage.base import BytesLike
 from chunkstore.storage.host_identity import HOST_TAG as HOST_TAG  # named here by callers and tests
 from chunkstore.storage.host_identity import process_gone
@@ -28,7 +29,7 @@ TEMP_PREFIX = ".chunkstore-tmp-"
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class TempNames:
+class TempNames(Part):
     """The temporary names of the process (a part of its Runtime: a forked child gets
     new ones, with its own PID): each thread's name prefix and a counter."""
 

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chunkstore.runtime import current
+from chunkstore.runtime.part import Part
 from chunkstore.storage.errors import MissingBackendError, StoreError
 
 #: requests in flight at once per batched call
@@ -36,7 +37,7 @@ def available() -> bool:
     return True
 
 
-class ObstoreState:
+class ObstoreState(Part):
     """The obstore side of the process's Runtime: the S3Store clients by configuration
     (stores on the same bucket and options share one, and its pool of open connections,
     as s3fs's instance cache does), the thread pool running obstore's blocking calls,

@@ -34,6 +34,7 @@ from typing import IO
 
 from chunkstore.errors import ConcurrentWriteError, InvalidKeyError
 from chunkstore.runtime import current
+from chunkstore.runtime.part import Part
 from chunkstore.storage.base import BytesLike, validate_key
 from chunkstore.storage.errors import BadArchiveError
 from chunkstore.storage.local.clock import FileVersion
@@ -257,7 +258,7 @@ class Session:
 
 
 # -- the sessions of this process, by archive path --------------------------------------
-class ZipSessions:
+class ZipSessions(Part):
     """The open sessions of the process by archive path (a part of its Runtime: a forked
     child starts with none, and with new locks), and the counter of temporary names."""
 
