@@ -37,6 +37,7 @@ from chunkstore.metadata.nodes import (
     parse_node,
     where_prefix,
 )
+from chunkstore.metadata.v3 import GroupMetadataV3
 from chunkstore.nodes.attributes import Attributes
 from chunkstore.nodes.consolidated import Consolidated
 from chunkstore.nodes.consolidated_view import consolidated_field
@@ -169,13 +170,13 @@ class Group:
         ``metadata``, ``flattened_metadata``, ``kind``...), or None when the group has
         none (a group reached through a consolidated parent shows its part of it)."""
         meta = self._meta
-        if meta.zarr_format != 3:
+        if not isinstance(meta, GroupMetadataV3):
             return meta
         below = self._cons.below(self._path) if self._cons is not None else None
         field = consolidated_field(meta, below)
-        if field is meta.consolidated_metadata:  # type: ignore[union-attr]
+        if field is meta.consolidated_metadata:
             return meta
-        return meta.replace(consolidated_metadata=field)  # type: ignore[union-attr]
+        return meta.replace(consolidated_metadata=field)
 
     synchronizer = property(lambda self: self._synchronizer, doc="Locks for writers, or None.")
     zarr_format = property(lambda self: self._meta.zarr_format, doc="2 or 3.")

@@ -74,7 +74,7 @@ def consolidate(store: Store, path: str, group: GroupMetadata, *, synchronizer: 
         node = parse_node({"zarr.json": old}, where, 3) if old is not None else group
         if not isinstance(node, GroupMetadataV3):
             node = group
-        field = getattr(node, "consolidated_metadata", None) or {}
+        field = node.consolidated_metadata or {}
         pending, _, _ = purge(parse_pending(field.get(PENDING_KEY), f"{where}/zarr.json"))
         entries = walk_descendants(store, path, 3)
         new_field = cons.v3_inline(_stored(entries, pending))

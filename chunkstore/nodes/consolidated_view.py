@@ -68,11 +68,12 @@ class ConsolidatedMetadata(dict):
         return dict(self)
 
 
-def consolidated_field(meta: Any, snapshot_entries: dict[str, NodeMetadata] | None) -> Any:
+def consolidated_field(meta: GroupMetadataV3,
+                       snapshot_entries: dict[str, NodeMetadata] | None) -> Any:
     """What a v3 group's ``metadata.consolidated_metadata`` shows: its stored field, or
     for a group reached through a consolidated parent, its part of the snapshot; None
     when neither exists."""
-    field = getattr(meta, "consolidated_metadata", None)
+    field: Any = meta.consolidated_metadata
     if field is None and snapshot_entries is not None:
         field = cons.v3_inline(snapshot_entries)
     if field is None or isinstance(field, ConsolidatedMetadata):
