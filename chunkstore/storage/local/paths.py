@@ -222,6 +222,10 @@ class Walk:
                         errno.ENOTDIR, f"cannot store key {key!r}: {name!r} is a file, "
                         "not a directory") from None
                 return None
+            except OSError as e:  # a name no directory here can have: missing
+                if e.errno != errno.ENAMETOOLONG or create:
+                    raise
+                return None
         raise OSError(errno.EAGAIN, f"directory of key {key!r} kept disappearing while "
                                     "it was being created")
 
@@ -260,6 +264,8 @@ class Walk:
                     todo.appendleft(name)
                     continue
                 except OSError as e:
+                    if e.errno == errno.ENAMETOOLONG and not create:
+                        return None  # no file or directory here can have that name
                     if e.errno not in (errno.ELOOP, errno.ENOTDIR):
                         raise
                 try:
@@ -298,6 +304,8 @@ class Walk:
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
+            if e.errno == errno.ENAMETOOLONG and not flags & os.O_CREAT:
+                return None
             if e.errno != errno.ELOOP:
                 raise
         parts = head.split("/") if head else []

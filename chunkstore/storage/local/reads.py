@@ -38,6 +38,8 @@ def open_in(walk: Walk, dir_fd: int, head: str, name: str, key: str) -> int | No
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:  # a name no file here can have: missing
+            return None
         if e.errno != errno.ELOOP:
             raise
     return walk.open_file(dir_fd, head, name, key)  # a symlink: inside the root only
@@ -59,6 +61,10 @@ def stat_in(w: Walk, head: str, name: str, key: str) -> os.stat_result | None:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            return None
+        raise
     if stat.S_ISLNK(st.st_mode):
         fd = w.open_file(dir_fd, head, name, key)
         if fd is None:
