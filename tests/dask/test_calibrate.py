@@ -3,6 +3,7 @@ copy rates, measured once per process and kept on the Runtime (``dask.calibrate`
 
 import dataclasses
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -130,3 +131,55 @@ def test_raw_intermediate_is_timed_on_local_files(tmp_path, monkeypatch):
     # the local target's and the raw samples were written to local files, then removed
     assert len(made) == 2 and all(m.startswith(str(scratch)) for m in made)
     assert not list(scratch.iterdir())
+
+
+def test_timed_writes_store_new_objects_each_time(tmp_path, monkeypatch):
+    """Each timed write stores new chunk files, as a plan's tasks do (a rewrite of the
+    same files would reuse the pages the file system just freed: cheaper than what a
+    run pays on some machines). Of each sample (the target's, the raw intermediate's),
+    the warm-up and every repeat store keys none of the others stored, and the values
+    each wrote are there."""
+    runtime.reset()
+    src = cs.array(np.random.default_rng(0).random((1024, 1024)), store=str(tmp_path / "a"),
+                   chunks=(1024, 16))
+    plan = csd.rechunk(src, (16, 1024), str(tmp_path / "b"), max_mem="2MB", workers=ONE_SLOT)
+    written: dict[str, list[list[str]]] = {}
+    real = cs.Array.write_region
+
+    def spy(self, region, values):
+        before = set(self.store.list_prefix(""))
+        real(self, region, values)
+        written.setdefault(repr(self.store), []).append(
+            sorted(set(self.store.list_prefix("")) - before))
+        np.testing.assert_array_equal(self[region], values)
+
+    monkeypatch.setattr(cs.Array, "write_region", spy)
+    plan.rates()
+    assert len(written) == 2  # the target's sample and the raw intermediate's
+    for writes in written.values():
+        assert all(writes), "a timed write stored no new object"
+        every = [k for keys in writes for k in keys]
+        assert len(every) == len(set(every))
+
+
+def test_the_warm_up_is_never_the_figure():
+    """A sample whose first run is slow (code paths, first touch of its buffers) is run
+    again and timed: once when the warm-up took LONG_SAMPLE_SECONDS or more (a 64 MiB
+    chunk's warm-up took 0.24 s where later reads took 0.09-0.13), else REPEATS times."""
+    calls = []
+
+    def burn(seconds):
+        t0 = time.process_time()
+        while time.process_time() - t0 < seconds:
+            pass
+
+    def sample():
+        calls.append(1)
+        burn(calibrate.LONG_SAMPLE_SECONDS + 0.05 if len(calls) == 1 else 0.01)
+
+    got = calibrate._median_seconds(sample)
+    assert len(calls) == 2
+    assert got < calibrate.LONG_SAMPLE_SECONDS / 2
+    calls.clear()
+    quick = calibrate._median_seconds(lambda: calls.append(1))
+    assert len(calls) == 1 + calibrate.REPEATS and quick < 0.01
