@@ -203,6 +203,19 @@ def test_local_overlong_names_read_as_missing(tmp_path):
     assert st.get(long) is None
     assert st.exists(long) is False
     assert st.get_many([long, "z"]) == [None, b"0"]
+    assert st.get(f"{long}/zarr.json") is None and st.get(f"d/{long}") is None
+    assert st.get_ranges([(long, (0, 1))]) == [None]
+    assert st.cache_tokens([long])[0] is None
+    assert list(st.list_prefix(long + "/")) == [] and list(st.list_dir(long)) == []
+    # deleting what cannot exist is deleting a missing key: nothing happens
+    st.set("d/k", b"1")
+    st.delete(long)
+    st.delete(f"{long}/a")
+    st.delete(f"d/{long}")
+    st.delete_many([long, "nothing"])
+    st.delete_prefix(long + "/")
+    assert sorted(st.list_prefix("")) == ["d/k", "z"]
+    assert st.get("z") == b"0" and st.get("d/k") == b"1"
     g = cs.group(tmp_path / "g.zarr")
     assert (long in g) is False
     with pytest.raises(KeyError):

@@ -120,3 +120,6 @@ def _unlink(dir_fd: int, name: str) -> None:
         os.unlink(name, dir_fd=dir_fd)
     except (FileNotFoundError, IsADirectoryError):
         pass  # missing, or a directory: not a key
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:  # a name no file here can have: missing
+            raise

@@ -370,7 +370,7 @@ class Walk:
                 os.rmdir(name, dir_fd=parent)
             except OSError as e:
                 if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.EBUSY,
-                               errno.ENOTDIR):
+                               errno.ENOTDIR, errno.ENAMETOOLONG):
                     return
                 raise
             self.forget(head, self._dirs.get(head))
