@@ -342,7 +342,8 @@ def store_task_memory(x: da.Array, target: Array, codec_threads: int = CODEC_THR
     (the block, one piece's encoded bytes, codec buffers: ``planner.Stage.memory``). A
     block made by a task that dask cannot fuse with the write (not a blockwise layer, e.g.
     ``da.random``) waits in memory for it, and the worker may make more blocks ahead
-    (``blocks_made_ahead``)."""
+    (``blocks_made_ahead``). Not counted: a block dask moves to this worker from another
+    (its scheduler moves tasks off a worker that falls behind), which comes on top."""
     if not all(_largest_block(x)):
         return 0
     stage = _store_stage(x, target, codec_threads)

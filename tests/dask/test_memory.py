@@ -111,6 +111,11 @@ def test_transpose_per_worker_peak_under_plan(fresh_client, tmp_path):
     np.testing.assert_array_equal(out[:, :, 10], src[10].T)
 
 
+def _blocks_received(dask_worker) -> int:
+    """Data this worker has fetched from other workers so far (the transfer log)."""
+    return len(dask_worker.transfer_incoming_log)
+
+
 def test_to_store_larger_than_the_cluster(client, tmp_path):
     """A generated float64 array of 1.25 GB (the two workers' memory limits add up to
     1.19 GB) written with per-worker peaks under the modelled bound."""
@@ -121,12 +126,19 @@ def test_to_store_larger_than_the_cluster(client, tmp_path):
                              chunks=(256, 8192))
     workers = Workers.of_client(client)
     predicted = workers.worker_memory(store_task_memory(x, target, workers.codec_threads))
+    before = client.run(_blocks_received)
     with WorkerMemory(client) as mem:
         csd.to_store(x, target, max_mem=MAX_MEM)
+    received = {k: v - before[k] for k, v in client.run(_blocks_received).items()}
     assert not mem.events, mem.events
-    for peak in mem.peaks.values():
-        # (the model counts the blocks dask's random layer makes ahead of their store tasks)
-        assert peak <= predicted + SLACK, (peak / MiB, predicted / MiB)
+    block = 256 * 8192 * 8
+    for address, peak in mem.peaks.items():
+        # the model counts the blocks dask's random layer makes ahead of their store
+        # tasks; a block dask moved from the other worker (its scheduler moves tasks
+        # when a worker falls behind: 1-2 per run with the cores loaded, measured) comes
+        # on top, on the worker that received it
+        allowed = predicted + SLACK + received.get(address, 0) * block
+        assert peak <= allowed, (peak / MiB, predicted / MiB, received)
         assert peak <= MAX_MEM + 200 * MB
     np.testing.assert_array_equal(target[-256:], x[-256:].compute(scheduler="sync"))
 
