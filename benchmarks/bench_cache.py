@@ -163,6 +163,17 @@ def run(method: Method, source: str, where: dict, region: tuple[slice, ...],
     return rows
 
 
+def _close_s3_sessions() -> None:
+    """Close the sessions of the s3fs filesystems made so far (the bench's own, and
+    zarr-python's asynchronous ones on zarr's loop): dropped unclosed, they end the run
+    with aiohttp's "Unclosed client session" warnings."""
+    import sys
+
+    from benchmarks.s3_endpoint import close_s3fs
+    run_async = sys.modules["zarr.core.sync"].sync if "zarr.core.sync" in sys.modules else None
+    close_s3fs(run_async)
+
+
 def _settle(root: Path) -> None:
     """Wait until every file under ``root`` last changed longer ago than the timestamp
     window of a read-only store (see the module docstring)."""
@@ -221,9 +232,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     "endpoint": ep.url, "aws_region": "us-east-1"}}
                 label = "s3" + (f" +{args.latency_ms:g} ms" if args.latency_ms else "")
                 for m in methods(args.methods.split(",")):
-                    s3fs.S3FileSystem.clear_instance_cache()
+                    _close_s3_sessions()
                     rows += run(m, label, where, region, expected, repeats,
                                 lambda ep=ep: ep.counts(reset=True))
+                _close_s3_sessions()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     OUT.mkdir(exist_ok=True)
