@@ -3,7 +3,9 @@ module-level or inside a function (a function-local import does not remove a cyc
 hides it), resolving relative imports; ``from . import x`` of a submodule is an edge to
 it, and importing ``a.b.c`` runs the ``__init__`` of ``a.b`` too (an edge to it, unless
 it is a package containing the importer, which is always initialised first). Imports
-under ``if TYPE_CHECKING:`` never run and are not edges."""
+under ``if TYPE_CHECKING:`` never run and are not edges of that graph; they make no cycle
+either (``test_no_import_cycles_for_type_checkers``): a module that needs only part of
+a class above it describes that part with a Protocol (e.g. ``array.copy.Target``)."""
 
 from __future__ import annotations
 
@@ -73,29 +75,31 @@ def _is_type_checking(node: ast.AST) -> bool:
         or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
 
 
-def _imports(tree: ast.AST):
-    """Every Import/ImportFrom node, except under ``if TYPE_CHECKING:``."""
+def _imports(tree: ast.AST, type_checking: bool = False):
+    """Every Import/ImportFrom node, except under ``if TYPE_CHECKING:`` (unless
+    ``type_checking``)."""
     todo = [tree]
     while todo:
         node = todo.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
         for child in ast.iter_child_nodes(node):
-            if not _is_type_checking(child):
+            if type_checking or not _is_type_checking(child):
                 todo.append(child)
             else:
                 todo.extend(child.orelse)  # type: ignore[attr-defined]
 
 
 @functools.cache
-def import_graph() -> dict[str, frozenset[str]]:
-    """module -> the package modules it imports (anywhere in its body); built once per
-    session (six tests read it), so frozen."""
+def import_graph(type_checking: bool = False) -> dict[str, frozenset[str]]:
+    """module -> the package modules it imports (anywhere in its body; with
+    ``type_checking``, under ``if TYPE_CHECKING:`` too); built once per session (six tests
+    read it), so frozen."""
     modules = _modules()
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for name, path in modules.items():
         tree = _tree(path)
-        for node in _imports(tree):
+        for node in _imports(tree, type_checking):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name.split(".")[0] == PACKAGE:
@@ -147,6 +151,13 @@ def find_cycle(graph: dict[str, set[str]] | dict[str, frozenset[str]]) -> list[s
 def test_no_import_cycles():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_import_cycles_for_type_checkers():
+    """Imports under ``if TYPE_CHECKING:`` make no cycle either: a cycle that only type
+    checkers follow still ties a module to one above it."""
+    cycle = find_cycle(import_graph(type_checking=True))
+    assert cycle is None, "import cycle under TYPE_CHECKING: " + " -> ".join(cycle or [])
 
 
 def test_the_checker_sees_function_local_and_package_edges():

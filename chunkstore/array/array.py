@@ -435,9 +435,12 @@ class Array:
         snap = self._snapshot()
         return block_slices(selection, snap.shape, snap.layout[1], self.name)
 
-    oindex = property(lambda self: SelectionView(self, "orthogonal"))
-    vindex = property(lambda self: SelectionView(self, "coordinate"))
-    blocks = property(lambda self: SelectionView(self, "block"))
+    oindex = property(lambda self: SelectionView(self.get_orthogonal_selection,
+                                                 self.set_orthogonal_selection))
+    vindex = property(lambda self: SelectionView(self.get_coordinate_selection,
+                                                 self.set_coordinate_selection))
+    blocks = property(lambda self: SelectionView(self.get_block_selection,
+                                                 self.set_block_selection))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """``np.asarray(a)``: all of it, always a copy."""

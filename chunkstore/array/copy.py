@@ -30,20 +30,52 @@ from __future__ import annotations
 import itertools
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from chunkstore.array.sources import is_array, value_reads
 from chunkstore.errors import SelfReadingValueError
 from chunkstore.io.copy import block_parts
+from chunkstore.io.layout import ChunkLayout
 from chunkstore.io.overlap import overlaps
+from chunkstore.metadata import ArrayMetadata
 from chunkstore.runtime import current
 from chunkstore.runtime.part import Part
+from chunkstore.storage.base import Store
 from chunkstore.storage.local.store import LocalStore
 
-if TYPE_CHECKING:
-    from chunkstore.array.array import Array
+
+class Placed(Protocol):
+    """Where an Array is stored: what tells whether a value reads it."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def path(self) -> str: ...
+
+
+class Target(Placed, Protocol):
+    """What a copy needs of the Array it writes (``array.Array``, which imports this
+    module): its layout, regions to write (and read, of the staging array), and its
+    constructor, ``type(target)(store, path, metadata, write_empty_chunks=True)``, which
+    makes the staging array."""
+
+    def __init__(self, store: Store, path: str, metadata: ArrayMetadata, *,
+                 write_empty_chunks: bool | None = None) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> np.dtype: ...
+    @property
+    def metadata(self) -> ArrayMetadata: ...
+    @property
+    def layout(self) -> ChunkLayout: ...
+    def read_region(self, region: tuple[slice, ...]) -> np.ndarray: ...
+    def write_region(self, region: tuple[slice, ...], data: Any) -> None: ...
+
 
 class CopyWatch(threading.local, Part):
     """Per thread (a part of the process's Runtime): the Array a copy running on this
@@ -53,7 +85,7 @@ class CopyWatch(threading.local, Part):
     hit: bool = False
 
 
-def note_read(array: Array) -> None:
+def note_read(array: Placed) -> None:
     """Every read of an Array calls this: it marks a copy running on this thread whose
     value reads the copy's own target."""
     watch = current().part(CopyWatch)
@@ -67,14 +99,14 @@ def same_place(a: Any, b: Any) -> bool:
                       and overlaps(a.store, a.path, b.store, b.path))
 
 
-def reads_target(value: Any, target: Array) -> bool:
+def reads_target(value: Any, target: Placed) -> bool:
     """Whether writing ``value`` into ``target`` block by block must be staged: the value
     holds a reader of the target's place, or could not be looked into completely
     (``sources.value_reads``)."""
     return value_reads(value, target.store, target.path).must_stage
 
 
-def copy_value(value: Any, array: Array, region: tuple[slice, ...]) -> None:
+def copy_value(value: Any, array: Target, region: tuple[slice, ...]) -> None:
     """``array[region] = value``, block by block; ``value`` has the region's shape."""
     if same_place(array, value) and all(r == slice(0, n) for r, n in zip(region, array.shape,
                                                                         strict=True)):
@@ -110,7 +142,7 @@ def copy_value(value: Any, array: Array, region: tuple[slice, ...]) -> None:
         array.write_region(block, data)
 
 
-def _staged(value: Any, array: Array, region: tuple[slice, ...]) -> None:
+def _staged(value: Any, array: Target, region: tuple[slice, ...]) -> None:
     """The value copied into a temporary array of the target's dtype, chunks and codecs
     (its metadata with the value's shape, never stored), then from there."""
     with tempfile.TemporaryDirectory(prefix="chunkstore-stage-") as tmp:

@@ -6,15 +6,18 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from chunkstore.array.grids import chunks_label, shards_label
 from chunkstore.codecs.pipeline import CodecPipeline
+from chunkstore.io.layout import ChunkLayout
 from chunkstore.metadata import ArrayMetadata, join_path
 from chunkstore.nodes.info import InfoTable, array_codec_chain, dtype_name, human_bytes
+from chunkstore.storage.base import Store
 
 if TYPE_CHECKING:
-    from chunkstore.array.array import Array
     from chunkstore.io.engine import Engine
 
 
@@ -24,6 +27,55 @@ class StoredBytes(int):
 
     def __call__(self) -> int:
         return int(self)
+
+
+class StoredArray(Protocol):
+    """What the figures of an Array's stored chunks need of it (``array.Array``, which
+    imports this module): where it is stored and how its chunks are keyed."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def metadata(self) -> ArrayMetadata: ...
+    @property
+    def ndim(self) -> int: ...
+    @property
+    def layout(self) -> ChunkLayout: ...
+
+
+class DescribedArray(StoredArray, Protocol):
+    """What ``info_table`` shows of an Array, besides where it is stored."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> np.dtype: ...
+    @property
+    def order(self) -> str: ...
+    @property
+    def fill_value(self) -> Any: ...
+    @property
+    def zarr_format(self) -> int: ...
+    @property
+    def dimension_names(self) -> tuple[str | None, ...] | None: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def filters(self) -> tuple[Any, ...]: ...
+    @property
+    def compressors(self) -> tuple[Any, ...]: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def nbytes_stored(self) -> int: ...
+    @property
+    def nchunks(self) -> int: ...
+    @property
+    def nchunks_initialized(self) -> int: ...
 
 
 def compressors_of(engine: Engine) -> tuple[Any, ...]:
@@ -52,7 +104,7 @@ def chunk_key_pattern(meta: ArrayMetadata, ndim: int) -> re.Pattern[str]:
     return re.compile(sep.join([r"\d+"] * ndim) if ndim else "0")
 
 
-def stored_chunk_keys(array: Array) -> list[str]:
+def stored_chunk_keys(array: StoredArray) -> list[str]:
     """The keys of the array's chunks (or shards) present in its store."""
     path, store = array.path, array.store
     prefix = f"{path}/" if path else ""
@@ -60,7 +112,7 @@ def stored_chunk_keys(array: Array) -> list[str]:
     return [k for k in store.list_prefix(prefix) if pattern.fullmatch(k[len(prefix):])]
 
 
-def chunks_initialized(array: Array) -> int:
+def chunks_initialized(array: StoredArray) -> int:
     """Number of chunks present in the store; for a sharded array, as zarr-python counts:
     stored shards x inner chunks per shard."""
     keys = stored_chunk_keys(array)
@@ -74,7 +126,7 @@ def chunks_initialized(array: Array) -> int:
                                                  strict=True)) for u in units)
 
 
-def nbytes_stored(array: Array) -> StoredBytes:
+def nbytes_stored(array: StoredArray) -> StoredBytes:
     """Bytes stored for the array: metadata documents plus chunks."""
     store = array.store
     docs = [join_path(array.path, k) for k in ("zarr.json", ".zarray", ".zattrs")]
@@ -82,7 +134,7 @@ def nbytes_stored(array: Array) -> StoredBytes:
     return StoredBytes(sum(store.getsize(k) or 0 for k in keys))
 
 
-def info_table(array: Array) -> InfoTable:
+def info_table(array: DescribedArray) -> InfoTable:
     """Type, shape, chunks, codecs, storage and compression ratio of ``array``."""
     stored = array.nbytes_stored
     meta = array.metadata

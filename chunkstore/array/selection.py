@@ -4,7 +4,7 @@ blocks, chunk coordinates), a value converted and broadcast to a selection, the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,7 +16,6 @@ from chunkstore.io.layout import ChunkLayout
 from chunkstore.storage.base import Store
 
 if TYPE_CHECKING:
-    from chunkstore.array.array import Array
     from chunkstore.grid.base import ChunkGrid
 
 
@@ -26,27 +25,19 @@ class UnstorableValueError(ValueError, TypeError):
 
 
 class SelectionView:
-    """``a.oindex``, ``a.vindex`` and ``a.blocks``: ``view[sel]`` / ``view[sel] = v``."""
+    """``a.oindex``, ``a.vindex`` and ``a.blocks``: ``view[sel]`` / ``view[sel] = v``, as
+    the array's ``get_*_selection`` / ``set_*_selection`` of that kind (``getter``,
+    ``setter``)."""
 
-    def __init__(self, array: Array, kind: str) -> None:
-        self._array, self._kind = array, kind
+    def __init__(self, getter: Callable[[Any], Any], setter: Callable[[Any, Any], None]
+                 ) -> None:
+        self._get, self._set = getter, setter
 
     def __getitem__(self, selection: Any) -> Any:
-        a = self._array
-        if self._kind == "orthogonal":
-            return a.get_orthogonal_selection(selection)
-        if self._kind == "block":
-            return a.get_block_selection(selection)
-        return a.get_coordinate_selection(selection)
+        return self._get(selection)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        a = self._array
-        if self._kind == "orthogonal":
-            a.set_orthogonal_selection(selection, value)
-        elif self._kind == "block":
-            a.set_block_selection(selection, value)
-        else:
-            a.set_coordinate_selection(selection, value)
+        self._set(selection, value)
 
 
 def checked_mask(mask: Any, shape: tuple[int, ...], name: str) -> np.ndarray:

@@ -1,22 +1,25 @@
 """What the stores named by a URL share (FsspecStore, ObstoreStore): identity by URL and
 storage options, read-only views on the same client, failures that name the endpoint,
-and the conditions the S3 server was found to honour (probed once per process and
-bucket, ``s3_conditional.ServerConditions``)."""
+the conditions the S3 server was found to honour (probed once per process and bucket,
+``s3_conditional.ServerConditions``), and the calls that each makes of its ``_size``
+and ``_delete`` alike (``exists``, ``getsize``, ``delete``, ``delete_many``,
+``delete_prefix``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from chunkstore.storage.base import Store
+from chunkstore.storage.base import Store, normalize_prefix
 from chunkstore.storage.capabilities import Capabilities
+from chunkstore.storage.errors import StoreError
 from chunkstore.storage.s3_conditional import Conditions, ServerConditions
 
 
 class RemoteStore(Store):
     """A Store on ``url`` with ``storage_options``; a subclass sets ``url``,
-    ``storage_options`` and ``_server`` and defines ``endpoint``, ``_failure`` and
-    ``_probe_conditions``."""
+    ``storage_options``, ``_server`` and ``_conditional_requests`` and defines
+    ``endpoint``, ``_probe_conditions``, ``_size`` and ``_delete``."""
 
     #: the name in the repr, and the family of stores that compare equal on the same URL
     #: and options (a subclass that only says why a client was chosen is the same store)
@@ -25,6 +28,9 @@ class RemoteStore(Store):
     url: str
     storage_options: dict[str, Any]
     _server: ServerConditions
+    #: the client can send conditional requests; whether the server honours them is
+    #: probed before the first conditional commit (``capabilities``)
+    _conditional_requests: bool
 
     # -- identity -------------------------------------------------------------------------
     def _description(self) -> tuple[Any, ...]:
@@ -50,7 +56,11 @@ class RemoteStore(Store):
         return f"{self.url} (endpoint {endpoint})" if endpoint else self.url
 
     def _failure(self, action: str, keys: Sequence[str], error: BaseException) -> Exception:
-        raise NotImplementedError
+        """The StoreError of ``action`` on ``keys`` failing with ``error``, naming the
+        first key, the URL and the endpoint."""
+        shown = repr(keys[0]) + (f" and {len(keys) - 1} more" if len(keys) > 1 else "")
+        return StoreError(f"{action} key {shown} of {self._where()} failed: "
+                          f"{type(error).__name__}: {error}")
 
     def with_read_only(self, read_only: bool = True) -> RemoteStore:
         """A view with the flag on the same client (and of the same class)."""
@@ -64,7 +74,10 @@ class RemoteStore(Store):
     def capabilities(self) -> Capabilities:  # type: ignore[override]
         """What the store can do; conditional commits are what the server was found to
         honour: probed once per process and bucket, before a writable store's first use
-        of them (``s3_conditional.honoured``)."""
+        of them (``s3_conditional.honoured``). A client that sends no conditions (fsspec
+        on anything but S3) has none."""
+        if not self._conditional_requests:
+            return self._server.base
         return self._server.capabilities(self.location, self.read_only,
                                          self._probe_conditions, self._where())
 
@@ -79,9 +92,37 @@ class RemoteStore(Store):
     @property
     def _versioned_reads(self) -> bool:
         """Whether versioned reads return ETags (``s3_conditional.versioned_reads``)."""
-        return self._server.versioned_reads(self.location)
+        return self._conditional_requests and self._server.versioned_reads(self.location)
 
     def _probe_conditions(self) -> Conditions:
         """Whether the S3 server honours conditional PUTs and DELETEs (a probe object at
         the root, ``s3_conditional.probe_conditions``)."""
         raise NotImplementedError
+
+    # -- sizes and deletes, through the subclass's _size and _delete --------------------
+    def _size(self, key: str) -> int | None:
+        """The size of the object at ``key`` (None when missing): one HEAD on S3."""
+        raise NotImplementedError
+
+    def _delete(self, keys: list[str]) -> None:
+        """Delete ``keys`` as one batch (missing keys ignored), reporting the write."""
+        raise NotImplementedError
+
+    def exists(self, key: str) -> bool:
+        return self._size(key) is not None
+
+    def getsize(self, key: str) -> int | None:
+        return self._size(key)
+
+    def delete(self, key: str) -> None:
+        self._delete([key])
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """One batched delete (S3: a bulk DELETE per 1000 keys); missing keys are
+        ignored."""
+        self._delete(list(keys))
+
+    def delete_prefix(self, prefix: str) -> None:
+        base = normalize_prefix(prefix)
+        self._check_writable(base or "/")
+        self._delete(list(self.list_prefix(base)))

@@ -1,5 +1,5 @@
-"""What an fsspec URL needs before a filesystem is made: its protocols, their packages,
-and the S3 endpoint.
+"""What FsspecStore works out from its URL: its protocols (an archive's are read-only),
+their packages, the S3 endpoint, the filesystem and the store's location.
 
 S3 endpoint, first found wins: ``endpoint_url`` in ``storage_options`` (top level or in
 ``client_kwargs``); the ``CHUNKSTORE_S3_ENDPOINT`` environment variable; botocore's own
@@ -11,15 +11,19 @@ the same server from a worker whose environment lacks them.
 from __future__ import annotations
 
 import copy
+import os
+import zipfile
 from typing import Any
 
 from chunkstore.config import environ
-from chunkstore.storage.errors import InvalidStoreError, MissingBackendError
-from chunkstore.storage.location import canonical_scheme
+from chunkstore.storage.errors import BadArchiveError, InvalidStoreError, MissingBackendError
+from chunkstore.storage.location import canonical_scheme, remote_location
 
 #: the environment variable naming an S3-compatible endpoint (e.g. a MinIO server)
 ENDPOINT_VARIABLE = "CHUNKSTORE_S3_ENDPOINT"
 _ENDPOINT_FALLBACKS = (ENDPOINT_VARIABLE, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+#: outer protocols of archives that fsspec can only read
+_ARCHIVES = {"zip", "tar", "libarchive"}
 
 
 def protocols(url: str) -> list[str]:
@@ -33,6 +37,12 @@ def protocols(url: str) -> list[str]:
         else:
             found.append(segment if i < len(segments) - 1 else "file")
     return found
+
+
+def is_archive(url: str) -> bool:
+    """Whether ``url`` names a file inside an archive (``zip::...``), which fsspec can only
+    read."""
+    return protocols(url)[0] in _ARCHIVES
 
 
 def check_backends(url: str) -> None:
@@ -73,3 +83,29 @@ def with_endpoint(url: str, options: dict[str, Any]) -> dict[str, Any]:
             options.setdefault("client_kwargs", {})["endpoint_url"] = endpoint
             return options
     return options
+
+
+def make_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """The fsspec filesystem of ``url`` and the root path on it; a broken archive is a
+    BadArchiveError and a missing package a MissingBackendError, naming the URL."""
+    import fsspec
+
+    try:
+        return fsspec.core.url_to_fs(url, **options)
+    except zipfile.BadZipFile as e:
+        raise BadArchiveError(f"{url}: not a zip archive, or a truncated one ({e})") from None
+    except ImportError as e:
+        raise MissingBackendError(f"{url}: a package this URL needs is missing ({e})") from None
+
+
+def store_location(url: str, root: str, options: dict[str, Any]) -> tuple[Any, ...]:
+    """The location of the store of ``url`` at ``root`` (its path on the filesystem):
+    ``(protocol, root, endpoint)``, one spelling per place (``remote_location``: ``s3a``
+    is ``s3``, the endpoint normalised), the same as an ObstoreStore's on the same
+    bucket; ``("file", real path)`` for local files, so that a LocalStore of the same
+    directory has the same location."""
+    chain = protocols(url)
+    if chain == ["file"] or chain == ["local"]:
+        return ("file", os.path.realpath(root))
+    return remote_location("::".join(chain), root if len(chain) == 1 else url,
+                           explicit_endpoint(options))

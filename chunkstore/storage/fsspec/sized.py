@@ -92,6 +92,16 @@ def s3_get_sized(fs: Any, items: Sequence[tuple[str, int | None, int | None]]) -
                 batch_size=fs.batch_size, return_exceptions=True)
 
 
+def s3_cat_ranges_sized(fs: Any, paths: Sequence[str], starts: Sequence[int | None],
+                        ends: Sequence[int | None]) -> tuple[list[Any], list[int | None]]:
+    """The ranges as ``cat_ranges(paths, starts, ends, on_error="return")`` returns them,
+    and the size of each object read (None where the read failed), from
+    :func:`s3_get_sized`."""
+    out = s3_get_sized(fs, list(zip(paths, starts, ends, strict=True)))
+    return ([v[0] if isinstance(v, tuple) else v for v in out],
+            [v[1] if isinstance(v, tuple) else None for v in out])
+
+
 def s3_get_pinned(fs: Any, items: Sequence[tuple[str, int | None, int | None, Any]],
                   conditions: bool = True) -> list[Any]:
     """``(bytes, generation)`` of each ``(path, start, stop, pinned)`` range (one

@@ -3,10 +3,9 @@
 Batched calls map onto fsspec's batched calls, which async filesystems (s3fs, gcsfs)
 run concurrently on their own event loop: ``get_many`` is one ``fs.cat(paths,
 on_error="return")``, ``get_ranges`` one ``fs.cat_ranges``, ``set_many`` one
-``fs.pipe({...})`` (concurrent PUTs in a sliding window of at most ``PUT_WINDOW_REQUESTS``
-requests and ``PUT_WINDOW_BYTES`` in flight, so that a large batch streams with bounded
-memory) and ``delete_many`` one ``fs.rm([...])`` (S3 bulk delete). No call makes one
-serial round trip per key, and reads and writes never list.
+``fs.pipe({...})`` (a sliding window of concurrent PUTs: ``writes.put``) and
+``delete_many`` one ``fs.rm([...])`` (S3 bulk delete). No call makes one serial round
+trip per key, and reads and writes never list.
 
 Atomicity, per backend:
 
@@ -24,9 +23,8 @@ Conditional commits (``capabilities.conditional_writes``) are real on S3 only (s
 ``s3_conditional``: ``If-Match`` / ``If-None-Match`` PUTs and ``If-Match`` DELETEs), and
 only once a probe found the server honouring them; elsewhere ``commit_many`` writes
 unchecked and writers of one object need a synchronizer.
-Bounded reads (``max_bytes``) fetch at most ``max_bytes + 1`` bytes of each object (one
-ranged GET, as a whole read is one GET); ranged reads with an ``object_size`` learn the
-size from the same GET on S3, from ``info`` elsewhere (``fsspec.sized``).
+Bounded reads (``max_bytes``) fetch at most ``max_bytes + 1`` bytes of each object, and
+sizes checked against an ``object_size`` come with the GETs on S3 (``sized``).
 
 Errors of the backend while reading or writing (an unreachable endpoint, a refused
 request) become a StoreError naming the key, the URL and the endpoint; a URL whose
@@ -42,11 +40,8 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
-
-import fsspec
 
 from chunkstore.errors import ChunkstoreError, InvalidKeyError, ReadOnlyError
 from chunkstore.storage import s3_conditional
@@ -63,7 +58,6 @@ from chunkstore.storage.base import (
 )
 from chunkstore.storage.bounds import too_large, wrong_size
 from chunkstore.storage.capabilities import Capabilities
-from chunkstore.storage.errors import BadArchiveError, MissingBackendError, StoreError
 from chunkstore.storage.fsspec.calls import (
     GLOB_MAGIC,
     PASS_THROUGH,
@@ -75,7 +69,10 @@ from chunkstore.storage.fsspec.listing import keys_below, names_in
 from chunkstore.storage.fsspec.setup import (
     check_backends,
     explicit_endpoint,
+    is_archive,
+    make_filesystem,
     protocols,
+    store_location,
     with_endpoint,
 )
 from chunkstore.storage.fsspec.sized import (
@@ -83,16 +80,13 @@ from chunkstore.storage.fsspec.sized import (
     is_s3,
     object_size,
     object_sizes,
+    s3_cat_ranges_sized,
     s3_get_pinned,
-    s3_get_sized,
     s3_get_versioned_bounded,
 )
 from chunkstore.storage.fsspec.writes import put, remove
-from chunkstore.storage.location import remote_location
 from chunkstore.storage.remote import RemoteStore
 
-#: outer protocols of archives that fsspec can only read
-_ARCHIVES = {"zip", "tar", "libarchive"}
 #: what an FsspecStore can do; the conditional fields on S3 are probed (``capabilities``)
 _CAPABILITIES = Capabilities(
     partial_reads=True, zero_copy_views=False, request_cost_bytes=4096,
@@ -125,15 +119,13 @@ class FsspecStore(RemoteStore):
                              f"got {url!r}")
         check_backends(url)
         chain = protocols(url)
-        self._archive = chain[0] in _ARCHIVES
+        self._archive = is_archive(url)
         super().__init__(read_only or self._archive)
         self.url = url.rstrip("/") if not url.endswith("://") else url
         self.storage_options = with_endpoint(self.url, dict(storage_options or {}))
         conditional = len(chain) == 1 and chain[0] in ("s3", "s3a") and (
             s3_conditional.conditional_requests_supported())
-        #: the client can send conditional requests; whether the server honours them is
-        #: probed before the first conditional commit (``capabilities``)
-        self._conditional_requests = conditional
+        self._conditional_requests = conditional  # S3 only (see RemoteStore)
         self._server = s3_conditional.ServerConditions(_CAPABILITIES, conditional)
         self._fs: Any = None
         self._fs_pid: int | None = None
@@ -160,15 +152,10 @@ class FsspecStore(RemoteStore):
 
     # -- identity (the rest: RemoteStore) ------------------------------------------------
     def location(self) -> Any:
-        """``(protocol, root, endpoint)``, one spelling per place (``location``: ``s3a``
-        is ``s3``, the endpoint normalised), the same as an ObstoreStore's on the same
-        bucket; ``("file", real path)`` for local files, so that a LocalStore of the
-        same directory has the same location."""
-        chain = protocols(self.url)
-        if chain == ["file"] or chain == ["local"]:
-            return ("file", os.path.realpath(self.root))
-        root = self.root if len(chain) == 1 else self.url
-        return remote_location("::".join(chain), root, explicit_endpoint(self.storage_options))
+        """``(protocol, root, endpoint)``, canonical, as an ObstoreStore's on the same
+        bucket; ``("file", real path)`` for local files, as a LocalStore's
+        (``setup.store_location``)."""
+        return store_location(self.url, self.root, self.storage_options)
 
     @property
     def endpoint(self) -> str | None:
@@ -195,19 +182,7 @@ class FsspecStore(RemoteStore):
         finally:
             self._notify_written(prefix="")
 
-    # -- capabilities (S3: conditions verified by a probe) -------------------------------
-    @property
-    def capabilities(self) -> Capabilities:  # type: ignore[override]
-        """What the store can do. On S3, conditional commits are what the server was
-        found to honour (``RemoteStore.capabilities``); other filesystems send none."""
-        if not self._conditional_requests:
-            return _CAPABILITIES
-        return super().capabilities
-
-    @property
-    def _versioned_reads(self) -> bool:
-        return self._conditional_requests and super()._versioned_reads
-
+    # -- conditions verified by a probe (S3; capabilities: RemoteStore) -------------------
     def _probe_conditions(self) -> s3_conditional.Conditions:
         """Whether the S3 server honours conditional PUTs and DELETEs: a probe object at
         the root (``s3_conditional.probe_conditions``)."""
@@ -222,7 +197,7 @@ class FsspecStore(RemoteStore):
 
         with self._remote("probing conditional writes with", [key]):
             return s3_conditional.probe_conditions(
-                one, lambda: remove(self.fs, [path], self.root, self._atomic_rename), True)
+                one, lambda: remove(self.fs, [path], self.root), True)
 
     # -- filesystem ---------------------------------------------------------------------
     @property
@@ -231,25 +206,10 @@ class FsspecStore(RemoteStore):
         if self._fs is None or self._fs_pid != os.getpid():
             with self._lock:
                 if self._fs is None or self._fs_pid != os.getpid():
-                    fs, root = self._make_fs()
+                    fs, root = make_filesystem(self.url, self.storage_options)
                     self._root = root.rstrip("/")
                     self._fs, self._fs_pid = fs, os.getpid()
         return self._fs
-
-    def _make_fs(self) -> tuple[Any, str]:
-        try:
-            return fsspec.core.url_to_fs(self.url, **self.storage_options)
-        except zipfile.BadZipFile as e:
-            raise BadArchiveError(f"{self.url}: not a zip archive, or a truncated one ({e})") \
-                from None
-        except ImportError as e:
-            raise MissingBackendError(f"{self.url}: a package this URL needs is missing "
-                                      f"({e})") from None
-
-    def _failure(self, action: str, keys: Sequence[str], error: BaseException) -> StoreError:
-        shown = repr(keys[0]) + (f" and {len(keys) - 1} more" if len(keys) > 1 else "")
-        return StoreError(f"{action} key {shown} of {self._where()} failed: "
-                          f"{type(error).__name__}: {error}")
 
     @contextlib.contextmanager
     def _remote(self, action: str, keys: Sequence[str]) -> Iterator[None]:
@@ -275,12 +235,6 @@ class FsspecStore(RemoteStore):
         if cached is None or cached[0] is not fs:
             cached = self._cat_kw = (fs, cat_kwargs(fs))
         return cached[1]
-
-    @property
-    def _atomic_rename(self) -> bool:
-        protocol = self.fs.protocol
-        return bool({"file", "local"} & set((protocol,) if isinstance(protocol, str)
-                                             else protocol))
 
     def _path(self, key: str) -> str:
         validate_key(key)
@@ -353,7 +307,9 @@ class FsspecStore(RemoteStore):
             keys = [requests[i][0] for i in positions]
             with self._remote("reading", keys):
                 if object_size is not None and is_s3(self.fs):  # sizes from the GETs
-                    out = self._get_sized(keys, paths, starts, ends, sizes)
+                    out, learned = s3_cat_ranges_sized(self.fs, paths, starts, ends)
+                    sizes.update((k, n) for k, n in zip(keys, learned, strict=True)
+                                 if n is not None)
                 else:
                     out = self.fs.cat_ranges(paths, starts, ends, on_error="return",
                                              **self._cat_kwargs)
@@ -404,19 +360,10 @@ class FsspecStore(RemoteStore):
                 return b""
         return self._value(key, value)
 
-    def exists(self, key: str) -> bool:
-        return self._size(key) is not None
-
-    def getsize(self, key: str) -> int | None:
-        return self._size(key)
-
     def _size(self, key: str) -> int | None:
         path = self._path(key)
         with self._remote("reading", [key]):
-            return self._size_of(path)
-
-    def _size_of(self, path: str) -> int | None:
-        return object_size(self.fs, path)
+            return object_size(self.fs, path)
 
     def _check_sizes(self, requests: Sequence[tuple[str, ByteRange | None]],
                      results: list[bytes | None], sizes: dict[str, int | None],
@@ -446,16 +393,6 @@ class FsspecStore(RemoteStore):
             if value is not None and len(value) > max_bytes:
                 raise too_large(self, key, len(value), max_bytes, at_least=True)
         return values
-
-    def _get_sized(self, keys: Sequence[str], paths: list[str], starts: list[Any],
-                   ends: list[Any], sizes: dict[str, int | None]) -> list[Any]:
-        """The ranges as ``cat_ranges`` returns them, each key's object size put in
-        ``sizes`` (S3: from the GETs' Content-Range)."""
-        out = s3_get_sized(self.fs, list(zip(paths, starts, ends, strict=True)))
-        for key, value in zip(keys, out, strict=True):
-            if isinstance(value, tuple):
-                sizes[key] = value[1]
-        return [v[0] if isinstance(v, tuple) else v for v in out]
 
     # -- versioned reads (S3: with ETags) -------------------------------------------------
     def get_versioned_many(self, keys: Sequence[str], max_bytes: int | None = None
@@ -517,7 +454,7 @@ class FsspecStore(RemoteStore):
             return
         try:
             with self._remote("writing", [k for k, _ in pairs]):
-                put(self.fs, data, self._atomic_rename)
+                put(self.fs, data)
         finally:
             self._notify_written([k for k, _ in pairs])
 
@@ -554,13 +491,6 @@ class FsspecStore(RemoteStore):
                 done[i] = result
         return done
 
-    def delete(self, key: str) -> None:
-        self._delete([key])
-
-    def delete_many(self, keys: Iterable[str]) -> None:
-        """One batched ``fs.rm`` (S3: bulk DELETE of up to 1000 keys per request)."""
-        self._delete(list(keys))
-
     def _delete(self, keys: list[str]) -> None:
         for key in keys:
             self._check_writable(key)
@@ -569,14 +499,9 @@ class FsspecStore(RemoteStore):
             return
         try:
             with self._remote("deleting", keys):
-                remove(self.fs, paths, self.root, self._atomic_rename)
+                remove(self.fs, paths, self.root)
         finally:
             self._notify_written(keys)
-
-    def delete_prefix(self, prefix: str) -> None:
-        base = normalize_prefix(prefix)
-        self._check_writable(base or "/")
-        self._delete(list(self.list_prefix(base)))
 
     # -- listing (from the deepest directory the prefix names) ----------------------------
     def list_prefix(self, prefix: str) -> Iterator[str]:

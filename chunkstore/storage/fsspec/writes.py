@@ -1,5 +1,6 @@
 """Writes of FsspecStore as functions of its filesystem: batched PUTs in a sliding
-window, atomic replaces of local files by rename, batched removes."""
+window, atomic replaces of local files by rename, batched removes (local files: with the
+directories they leave empty)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,18 @@ PUT_WINDOW_BYTES = 64 * 2**20
 PUT_WINDOW_REQUESTS = 16
 
 
-def put(fs: Any, data: dict[str, bytes], atomic_rename: bool) -> None:
+def is_local(fs: Any) -> bool:
+    """Whether ``fs`` is the local filesystem (its files are replaced by rename, and
+    directories left empty are removed)."""
+    protocol = fs.protocol
+    return bool({"file", "local"} & set((protocol,) if isinstance(protocol, str) else protocol))
+
+
+def put(fs: Any, data: dict[str, bytes]) -> None:
     """Store ``data`` (path -> value) on ``fs``: local files by rename
     (:func:`set_by_rename`), async filesystems with a sliding window of concurrent PUTs,
     others with one ``pipe``."""
-    if atomic_rename:
+    if is_local(fs):
         set_by_rename(fs, data)
     elif getattr(fs, "async_impl", False):
         largest = max(len(v) for v in data.values())
@@ -43,9 +51,9 @@ def set_by_rename(fs: Any, data: dict[str, bytes]) -> None:
             raise
 
 
-def remove(fs: Any, paths: list[str], root: str, prune: bool) -> None:
-    """Remove ``paths`` with one batched ``fs.rm`` (missing ones ignored); ``prune``
-    (local files): then the directories left empty up to ``root``."""
+def remove(fs: Any, paths: list[str], root: str) -> None:
+    """Remove ``paths`` with one batched ``fs.rm`` (missing ones ignored); local files:
+    then the directories left empty up to ``root``."""
     try:
         fs.rm(paths)
     except FileNotFoundError:  # some filesystems refuse missing paths in a batch
@@ -54,7 +62,7 @@ def remove(fs: Any, paths: list[str], root: str, prune: bool) -> None:
                 fs.rm_file(path)
             except FileNotFoundError:
                 pass
-    if prune:
+    if is_local(fs):
         prune_dirs(paths, root)
 
 
