@@ -2,8 +2,9 @@
 the shard region fast paths (ShardIO._read_region/_place/_region_unit) and overlong key
 components in LocalStore (2f4ecfd, d2f2f81).
 
-Tests named ``test_BUG_*`` fail on the commit attacked (d57ab6c); the others are the
-attacks that held, kept as guards. Every read is compared with exact content."""
+The two tests of overlong key writes failed on the commit attacked (d57ab6c: a raw
+``OSError`` naming neither the key nor the store); the others are the attacks that held,
+kept as guards. Every read is compared with exact content."""
 
 from __future__ import annotations
 
@@ -31,11 +32,10 @@ def _fresh_cache():
 
 # -- 3. overlong key components ----------------------------------------------------------
 @pytest.mark.parametrize("key", [f"n/{LONG}/k", f"ok/{LONG}", f"{LONG}/zarr.json"])
-def test_BUG_overlong_key_write_refusal_names_the_key(tmp_path, key):
-    """BUG: a write of a key with an overlong component is refused with a raw
-    ``OSError(ENAMETOOLONG)`` whose message names only the component (or a temporary
-    file '-> component'), never the key asked for nor the store:
-    ``[Errno 36] File name too long: 'qqq…'``. The contract: every error names the key."""
+def test_overlong_key_write_refusal_names_the_key(tmp_path, key):
+    """A write of a key with a component longer than a file name may be is refused with
+    ``OSError(ENAMETOOLONG)`` naming the key and the store (it named only the component,
+    or a temporary file '-> component'), and nothing else changes."""
     store = cs.LocalStore(tmp_path / "s.zarr")
     store.set("ok/x", b"1")
     with pytest.raises(OSError) as info:
@@ -45,16 +45,19 @@ def test_BUG_overlong_key_write_refusal_names_the_key(tmp_path, key):
     assert store.get("ok/x") == b"1"
 
 
-def test_BUG_group_create_array_with_overlong_name_names_the_node(tmp_path):
-    """BUG: ``Group.create_array('sub/<300 chars>')`` raises a bare ``OSError(36, 'File name
-    too long')`` naming neither the node path nor the store (only the overlong
-    component), and leaves an empty directory 'sub' behind."""
+def test_group_create_array_with_overlong_name_names_the_node(tmp_path):
+    """``Group.create_array('sub/<300 chars>')`` is refused naming the node path and the
+    store (it raised a bare ``OSError(36, 'File name too long')``), before any directory
+    is made for it (it left an empty 'sub' behind)."""
     where = tmp_path / "g.zarr"
     g = cs.group(str(where))
     g.create_array("keep", data=np.arange(5))
     with pytest.raises(OSError) as info:
         g.create_array(f"sub/{LONG}", shape=(3,), dtype="i4")
     assert f"sub/{LONG}" in str(info.value), str(info.value).replace(LONG, "<LONG>")
+    assert str(where) in str(info.value)
+    assert not (where / "sub").exists()
+    assert sorted(p.name for p in where.iterdir()) == ["keep", "zarr.json"]
 
 
 def test_overlong_keys_read_missing_delete_noop_and_keep_other_keys(tmp_path):
@@ -179,7 +182,7 @@ def test_region_paths_match_numpy_and_zarr(tmp_path, seed):
         ref = np.zeros(shape, dt) if dt.names else np.full(shape, a.fill_value, dt)
         for _ in range(4):
             if rnd.random() < 0.5:
-                sl = tuple(slice(0, n // s * s or n) for n, s in zip(shape, shards))
+                sl = tuple(slice(0, n // s * s or n) for n, s in zip(shape, shards, strict=True))
             else:
                 sl = tuple(slice(*sorted(rnd.sample(range(n + 1), 2))) if n > 1 else slice(0, 1)
                            for n in shape)

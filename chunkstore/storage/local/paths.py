@@ -35,6 +35,7 @@ FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 #: symlinks followed in one lookup before giving up (as the kernel's ELOOP limit)
 MAX_SYMLINKS = 40
 _CREATE_ATTEMPTS = 100  # mkdir/rmdir ping-pong with a pruning deleter, bounded
+_NAME_MAX = 255  # bytes in a file name, where the file system does not say
 _MISS = object()
 
 
@@ -399,3 +400,29 @@ def dir_slices(located: Sequence[tuple[str, str]]) -> list[range]:
             seen.add(head)
     slices.append(range(start, len(located)))
     return slices
+
+
+def name_max(root: str | os.PathLike[str]) -> int:
+    """The longest file name (in bytes) the file system of ``root`` (or of its nearest
+    existing parent: it may not exist yet) takes."""
+    path = os.path.abspath(root)
+    while True:
+        try:
+            return int(os.pathconf(path, "PC_NAME_MAX"))
+        except (OSError, ValueError):
+            parent = os.path.dirname(path)
+            if parent == path:
+                return _NAME_MAX
+            path = parent
+
+
+def refuse_long_names(key: str, limit: int, where: str) -> None:
+    """``OSError(ENAMETOOLONG)`` naming ``key`` and ``where`` when a component of ``key``
+    is longer than ``limit`` bytes: no file can have that name, so the write is refused
+    before any directory is made for it."""
+    for part in key.split("/"):
+        size = len(os.fsencode(part))
+        if size > limit:
+            raise OSError(errno.ENAMETOOLONG, f"cannot store key {key!r} in {where}: its "
+                          f"component {part[:24]!r}... is {size} bytes, longer than the "
+                          f"{limit} a file name may have here")

@@ -24,6 +24,7 @@ removed by :meth:`LocalStore.sweep_temp` and, below the prefix, by ``delete_pref
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -51,7 +52,15 @@ from chunkstore.storage.capabilities import Capabilities
 from chunkstore.storage.local.clock import FileVersion, Stamps, probe, version
 from chunkstore.storage.local.commit import commit
 from chunkstore.storage.local.maps import map_cache, signature
-from chunkstore.storage.local.paths import DIRS_PER_SLICE, FILE_FLAGS, Root, Walk, dir_slices
+from chunkstore.storage.local.paths import (
+    DIRS_PER_SLICE,
+    FILE_FLAGS,
+    Root,
+    Walk,
+    dir_slices,
+    name_max,
+    refuse_long_names,
+)
 from chunkstore.storage.local.reads import (
     INLINE_READ_BYTES,
     file_value,
@@ -349,6 +358,12 @@ class LocalStore(Store):
         finally:
             session.end()
 
+    @functools.cached_property
+    def _name_max(self) -> int:
+        """The longest file name the root's file system takes (a key component longer
+        than this cannot be stored: refused naming the key, before any IO)."""
+        return name_max(self.root)
+
     def _commit_many(self, items: Sequence[Commit], session: SharedWalk | None) -> list[bool]:
         items = list(items)
         if not items:
@@ -361,8 +376,10 @@ class LocalStore(Store):
         return self._commit_files(items, session)
 
     def _commit_files(self, items: list[Commit], session: SharedWalk | None) -> list[bool]:
-        for key, _, _ in items:
+        for key, value, _ in items:
             self._check_writable(key)
+            if value is not None:
+                refuse_long_names(key, self._name_max, repr(self))
         located = self._locate([key for key, _, _ in items])
         create = any(v is not None for _, v, _ in items)
         slices = dir_slices(located)

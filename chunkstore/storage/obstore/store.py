@@ -395,12 +395,6 @@ class ObstoreStore(RemoteStore):
                 return tagged(bytes(result.bytes()), result.meta)
             raise
 
-    def exists(self, key: str) -> bool:
-        return self._size(key) is not None
-
-    def getsize(self, key: str) -> int | None:
-        return self._size(key)
-
     def _size(self, key: str) -> int | None:
         path = self._path(key)
         try:
@@ -513,13 +507,6 @@ class ObstoreStore(RemoteStore):
         for (key, _), result in zip(pairs, out, strict=True):
             self._check("writing", key, result)
 
-    def delete(self, key: str) -> None:
-        self._delete([key])
-
-    def delete_many(self, keys: Iterable[str]) -> None:
-        """One bulk DELETE per 1000 keys (S3 DeleteObjects); missing keys are ignored."""
-        self._delete(list(keys))
-
     def _delete(self, keys: list[str]) -> None:
         for key in keys:
             self._check_writable(key)
@@ -533,11 +520,6 @@ class ObstoreStore(RemoteStore):
                 raise self._failure("deleting", keys, e) from e
         finally:
             self._notify_written(keys)
-
-    def delete_prefix(self, prefix: str) -> None:
-        base = normalize_prefix(prefix)
-        self._check_writable(base or "/")
-        self._delete(list(self.list_prefix(base)))
 
     # -- listing ----------------------------------------------------------------------
     def list_prefix(self, prefix: str) -> Iterator[str]:
