@@ -124,40 +124,6 @@ class ShardIndexes:
         self.cache.put(key, (bytes(raw), index, generation))
         return index
 
-    def known(self, key: str) -> bool:
-        """Whether the index of shard ``key`` is cached."""
-        return self.cache.get(key) is not None
-
-    def read_whole(self, keys: Sequence[str]) -> list[tuple[bytes, np.ndarray] | None]:
-        """The shards ``keys``, each read whole in one request (one version of it, bounded
-        by ``max_shard``), with its index parsed from it and checked against its size
-        (else ``ChunkDecodeError`` naming the array and the shard); None for a shard not
-        stored. Each index is kept, with the shard's generation where the store's ranges
-        can be pinned to one (see ``lookup``). No re-read is needed: the data and the
-        index come from the same answer."""
-        found: dict[str, np.ndarray | None] = {}
-        if not self._fitting(list(keys), found):  # indexes larger than this machine's memory
-            return [None] * len(keys)  # none stored (else refused, naming one)
-        got = self._wholes(list(keys))
-        snapshots = self.store.capabilities.snapshot_ranges
-        out: list[tuple[bytes, np.ndarray] | None] = []
-        for key, (blob, generation) in zip(keys, got, strict=True):
-            if blob is None:
-                out.append(None)
-                continue
-            blob = blob if type(blob) is bytes else bytes(blob)  # the decoders take bytes
-            index = self.codec.parse(blob, f"array {self.name!r}: shard {key!r}")
-            self.cache.put(key, (bytes(self.codec.index_bytes_of(blob)), index,
-                                 ANY if snapshots else generation))
-            out.append((blob, index))
-        return out
-
-    def keep(self, key: str, raw: Any, index: np.ndarray) -> None:
-        """Cache ``index``, the parsed form of ``raw``, as the index of shard ``key``: one
-        this process built and committed itself (not decoded again), of no known
-        generation."""
-        self.cache.put(key, (bytes(raw), index, ANY))
-
     def invalidate(self, keys: Iterable[str] | None = None) -> None:
         """Forget cached indexes (all of them by default)."""
         self.cache.discard(keys)

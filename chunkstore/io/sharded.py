@@ -68,8 +68,6 @@ from chunkstore.runtime.pool import batches, threads_for_calls
 from chunkstore.storage.base import Store
 
 Group = tuple[tuple[int, ...], list[tuple[ChunkProjection, int]]]
-#: the shards a write built, by key: ``(shard bytes, parsed index)`` (``ShardIO._made``)
-Made = dict[str, tuple[bytes, np.ndarray]]
 #: reads of a batch whose shards other writers keep replacing (about 2 s in all with the
 #: back-off: a writer rewriting a small shard every millisecond made 16 too few)
 READ_ATTEMPTS = 48
@@ -303,15 +301,16 @@ class ShardIO:
     def _read_region(self, batch: list[tuple[int, ...]], region: tuple[tuple[int, int], ...],
                      out: np.ndarray, whole: Collection[str] = ()) -> None:
         """``_read_batch`` for the shards ``batch`` of a region: the same requests, checks
-        and index re-reads, worked out per shard with NumPy. Shards the region covers
-        whole whose indexes are not known yet are read whole instead, one request each
-        (``_read_whole``)."""
+        and index re-reads, worked out per shard with NumPy."""
         layout, chunks, ratio = self.layout, self.chunk_shape, self.layout.ratio
         keys = [layout.unit_key(shard) for shard in batch]
-        grid = layout.chunk_grid
-        boxes = []  # per shard: (inner chunks lo, hi: in the array's grid; C-order numbers)
-        complete = True
-        for shard in batch:
+        seen: Seen = {}
+        indexes = self.indexes.lookup(keys, seen)
+        capabilities = self.store.capabilities
+        gap = capabilities.request_cost_bytes if capabilities.snapshot_ranges else _ONE_RANGE
+        plans: list[tuple[Any, ...]] = []
+        requests: list[tuple[str, tuple[int, int]]] = []
+        for shard, key, index in zip(batch, keys, indexes, strict=True):
             first = tuple(s * r for s, r in zip(shard, ratio, strict=True))
             lo = tuple(max(a // c, f) for (a, _), c, f in zip(region, chunks, first, strict=True))
             hi = tuple(min(-(-b // c), f + r) for (_, b), c, f, r in
@@ -319,20 +318,6 @@ class ShardIO:
             ids = np.ravel_multi_index(np.ix_(*(np.arange(a - f, b - f) for a, b, f in
                                                 zip(lo, hi, first, strict=True))),
                                        ratio).reshape(-1)
-            complete = complete and lo == first and hi == tuple(
-                min(f + r, n) for f, r, n in zip(first, ratio, grid, strict=True))
-            boxes.append((lo, hi, ids))
-        if complete and self.max_shard is not None and self.store.capabilities.snapshot_ranges \
-                and not any(self.indexes.known(k) for k in keys):
-            self._read_whole(keys, boxes, region, out)
-            return
-        seen: Seen = {}
-        indexes = self.indexes.lookup(keys, seen)
-        capabilities = self.store.capabilities
-        gap = capabilities.request_cost_bytes if capabilities.snapshot_ranges else _ONE_RANGE
-        plans: list[tuple[Any, ...]] = []
-        requests: list[tuple[str, tuple[int, int]]] = []
-        for key, index, (lo, hi, ids) in zip(keys, indexes, boxes, strict=True):
             found = None
             if index is not None:
                 entries = index[ids]
@@ -342,54 +327,12 @@ class ShardIO:
             plans.append((key, lo, tuple(b - a for a, b in zip(lo, hi, strict=True)), ids,
                           found))
         datas = self.indexes.fetch(requests, seen, whole)
-        self._place_all(plans, datas, [start for _, (start, _) in requests], region, out)
-
-    def _read_whole(self, keys: list[str], boxes: list[tuple[Any, ...]],
-                    region: tuple[tuple[int, int], ...], out: np.ndarray) -> None:
-        """The shards ``keys``, all of whose inner chunks the region wants, each read whole
-        in one request (``ShardIndexes.read_whole``: one version of it, its index parsed
-        from it and kept), then decoded and placed as by ranges: half the requests of an
-        index read first, and nothing to check again."""
-        plans: list[tuple[Any, ...]] = []
-        datas: list[bytes] = []
-        for key, found, (lo, hi, ids) in zip(keys, self.indexes.read_whole(keys), boxes,
-                                             strict=True):
-            located = None
-            if found is not None:
-                blob, index = found
-                entries = index[ids]
-                here = np.flatnonzero(entries[:, 1] != EMPTY)
-                if here.size:
-                    sizes = entries[here, 1]
-                    self._check_inner_sizes(key, ids, here, sizes)
-                    located = (here, entries[here, 0].tolist(), sizes.tolist(),
-                               [len(datas)] * len(here))
-                    datas.append(blob)
-            plans.append((key, lo, tuple(b - a for a, b in zip(lo, hi, strict=True)), ids,
-                          located))
-        self._place_all(plans, datas, [0] * len(datas), region, out)
-
-    def _place_all(self, plans: list[tuple[Any, ...]], datas: list[Any], starts: list[int],
-                   region: tuple[tuple[int, int], ...], out: np.ndarray) -> None:
-        """``_place`` of every shard's plan, on the pool (one thread for tiny inner chunks,
-        never the caller's once there are many)."""
+        starts = [start for _, (start, _) in requests]
         many = sum(len(plan[3]) for plan in plans) >= _POOL_CHUNKS
         current().pool.run_batched(
             lambda plan: self._place(plan, datas, starts, region, out), plans,
             item_bytes=self.shard_nbytes, cpu_bound=True, min_parallel=1 if many else 2,
             max_threads=self.max_threads)
-
-    def _check_inner_sizes(self, key: str, ids: np.ndarray, here: np.ndarray,
-                           sizes: np.ndarray) -> None:
-        """An index entry claiming more bytes than an inner chunk's largest encoding is
-        refused, naming the array and the inner chunk."""
-        if self.max_inner is not None and (big := np.flatnonzero(sizes > self.max_inner)).size:
-            i = int(big[0])
-            raise ChunkDecodeError(
-                f"array {self.name!r}: cannot decode chunk "
-                f"{self._label(key, int(ids[here[i]]))!r}: its index entry claims "
-                f"{int(sizes[i])} bytes, more than the {self.max_inner} its largest "
-                "legitimate encoding takes")
 
     def _locate(self, key: str, ids: np.ndarray, here: np.ndarray, entries: np.ndarray,
                 gap: int, first: int, requests: list[tuple[str, tuple[int, int]]]
@@ -398,7 +341,13 @@ class ShardIO:
         inner chunks ``ids[here]`` of shard ``key``, after the bounds checks of
         ``_read_batch``; returns ``(here, offsets, sizes, request of each)``."""
         offsets, sizes = entries[here, 0], entries[here, 1]
-        self._check_inner_sizes(key, ids, here, sizes)
+        if self.max_inner is not None and (big := np.flatnonzero(sizes > self.max_inner)).size:
+            i = int(big[0])
+            raise ChunkDecodeError(
+                f"array {self.name!r}: cannot decode chunk "
+                f"{self._label(key, int(ids[here[i]]))!r}: its index entry claims "
+                f"{int(sizes[i])} bytes, more than the {self.max_inner} its largest "
+                "legitimate encoding takes")
         if int(offsets.max()) + int(sizes.max()) >= _ONE_RANGE:  # no real shard is this large
             raise ChunkDecodeError(f"array {self.name!r}: shard {key!r}: its index entries "
                                    "lie beyond any shard it may hold")
@@ -469,30 +418,25 @@ class ShardIO:
                                           zip(region, self.layout.write_shape, strict=True)):
             # whole shards only: each encoded from its block of ``value`` in one pass
             for batch in self._shard_batches(region):
-                made: Made = {}
-                self._commit([self._region_unit(shard, region, value, scalar, made)
-                              for shard in batch], made, cpu_bound=True)
+                self._commit([self._region_unit(shard, region, value, scalar)
+                              for shard in batch], cpu_bound=True)
             return
         scalar_cache: dict[Any, Any] | None = {} if scalar else None
         projections = map(self.layout.for_write, projections)
         for batch in self._groups(projections):
-            made = {}
-            self._commit([self._unit(group, value, scalar_cache, made) for group in batch],
-                         made)
+            self._commit([self._unit(group, value, scalar_cache) for group in batch])
 
-    def _commit(self, units: list[WriteUnit], made: Made, cpu_bound: bool = False) -> None:
-        """Commit ``units``; then keep the index of each shard written (``made``: the
-        shards as built, with their indexes) and forget what was cached of the others."""
+    def _commit(self, units: list[WriteUnit], cpu_bound: bool = False) -> None:
         try:
             built = commit_units(self.store, units, synchronizer=self.synchronizer,
                                  cpu_bound=cpu_bound, max_threads=self.max_threads)
         finally:  # even when it failed half-way: part of it may have landed
             self.forget([u.key for u in units])
         for unit, result in zip(units, built, strict=True):
-            self._after_commit(unit.key, result, made.get(unit.key))
+            self._after_commit(unit.key, result)
 
     def _region_unit(self, shard: tuple[int, ...], region: tuple[tuple[int, int], ...],
-                     value: np.ndarray, scalar: bool, made: Made) -> WriteUnit:
+                     value: np.ndarray, scalar: bool) -> WriteUnit:
         """The write unit replacing shard ``shard``, wholly inside ``region``: its inner
         chunks cut from ``value`` as one stack by a reshape, encoded in one loop, the
         shard assembled in one pass."""
@@ -521,35 +465,18 @@ class ShardIO:
                 if isinstance(e, OutOfMemoryError):
                     raise
                 raise self.codec.index_memory_error(where) from None
-            return self._made(key, built, made)
+            return None if built is None else built[0]
 
         return WriteUnit(key, build, needs_old=False, fallback=self._empty_shard,
                          label=f"array {self.name!r}", max_bytes=self.max_shard)
 
-    @staticmethod
-    def _made(key: str, built: tuple[bytes, np.ndarray] | None, made: Made) -> bytes | None:
-        """The shard ``built`` (None: none) to commit under ``key``, noted in ``made`` with
-        its index: the last one built is the one committed."""
-        if built is None:
-            made.pop(key, None)
-            return None
-        made[key] = built
-        return built[0]
-
-    def _after_commit(self, key: str, result: Any,
-                      built: tuple[bytes, np.ndarray] | None = None) -> None:
-        """Keep the index of the shard ``result`` committed under ``key`` (its parsed
-        index as built, when ``built`` is that shard: not decoded again); else forget
-        the cached one."""
-        if not isinstance(result, bytes | bytearray):
-            self.invalidate([key])
-        elif built is not None and built[0] is result:
-            self.indexes.keep(key, self.codec.index_bytes_of(result), built[1])
-        else:
+    def _after_commit(self, key: str, result: Any) -> None:
+        if isinstance(result, bytes | bytearray):
             self.indexes.remember(key, self.codec.index_bytes_of(result))
+        else:
+            self.invalidate([key])
 
-    def _unit(self, group: Group, value: np.ndarray, scalar_cache: dict | None,
-              made: Made) -> WriteUnit:
+    def _unit(self, group: Group, value: np.ndarray, scalar_cache: dict | None) -> WriteUnit:
         shard, items = group
         key = self.layout.unit_key(shard)
         where = self._where(key)
@@ -595,7 +522,8 @@ class ShardIO:
                     parts.pop(local, None)
                 else:
                     parts[local] = encoded
-            return self._made(key, codec.build(parts, where), made)
+            built = codec.build(parts, where)
+            return None if built is None else built[0]
 
         return WriteUnit(key, build, needs_old=not covered, fallback=self._empty_shard,
                          label=f"array {self.name!r}", max_bytes=self.max_shard)
