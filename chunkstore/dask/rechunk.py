@@ -31,6 +31,7 @@ from chunkstore.api.locations import in_group, resolve_location
 from chunkstore.api.opening import open_array
 from chunkstore.array.array import Array
 from chunkstore.array.sources import refuse_reader_of
+from chunkstore.dask.local_scratch import local_temp_store
 from chunkstore.dask.memory import Workers, active_client, refuse_copied
 from chunkstore.dask.plan import RechunkPlan, intermediate_home, shared_units_refusal
 from chunkstore.dask.source import TransposedSource, chunk_spec, planning_chunks
@@ -74,6 +75,10 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     with ``target_chunks`` at ``store``/``path``, never holding more than ``max_mem`` per
     task. Call ``.execute()`` on the result.
 
+    ``temp_store``: where a plan of two stages or more keeps its intermediate array;
+    None: beside the target, or, for a target in an object store, on this machine's disk
+    when every worker reaches it (``local_scratch``: the plan's notes say so).
+
     ``workers``: the workers' facts for the memory model (threads per worker, codec
     threads, baseline RSS); by default asked from the active ``distributed`` client, else
     this process with Dask's threads.
@@ -116,6 +121,17 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     raw = _local_intermediate(store, temp_store)
     stages, notes = _plan_for(source, probe, budget, workers, raw,
                               run_writes=_writes_in_runs(store))
+    if temp_store is None and len(stages) > 1 and store.capabilities.remote:
+        # a remote target: the intermediate on this machine's disk when every worker
+        # reaches it (``local_scratch``), planned again as stored raw there
+        local = local_temp_store(_intermediate_bytes(stages, probe), active_client())
+        if local is not None:
+            temp_store = local
+            stages, notes = _plan_for(source, probe, budget, workers, True,
+                                      run_writes=_writes_in_runs(store))
+            notes.append(f"intermediate on this machine's disk, in {local!r} (every "
+                         "worker reaches it): the target's store serves the source and "
+                         "the target only; temp_store= puts it elsewhere")
     refuse_copied(store, f"rechunk into {path or '/'!r}")
     if len(stages) > 1:  # an intermediate array needs a place (PlanError if none)
         if temp_store is not None:
@@ -171,6 +187,12 @@ def _workers_here() -> Workers:
         except Exception:  # noqa: BLE001  (a plan is still possible with the defaults)
             return Workers()
     return Workers.local()
+
+
+def _intermediate_bytes(stages: list[Stage], target: Array) -> int:
+    """Decoded bytes of a plan's intermediate arrays (every stage's but the last)."""
+    return sum(int(np.prod(stage.shape, dtype=np.int64)) for stage in stages[:-1]) \
+        * target.dtype.itemsize
 
 
 def _local_intermediate(target_store: Any, temp_store: Any) -> bool:

@@ -9,6 +9,7 @@ consolidated metadata never show them, while the plan runs or after it was SIGKI
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
@@ -224,7 +225,11 @@ def test_clean_and_repair_judge_owners(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("kind", ["memory", "fsspec-memory"])
-def test_sweep_finds_runs_in_nested_groups_of_any_store(kind):
+def test_sweep_finds_runs_in_nested_groups_of_any_store(kind, monkeypatch):
+    # the intermediate beside the target, also for fsspec's memory:// (a "remote" store
+    # to chunkstore, whose intermediates would otherwise go to this machine's disk)
+    monkeypatch.setattr(importlib.import_module("chunkstore.dask.rechunk"), "local_temp_store",
+                        lambda nbytes, client: None)
     st = cs.MemoryStore() if kind == "memory" else cs.FsspecStore(
         f"memory://sweep-{uuid.uuid4().hex}/s.zarr")
     g = cs.group(st)

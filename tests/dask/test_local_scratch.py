@@ -1,0 +1,196 @@
+"""A rechunk into an object store keeps its intermediate on this machine's disk when every
+worker reaches it (``chunkstore.dask.local_scratch``): real worker processes, a real S3
+server (moto), real file systems (``/dev/shm`` is tmpfs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import dask
+import numpy as np
+import pytest
+
+import chunkstore as cs
+import chunkstore.dask as csd
+from chunkstore.dask import local_scratch
+from chunkstore.dask.local_scratch import (
+    SCRATCH_NAME,
+    file_system_type,
+    local_temp_store,
+    workers_reach,
+)
+from chunkstore.group.scratch import OWNER, owner_record
+from chunkstore.nodes.paths import SCRATCH_DIR
+from chunkstore.storage.resolve import resolve_store
+
+distributed = pytest.importorskip("distributed")
+DATA = np.random.default_rng(5).standard_normal((32, 48, 20))  # 240 KB: 2 stages at 200KB
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as c:
+            yield c
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    """Dask's ``temporary-directory`` set to a fresh directory: the intermediates' base."""
+    base = tmp_path / "dask-tmp"
+    with dask.config.set({"temporary-directory": str(base)}):
+        yield base / SCRATCH_NAME
+
+
+def _s3_keys(url, options) -> set[str]:
+    import s3fs
+    fs = s3fs.S3FileSystem(**{k: v for k, v in options.items() if k != "backend"})
+    fs.invalidate_cache()
+    bucket = url.removeprefix("s3://")
+    return {p.removeprefix(bucket + "/") for p in fs.find(bucket)}
+
+
+def _local_files(base) -> set[str]:
+    return {str(p.relative_to(base)) for p in base.rglob("*") if p.is_file()} \
+        if base.exists() else set()
+
+
+def _s3_source(url, options):
+    return cs.array(DATA, store=f"{url}/src.zarr", chunks=(8, 48, 2), storage_options=options)
+
+
+def test_s3_rechunk_on_worker_processes_keeps_its_intermediate_on_local_disk(
+        client, s3_bucket, scratch):
+    """Two worker processes on this machine reach the directory: stage 1 writes the
+    intermediate there (raw), never to S3; the target is exact, and both places hold
+    no intermediate afterwards."""
+    url, options = s3_bucket
+    src = _s3_source(url, options)
+    store = resolve_store(f"{url}/out.zarr", storage_options=options)
+    plan = csd.rechunk(src, (32, 4, 20), store, path="re", max_mem="200KB")
+    assert len(plan.stages) == 2 and plan.stages[0].raw_target
+    assert any("intermediate on this machine's disk" in n for n in plan.notes), plan.notes
+    delayed = plan.to_delayed()  # the intermediate array is created now
+    try:
+        made = _local_files(scratch)
+        assert any(f.startswith(f"{SCRATCH_DIR}/rechunk-") and f.endswith(OWNER)
+                   for f in made), made
+        assert not any(SCRATCH_DIR in k for k in _s3_keys(url, options))
+        client.compute(delayed).result()
+        written = _local_files(scratch)
+        assert any("/c/" in f for f in written), written  # stage 1's chunks, on this disk
+        assert not any(SCRATCH_DIR in k for k in _s3_keys(url, options))
+    finally:
+        plan.remove_intermediates()
+    np.testing.assert_array_equal(cs.open_array(store, path="re", mode="r")[...], DATA)
+    assert cs.open_array(store, path="re", mode="r").chunks == (32, 4, 20)
+    assert _local_files(scratch) == set()
+    assert {k for k in _s3_keys(url, options) if k.startswith("out.zarr/")} == {
+        "out.zarr/zarr.json", "out.zarr/re/zarr.json"} | {
+        f"out.zarr/re/c/0/{j}/0" for j in range(12)}
+
+
+def test_without_a_cluster_the_threads_use_local_disk_too(s3_bucket, scratch):
+    url, options = s3_bucket
+    src = _s3_source(url, options)
+    out = csd.rechunk(src, (32, 4, 20), f"{url}/out.zarr", max_mem="200KB",
+                      storage_options=options)
+    assert any("intermediate on this machine's disk" in n for n in out.notes)
+    np.testing.assert_array_equal(out.execute()[...], DATA)
+    assert _local_files(scratch) == set()
+    assert not any(SCRATCH_DIR in k for k in _s3_keys(url, options))
+
+
+def test_a_temp_store_given_wins(s3_bucket, scratch):
+    """``temp_store=`` (here the bucket itself) keeps the intermediate where it says."""
+    url, options = s3_bucket
+    src = _s3_source(url, options)
+    plan = csd.rechunk(src, (32, 4, 20), f"{url}/out.zarr", max_mem="200KB",
+                       temp_store=resolve_store(f"{url}/tmp", storage_options=options),
+                       storage_options=options)
+    assert not any("this machine's disk" in n for n in plan.notes)
+    plan.to_delayed()
+    try:
+        assert any(k.startswith(f"tmp/{SCRATCH_DIR}/rechunk-") for k in _s3_keys(url, options))
+        assert _local_files(scratch) == set()
+    finally:
+        plan.remove_intermediates()
+
+
+def test_local_targets_and_one_stage_plans_are_unchanged(tmp_path, scratch):
+    """A target on this disk keeps its intermediate beside it; a one-stage plan has none."""
+    cs.array(DATA, store=str(tmp_path / "a.zarr"), chunks=(8, 48, 2))
+    plan = csd.rechunk(str(tmp_path / "a.zarr"), (32, 4, 20), str(tmp_path / "b.zarr"),
+                       max_mem="200KB")
+    assert len(plan.stages) == 2 and not any("this machine's disk" in n for n in plan.notes)
+    np.testing.assert_array_equal(plan.execute()[...], DATA)
+    assert not scratch.exists()
+
+
+def test_a_memory_backed_directory_is_never_used(tmp_path):
+    """``/dev/shm`` is tmpfs: an intermediate there would be RAM, whatever its room."""
+    if not os.path.isdir("/dev/shm") or file_system_type("/dev/shm") != "tmpfs":
+        pytest.skip("no tmpfs at /dev/shm")
+    assert file_system_type(str(tmp_path)) not in local_scratch.MEMORY_FILE_SYSTEMS
+    with dask.config.set({"temporary-directory": "/dev/shm"}):
+        assert local_temp_store(1, None) is None
+    with dask.config.set({"temporary-directory": str(tmp_path)}):
+        assert local_temp_store(1, None) is not None
+
+
+def test_too_little_room_keeps_it_beside_the_target(s3_bucket, scratch):
+    """An intermediate larger than the directory's free space (less the margin) is not
+    put there: the plan keeps it beside the target on S3."""
+    scratch.mkdir(parents=True)
+    free = shutil.disk_usage(scratch).free
+    assert local_temp_store(free, None) is None
+    assert local_temp_store(free - local_scratch.MARGIN_BYTES - (free // 5), None) is not None
+    url, options = s3_bucket
+    src = _s3_source(url, options)
+    original = local_scratch.MARGIN_BYTES
+    try:
+        local_scratch.MARGIN_BYTES = free  # no room left over for anything
+        plan = csd.rechunk(src, (32, 4, 20), f"{url}/out.zarr", max_mem="200KB",
+                           storage_options=options)
+    finally:
+        local_scratch.MARGIN_BYTES = original
+    assert not any("this machine's disk" in n for n in plan.notes)
+    plan.to_delayed()
+    try:
+        assert any(SCRATCH_DIR in k for k in _s3_keys(url, options))
+    finally:
+        plan.remove_intermediates()
+
+
+def test_workers_are_asked_for_the_probe(client, tmp_path):
+    """Every worker process reads the probe this process wrote; a probe with another
+    token, or none, is not taken for the directory."""
+    assert workers_reach(client, str(tmp_path))
+    assert os.listdir(tmp_path) == []  # the probes are removed
+    probe = tmp_path / ".probe-x"
+    probe.write_text("abc")
+    answers = client.run(local_scratch._reaches, str(probe), "abd")
+    assert set(answers.values()) == {False}
+    answers = client.run(local_scratch._reaches, str(tmp_path / "missing"), "abc")
+    assert set(answers.values()) == {False}
+
+
+def test_a_dead_plans_leftover_is_swept_when_the_directory_is_used_again(scratch):
+    """A run whose owner died (a plan SIGKILLed before its clean-up) is removed by the next
+    plan that uses the directory; a live one is kept."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    scratch.mkdir(parents=True)
+    store = cs.LocalStore(scratch)
+    for name, pid in (("rechunk-00000000000000aa", dead.pid),
+                      ("rechunk-00000000000000bb", os.getpid())):
+        store.set(f"{SCRATCH_DIR}/{name}/{OWNER}",
+                  json.dumps({**owner_record(), "pid": pid}).encode())
+        store.set(f"{SCRATCH_DIR}/{name}/x/c/0", b"leftover")
+    assert local_temp_store(1, None) is not None
+    assert _local_files(scratch) == {f"{SCRATCH_DIR}/rechunk-00000000000000bb/{OWNER}",
+                                     f"{SCRATCH_DIR}/rechunk-00000000000000bb/x/c/0"}
