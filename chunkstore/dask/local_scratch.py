@@ -21,6 +21,7 @@ died by the next plan that uses the directory, or ``chunkstore clean <directory>
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import tempfile
@@ -109,6 +110,10 @@ def workers_reach(client: Any, directory: str) -> bool:
             os.unlink(probe)
         except OSError:
             pass
+    if not isinstance(answers, dict):  # an asynchronous client's coroutine: not awaited
+        if inspect.iscoroutine(answers):
+            answers.close()
+        return False
     return bool(answers) and all(answer is True for answer in answers.values())
 
 

@@ -194,3 +194,19 @@ def test_a_dead_plans_leftover_is_swept_when_the_directory_is_used_again(scratch
     assert local_temp_store(1, None) is not None
     assert _local_files(scratch) == {f"{SCRATCH_DIR}/rechunk-00000000000000bb/{OWNER}",
                                      f"{SCRATCH_DIR}/rechunk-00000000000000bb/x/c/0"}
+
+
+def test_an_asynchronous_client_is_not_taken_for_workers_that_reach(client, tmp_path):
+    """An asynchronous client answers ``run`` with a coroutine: no probe is waited for, so
+    the directory is not used (and nothing is left unawaited)."""
+    import asyncio
+    import warnings
+
+    async def probe():
+        async with distributed.Client(client.scheduler.address, asynchronous=True) as c:
+            return workers_reach(c, str(tmp_path))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # "coroutine ... never awaited"
+        assert asyncio.run(probe()) is False
+    assert os.listdir(tmp_path) == []
