@@ -34,10 +34,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from chunkstore.array.facts import ArrayFacts, Placed
 from chunkstore.array.sources import is_array, value_reads
 from chunkstore.errors import SelfReadingValueError
 from chunkstore.io.copy import block_parts
-from chunkstore.io.layout import ChunkLayout
 from chunkstore.io.overlap import overlaps
 from chunkstore.metadata import ArrayMetadata
 from chunkstore.runtime import current
@@ -46,16 +46,7 @@ from chunkstore.storage.base import Store
 from chunkstore.storage.local.store import LocalStore
 
 
-class Placed(Protocol):
-    """Where an Array is stored: what tells whether a value reads it."""
-
-    @property
-    def store(self) -> Store: ...
-    @property
-    def path(self) -> str: ...
-
-
-class Target(Placed, Protocol):
+class Target(ArrayFacts, Protocol):
     """What a copy needs of the Array it writes (``array.Array``, which imports this
     module): its layout, regions to write (and read, of the staging array), and its
     constructor, ``type(target)(store, path, metadata, write_empty_chunks=True)``, which
@@ -63,16 +54,6 @@ class Target(Placed, Protocol):
 
     def __init__(self, store: Store, path: str, metadata: ArrayMetadata, *,
                  write_empty_chunks: bool | None = None) -> None: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def shape(self) -> tuple[int, ...]: ...
-    @property
-    def dtype(self) -> np.dtype: ...
-    @property
-    def metadata(self) -> ArrayMetadata: ...
-    @property
-    def layout(self) -> ChunkLayout: ...
     def read_region(self, region: tuple[slice, ...]) -> np.ndarray: ...
     def write_region(self, region: tuple[slice, ...], data: Any) -> None: ...
 

@@ -8,14 +8,11 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
+from chunkstore.array.facts import ArrayFacts
 from chunkstore.array.grids import chunks_label, shards_label
 from chunkstore.codecs.pipeline import CodecPipeline
-from chunkstore.io.layout import ChunkLayout
 from chunkstore.metadata import ArrayMetadata, join_path
 from chunkstore.nodes.info import InfoTable, array_codec_chain, dtype_name, human_bytes
-from chunkstore.storage.base import Store
 
 if TYPE_CHECKING:
     from chunkstore.io.engine import Engine
@@ -29,31 +26,10 @@ class StoredBytes(int):
         return int(self)
 
 
-class StoredArray(Protocol):
-    """What the figures of an Array's stored chunks need of it (``array.Array``, which
-    imports this module): where it is stored and how its chunks are keyed."""
+class DescribedArray(ArrayFacts, Protocol):
+    """What ``info_table`` shows of an Array (``array.Array``, which imports this
+    module), besides its facts."""
 
-    @property
-    def store(self) -> Store: ...
-    @property
-    def path(self) -> str: ...
-    @property
-    def metadata(self) -> ArrayMetadata: ...
-    @property
-    def ndim(self) -> int: ...
-    @property
-    def layout(self) -> ChunkLayout: ...
-
-
-class DescribedArray(StoredArray, Protocol):
-    """What ``info_table`` shows of an Array, besides where it is stored."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def shape(self) -> tuple[int, ...]: ...
-    @property
-    def dtype(self) -> np.dtype: ...
     @property
     def order(self) -> str: ...
     @property
@@ -104,7 +80,7 @@ def chunk_key_pattern(meta: ArrayMetadata, ndim: int) -> re.Pattern[str]:
     return re.compile(sep.join([r"\d+"] * ndim) if ndim else "0")
 
 
-def stored_chunk_keys(array: StoredArray) -> list[str]:
+def stored_chunk_keys(array: ArrayFacts) -> list[str]:
     """The keys of the array's chunks (or shards) present in its store."""
     path, store = array.path, array.store
     prefix = f"{path}/" if path else ""
@@ -112,7 +88,7 @@ def stored_chunk_keys(array: StoredArray) -> list[str]:
     return [k for k in store.list_prefix(prefix) if pattern.fullmatch(k[len(prefix):])]
 
 
-def chunks_initialized(array: StoredArray) -> int:
+def chunks_initialized(array: ArrayFacts) -> int:
     """Number of chunks present in the store; for a sharded array, as zarr-python counts:
     stored shards x inner chunks per shard."""
     keys = stored_chunk_keys(array)
@@ -126,7 +102,7 @@ def chunks_initialized(array: StoredArray) -> int:
                                                  strict=True)) for u in units)
 
 
-def nbytes_stored(array: StoredArray) -> StoredBytes:
+def nbytes_stored(array: ArrayFacts) -> StoredBytes:
     """Bytes stored for the array: metadata documents plus chunks."""
     store = array.store
     docs = [join_path(array.path, k) for k in ("zarr.json", ".zarray", ".zattrs")]

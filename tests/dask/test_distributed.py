@@ -10,14 +10,6 @@ from chunkstore.storage.resolve import resolve_store
 distributed = pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
-        with distributed.Client(cluster) as c:
-            yield c
-
-
 @pytest.fixture
 def data():
     """240 KB: more than the rechunks' max_mem (200KB), so their plans take two stages."""

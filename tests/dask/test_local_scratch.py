@@ -30,14 +30,6 @@ distributed = pytest.importorskip("distributed")
 DATA = np.random.default_rng(5).standard_normal((32, 48, 20))  # 240 KB: 2 stages at 200KB
 
 
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
-        with distributed.Client(cluster) as c:
-            yield c
-
-
 @pytest.fixture
 def scratch(tmp_path):
     """Dask's ``temporary-directory`` set to a fresh directory: the intermediates' base."""
