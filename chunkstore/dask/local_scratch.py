@@ -6,60 +6,114 @@ once and read once more, as many bytes again as the source and the target (the 4
 rechunk on S3: 8 GiB each way instead of 4), and requests paid for. dask's p2p rechunk
 keeps its shuffle on the workers' local disks; rechunker asks for a ``temp_store``.
 
-:func:`local_temp_store` finds a directory of this machine for the intermediate when every
-worker that will run the plan reaches it: no ``distributed`` client (this process's
-threads, or Dask's local processes), or one whose every worker found a probe file written
-there (workers on this machine sharing its file system; a worker elsewhere, or in a
-container with its own, does not). It must have room for the intermediate's decoded bytes
-with a margin, and not be memory-backed (tmpfs, ramfs: the intermediate would count as
-RAM). The directory is ``chunkstore-scratch`` in Dask's ``temporary-directory``, else the
-system's temporary directory. A ``temp_store`` given always wins (the target's own
-location keeps the intermediate beside it). A local intermediate is stored raw and read from its
-mapped files (``Stage.raw_target``), removed when the plan ends (and its runs whose owner
-died by the next plan that uses the directory, or ``chunkstore clean <directory>``).
+:func:`local_temp_store` gives a plan a directory of its own on this machine instead,
+made by ``tempfile.mkdtemp`` (mode 0700, a name nobody could make first) in Dask's
+``temporary-directory``, else the system's temporary directory (its real path: a symlink
+re-pointed later changes nothing), when:
+
+* that directory and those above it are this user's or root's, writable by nobody else
+  unless sticky (``/tmp``): nobody else can rename or replace the plan's directory;
+
+* every worker that will run the plan reaches it: there is no ``distributed`` client
+  (this process's threads, or Dask's local processes), or every worker of the client
+  read a probe file written there and made one beside it (workers on this machine, as
+  this user, on its file system; a worker elsewhere, or in a container with its own
+  file system, does not);
+* the temporary directory has room for the intermediate's stored bytes (its chunks
+  whole, edge chunks padded) plus max(1 GiB, 10%);
+* it is not memory-backed (tmpfs, ramfs: the intermediate would count as RAM).
+
+A ``temp_store`` given always wins. The plan stores its intermediate raw there and
+removes it, and the directory, when it ends (``RechunkPlan.remove_intermediates``). The
+directories of this user's plans whose owner died (SIGKILLed before their clean-up) are
+removed when a plan next makes one; ``chunkstore clean <directory>`` removes their runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import shutil
+import stat
 import tempfile
+import time
 import uuid
 from typing import Any
 
 from chunkstore.api.locations import resolve_location
 from chunkstore.group.scratch import sweep_scratch
 
-#: the directory under the temporary directory that holds the intermediates
-SCRATCH_NAME = "chunkstore-scratch"
+#: the name of each plan's directory starts so (``tempfile.mkdtemp``'s prefix)
+PREFIX = "chunkstore-rechunk-"
 #: free space kept on top of the intermediate: at least this many bytes ...
 MARGIN_BYTES = 1 << 30
 #: ... or this share of the intermediate, whichever is larger
 MARGIN_SHARE = 0.1
 #: file systems whose files live in memory
 MEMORY_FILE_SYSTEMS = frozenset({"tmpfs", "ramfs"})
+#: a directory of this user's without any run is left alone this long (a plan made but
+#: not run yet), then removed (seconds)
+UNUSED_FOR = 24 * 3600.0
 
 
-def local_temp_store(nbytes: int, client: Any) -> Any:
-    """A store (a LocalStore) of this machine for ``nbytes`` of intermediate arrays that
-    every worker of ``client`` (None: no ``distributed`` client) reads and writes; None
-    when there is none (see the module docstring)."""
-    base = os.path.join(base_directory(), SCRATCH_NAME)
-    try:
-        os.makedirs(base, exist_ok=True)
-        free = shutil.disk_usage(base).free
-    except OSError:
+def local_temp_store(nbytes: int, client: Any) -> tuple[Any, str] | None:
+    """``(store, directory)``: a new directory of this machine for ``nbytes`` of
+    intermediate arrays that every worker of ``client`` (None: no ``distributed``
+    client) reads and writes, as a LocalStore; None when there is none (see the module
+    docstring). The caller removes the directory when done."""
+    base = os.path.realpath(base_directory())
+    if not safe_path(base):
         return None
-    if free < nbytes + max(MARGIN_BYTES, int(MARGIN_SHARE * nbytes)):
+    try:
+        free = shutil.disk_usage(base).free
+    except OSError:  # missing (made by mkdtemp below only if it has room: asked again)
+        free = None
+    if free is not None and free < needed(nbytes):
         return None
     if file_system_type(base) in MEMORY_FILE_SYSTEMS:
         return None
-    if client is not None and not workers_reach(client, base):
+    sweep_directories(base)
+    try:
+        os.makedirs(base, exist_ok=True)
+        if free is None and shutil.disk_usage(base).free < needed(nbytes):
+            return None
+        directory = tempfile.mkdtemp(prefix=PREFIX, dir=base)
+    except OSError:  # no such directory can be made here (a file, no permission...)
         return None
-    store, _ = resolve_location(base)
-    _sweep(store)
-    return store
+    if client is not None and not workers_reach(client, directory):
+        shutil.rmtree(directory, ignore_errors=True)
+        return None
+    store, _ = resolve_location(directory)
+    return store, directory
+
+
+def safe_path(base: str) -> bool:
+    """Whether nobody but this user (and root) can rename or replace ``base`` or what it
+    holds: ``base`` and every directory above it (those that exist) are this user's or
+    root's, and writable by no one else unless sticky (as ``/tmp``)."""
+    path = base
+    while True:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            st = None
+        except OSError:
+            return False
+        if st is not None:
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (0, os.getuid()):
+                return False
+            if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+                return False
+        parent = os.path.dirname(path)
+        if parent == path:
+            return True
+        path = parent
+
+
+def needed(nbytes: int) -> int:
+    """Free bytes an intermediate of ``nbytes`` needs: itself and the margin."""
+    return nbytes + max(MARGIN_BYTES, int(MARGIN_SHARE * nbytes))
 
 
 def base_directory() -> str:
@@ -106,10 +160,8 @@ def workers_reach(client: Any, directory: str) -> bool:
     except Exception:  # noqa: BLE001  (an unreachable worker: not a shared directory)
         return False
     finally:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(probe)
-        except OSError:
-            pass
     if not isinstance(answers, dict):  # an asynchronous client's coroutine: not awaited
         if inspect.iscoroutine(answers):
             answers.close()
@@ -130,9 +182,33 @@ def _reaches(probe: str, token: str) -> bool:
         return False
 
 
-def _sweep(store: Any) -> None:
-    """Remove the directory's runs whose owner died (a plan killed before its clean-up)."""
+def sweep_directories(base: str) -> list[str]:
+    """Remove this user's plan directories in ``base`` whose runs' owners all died (a
+    plan killed before its clean-up), or that never held a run for ``UNUSED_FOR``; a
+    directory with a live run, another user's, or a symlink is left alone. Returns the
+    directories removed."""
+    removed = []
     try:
-        sweep_scratch(store)
-    except Exception:  # noqa: BLE001  (best effort: a run left is found again next time)
-        pass
+        names = [n for n in os.listdir(base) if n.startswith(PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        directory = os.path.join(base, name)
+        try:
+            st = os.lstat(directory)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            continue
+        store, _ = resolve_location(directory)
+        try:
+            swept = sweep_scratch(store)
+        except Exception:  # noqa: BLE001  (best effort: looked at again next time)
+            continue
+        if swept.live or swept.unowned:
+            continue
+        unused = not os.listdir(directory) and time.time() - st.st_mtime > UNUSED_FOR
+        if swept.removed or unused:
+            shutil.rmtree(directory, ignore_errors=True)
+            removed.append(directory)
+    return removed

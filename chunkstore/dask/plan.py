@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import uuid
 from typing import Any
 
@@ -48,13 +50,17 @@ class RechunkPlan:
 
     def __init__(self, source: Array | TransposedSource, target: Array, stages: list[Stage],
                  max_mem: int, temp_store: Any, progress: bool,
-                 workers: Workers | None = None, *, shared_units: bool = False) -> None:
+                 workers: Workers | None = None, *, shared_units: bool = False,
+                 scratch_directory: str | None = None) -> None:
         self.source, self.target, self.stages = source, target, stages
         #: tasks of the last stage write into common write units of a target whose store
         #: cannot commit conditionally: they take turns under ``target.synchronizer``
         self.shared_units = shared_units
         self.max_mem, self.temp_store, self.progress = max_mem, temp_store, progress
         self.workers = workers or Workers()
+        #: a directory made for this plan alone (``local_scratch``): its ``temp_store``,
+        #: removed with the intermediates
+        self.scratch_directory = scratch_directory
         self._scratch: ScratchRun | None = None
         self.notes: list[str] = []
 
@@ -195,6 +201,9 @@ class RechunkPlan:
         if self._scratch is not None:
             scratch, self._scratch = self._scratch, None
             scratch.remove()
+        if self.scratch_directory is not None:  # made for this plan: gone once empty
+            with contextlib.suppress(OSError):
+                os.rmdir(self.scratch_directory)
 
     def _thread_locks(self) -> bool:
         """Whether the tasks rely on locks that serve the threads of this process only."""

@@ -119,19 +119,21 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
     refuse_reader_of(base, store, path, "rechunk")  # (the source array: onto itself)
     workers = workers or _workers_here()
     raw = _local_intermediate(store, temp_store)
+    scratch_directory = None
     stages, notes = _plan_for(source, probe, budget, workers, raw,
                               run_writes=_writes_in_runs(store))
     if temp_store is None and len(stages) > 1 and store.capabilities.remote:
-        # a remote target: the intermediate on this machine's disk when every worker
-        # reaches it (``local_scratch``), planned again as stored raw there
-        local = local_temp_store(_intermediate_bytes(stages, probe), active_client())
+        # a remote target: the intermediate on this machine's disk, stored raw, when
+        # every worker reaches it and there is room for it (``local_scratch``)
+        raw_stages, raw_notes = _plan_for(source, probe, budget, workers, True,
+                                          run_writes=_writes_in_runs(store))
+        local = local_temp_store(_intermediate_bytes(raw_stages, probe), active_client())
         if local is not None:
-            temp_store = local
-            stages, notes = _plan_for(source, probe, budget, workers, True,
-                                      run_writes=_writes_in_runs(store))
-            notes.append(f"intermediate on this machine's disk, in {local!r} (every "
-                         "worker reaches it): the target's store serves the source and "
-                         "the target only; temp_store= puts it elsewhere")
+            temp_store, scratch_directory = local
+            stages, notes = raw_stages, raw_notes
+            notes.append(f"intermediate on this machine's disk, in {scratch_directory} "
+                         "(every worker reaches it): the target's store serves the source "
+                         "and the target only; temp_store= puts it elsewhere")
     refuse_copied(store, f"rechunk into {path or '/'!r}")
     if len(stages) > 1:  # an intermediate array needs a place (PlanError if none)
         if temp_store is not None:
@@ -142,7 +144,7 @@ def rechunk(src: Any, target_chunks: Any, store: Any, path: str | None = None,
                                  create_kwargs, notes)
     target = _create_target(source, store, path, chunks, create_kwargs)
     plan = RechunkPlan(source, target, stages, budget, temp_store, progress, workers,
-                       shared_units=shared)
+                       shared_units=shared, scratch_directory=scratch_directory)
     plan.notes.extend(notes)
     return plan
 
@@ -190,9 +192,11 @@ def _workers_here() -> Workers:
 
 
 def _intermediate_bytes(stages: list[Stage], target: Array) -> int:
-    """Decoded bytes of a plan's intermediate arrays (every stage's but the last)."""
-    return sum(int(np.prod(stage.shape, dtype=np.int64)) for stage in stages[:-1]) \
-        * target.dtype.itemsize
+    """Bytes of a plan's intermediate arrays (every stage's but the last) stored raw:
+    their chunks whole (an edge chunk is stored at the full chunk shape)."""
+    return sum(int(np.prod([-(-n // c) * c for n, c in zip(stage.shape, stage.target_chunks,
+                                                           strict=True)], dtype=np.int64))
+               for stage in stages[:-1]) * target.dtype.itemsize
 
 
 def _local_intermediate(target_store: Any, temp_store: Any) -> bool:

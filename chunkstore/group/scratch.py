@@ -48,6 +48,8 @@ MIN_SILENCE = 5 * HEARTBEAT
 #: names of run directories (anything else in a scratch directory is not ours)
 RUN_NAME = re.compile(r"(?:.+\.)?rechunk-[0-9a-f]{16}")
 _FORMAT = 1
+#: the settings of a scratch array's handles (``ScratchRun.add_array``)
+INTERMEDIATE_CONFIG = {"write_empty_chunks": True, "read_missing_chunks": False}
 #: a larger owner record is not ours (not read whole)
 _MAX_OWNER_BYTES = 4096
 
@@ -107,7 +109,10 @@ class ScratchRun:
             self._write_owner()
         path = join_path(self.path, str(len(self.arrays)))
         write_detached(self.store, path, meta)
-        array = Array(self.store, path, meta)
+        # every chunk stored, and a chunk missing when read is an error: an intermediate
+        # removed under the plan (a cleaner of the temporary directory) fails it loudly
+        # instead of reading as fill_value into the target
+        array = Array(self.store, path, meta, config=INTERMEDIATE_CONFIG)
         self.arrays.append(array)
         return array
 

@@ -17,9 +17,10 @@ import chunkstore as cs
 import chunkstore.dask as csd
 from chunkstore.dask import local_scratch
 from chunkstore.dask.local_scratch import (
-    SCRATCH_NAME,
+    PREFIX,
     file_system_type,
     local_temp_store,
+    sweep_directories,
     workers_reach,
 )
 from chunkstore.group.scratch import OWNER, owner_record
@@ -32,10 +33,11 @@ DATA = np.random.default_rng(5).standard_normal((32, 48, 20))  # 240 KB: 2 stage
 
 @pytest.fixture
 def scratch(tmp_path):
-    """Dask's ``temporary-directory`` set to a fresh directory: the intermediates' base."""
+    """Dask's ``temporary-directory`` set to a fresh directory: where each plan makes its
+    own directory for its intermediate."""
     base = tmp_path / "dask-tmp"
     with dask.config.set({"temporary-directory": str(base)}):
-        yield base / SCRATCH_NAME
+        yield base
 
 
 def _s3_keys(url, options) -> set[str]:
@@ -49,6 +51,11 @@ def _s3_keys(url, options) -> set[str]:
 def _local_files(base) -> set[str]:
     return {str(p.relative_to(base)) for p in base.rglob("*") if p.is_file()} \
         if base.exists() else set()
+
+
+def _left(base) -> list[str]:
+    """What is left in the temporary directory: nothing, once a plan has ended."""
+    return sorted(p.name for p in base.iterdir()) if base.exists() else []
 
 
 def _s3_source(url, options):
@@ -68,7 +75,10 @@ def test_s3_rechunk_on_worker_processes_keeps_its_intermediate_on_local_disk(
     assert any("intermediate on this machine's disk" in n for n in plan.notes), plan.notes
     delayed = plan.to_delayed()  # the intermediate array is created now
     try:
-        made = _local_files(scratch)
+        (mine,) = _left(scratch)  # the plan's own directory, this user's alone
+        assert mine.startswith(PREFIX) and (scratch / mine).stat().st_mode & 0o777 == 0o700
+        assert mine in next(n for n in plan.notes if "this machine's disk" in n)
+        made = _local_files(scratch / mine)
         assert any(f.startswith(f"{SCRATCH_DIR}/rechunk-") and f.endswith(OWNER)
                    for f in made), made
         assert not any(SCRATCH_DIR in k for k in _s3_keys(url, options))
@@ -80,7 +90,7 @@ def test_s3_rechunk_on_worker_processes_keeps_its_intermediate_on_local_disk(
         plan.remove_intermediates()
     np.testing.assert_array_equal(cs.open_array(store, path="re", mode="r")[...], DATA)
     assert cs.open_array(store, path="re", mode="r").chunks == (32, 4, 20)
-    assert _local_files(scratch) == set()
+    assert _left(scratch) == []
     assert {k for k in _s3_keys(url, options) if k.startswith("out.zarr/")} == {
         "out.zarr/zarr.json", "out.zarr/re/zarr.json"} | {
         f"out.zarr/re/c/0/{j}/0" for j in range(12)}
@@ -93,7 +103,7 @@ def test_without_a_cluster_the_threads_use_local_disk_too(s3_bucket, scratch):
                       storage_options=options)
     assert any("intermediate on this machine's disk" in n for n in out.notes)
     np.testing.assert_array_equal(out.execute()[...], DATA)
-    assert _local_files(scratch) == set()
+    assert _left(scratch) == []
     assert not any(SCRATCH_DIR in k for k in _s3_keys(url, options))
 
 
@@ -108,7 +118,7 @@ def test_a_temp_store_given_wins(s3_bucket, scratch):
     plan.to_delayed()
     try:
         assert any(k.startswith(f"tmp/{SCRATCH_DIR}/rechunk-") for k in _s3_keys(url, options))
-        assert _local_files(scratch) == set()
+        assert _left(scratch) == []
     finally:
         plan.remove_intermediates()
 
@@ -120,7 +130,7 @@ def test_local_targets_and_one_stage_plans_are_unchanged(tmp_path, scratch):
                        max_mem="200KB")
     assert len(plan.stages) == 2 and not any("this machine's disk" in n for n in plan.notes)
     np.testing.assert_array_equal(plan.execute()[...], DATA)
-    assert not scratch.exists()
+    assert _left(scratch) == []
 
 
 def test_a_memory_backed_directory_is_never_used(tmp_path):
@@ -131,7 +141,8 @@ def test_a_memory_backed_directory_is_never_used(tmp_path):
     with dask.config.set({"temporary-directory": "/dev/shm"}):
         assert local_temp_store(1, None) is None
     with dask.config.set({"temporary-directory": str(tmp_path)}):
-        assert local_temp_store(1, None) is not None
+        store, directory = local_temp_store(1, None)
+        assert os.path.dirname(directory) == str(tmp_path)
 
 
 def test_too_little_room_keeps_it_beside_the_target(s3_bucket, scratch):
@@ -140,6 +151,7 @@ def test_too_little_room_keeps_it_beside_the_target(s3_bucket, scratch):
     scratch.mkdir(parents=True)
     free = shutil.disk_usage(scratch).free
     assert local_temp_store(free, None) is None
+    assert _left(scratch) == []
     assert local_temp_store(free - local_scratch.MARGIN_BYTES - (free // 5), None) is not None
     url, options = s3_bucket
     src = _s3_source(url, options)
@@ -158,6 +170,28 @@ def test_too_little_room_keeps_it_beside_the_target(s3_bucket, scratch):
         plan.remove_intermediates()
 
 
+def test_a_place_others_can_change_is_never_used(tmp_path):
+    """A temporary directory (or one above it) writable by others without the sticky
+    bit, or another user's: they could rename the plan's directory and put theirs in its
+    place between the stages. Not used; ``/tmp``-like (sticky) is."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    for base in (shared, shared / "below"):
+        with dask.config.set({"temporary-directory": str(base)}):
+            assert local_temp_store(1, None) is None
+    assert os.listdir(shared) == []
+    shared.chmod(0o1777)  # sticky: only an entry's owner renames it
+    with dask.config.set({"temporary-directory": str(shared)}):
+        assert local_temp_store(1, None) is not None
+    if os.geteuid() == 0:  # another user's directory
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o755)
+        os.chown(theirs, 65534, 65534)
+        with dask.config.set({"temporary-directory": str(theirs)}):
+            assert local_temp_store(1, None) is None
+
+
 def test_workers_are_asked_for_the_probe(client, tmp_path):
     """Every worker process reads the probe this process wrote; a probe with another
     token, or none, is not taken for the directory."""
@@ -171,21 +205,28 @@ def test_workers_are_asked_for_the_probe(client, tmp_path):
     assert set(answers.values()) == {False}
 
 
-def test_a_dead_plans_leftover_is_swept_when_the_directory_is_used_again(scratch):
-    """A run whose owner died (a plan SIGKILLed before its clean-up) is removed by the next
-    plan that uses the directory; a live one is kept."""
+def test_a_dead_plans_directory_is_swept_when_a_plan_makes_one(scratch):
+    """A plan's directory whose run's owner died (SIGKILLed before its clean-up) is
+    removed when a plan next makes one; one with a live run, one never used yet, and
+    another user's are kept."""
     dead = subprocess.Popen(["true"])
     dead.wait()
     scratch.mkdir(parents=True)
-    store = cs.LocalStore(scratch)
-    for name, pid in (("rechunk-00000000000000aa", dead.pid),
-                      ("rechunk-00000000000000bb", os.getpid())):
-        store.set(f"{SCRATCH_DIR}/{name}/{OWNER}",
-                  json.dumps({**owner_record(), "pid": pid}).encode())
-        store.set(f"{SCRATCH_DIR}/{name}/x/c/0", b"leftover")
-    assert local_temp_store(1, None) is not None
-    assert _local_files(scratch) == {f"{SCRATCH_DIR}/rechunk-00000000000000bb/{OWNER}",
-                                     f"{SCRATCH_DIR}/rechunk-00000000000000bb/x/c/0"}
+    for name, pid in (("dead", dead.pid), ("live", os.getpid())):
+        store = cs.LocalStore(scratch / f"{PREFIX}{name}")
+        run = f"{SCRATCH_DIR}/rechunk-{name.encode().hex():0>16}"
+        store.set(f"{run}/{OWNER}", json.dumps({**owner_record(), "pid": pid}).encode())
+        store.set(f"{run}/x/c/0", b"leftover")
+    (scratch / f"{PREFIX}fresh").mkdir()
+    _, directory = local_temp_store(1, None)
+    assert _left(scratch) == sorted([f"{PREFIX}fresh", f"{PREFIX}live",
+                                     os.path.basename(directory)])
+    assert _local_files(scratch / f"{PREFIX}live") == {
+        f"{SCRATCH_DIR}/rechunk-000000006c697665/{OWNER}",
+        f"{SCRATCH_DIR}/rechunk-000000006c697665/x/c/0"}
+    old = scratch / f"{PREFIX}fresh"
+    os.utime(old, (0, 0))  # made long ago and never used: a plan described, not run
+    assert sweep_directories(str(scratch)) == [str(old)]
 
 
 def test_an_asynchronous_client_is_not_taken_for_workers_that_reach(client, tmp_path):
