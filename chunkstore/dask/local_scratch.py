@@ -91,7 +91,10 @@ def local_temp_store(nbytes: int, client: Any) -> tuple[Any, str] | None:
 def safe_path(base: str) -> bool:
     """Whether nobody but this user (and root) can rename or replace ``base`` or what it
     holds: ``base`` and every directory above it (those that exist) are this user's or
-    root's, and writable by no one else unless sticky (as ``/tmp``)."""
+    root's, and writable by no one else unless sticky (as ``/tmp``). False where file
+    owners cannot be told (no ``os.getuid``: Windows)."""
+    if not hasattr(os, "getuid"):
+        return False
     path = base
     while True:
         try:
@@ -187,7 +190,9 @@ def sweep_directories(base: str) -> list[str]:
     plan killed before its clean-up), or that never held a run for ``UNUSED_FOR``; a
     directory with a live run, another user's, or a symlink is left alone. Returns the
     directories removed."""
-    removed = []
+    removed: list[str] = []
+    if not hasattr(os, "getuid"):  # owners cannot be told: nothing is taken for ours
+        return removed
     try:
         names = [n for n in os.listdir(base) if n.startswith(PREFIX)]
     except OSError:

@@ -243,3 +243,15 @@ def test_an_asynchronous_client_is_not_taken_for_workers_that_reach(client, tmp_
         warnings.simplefilter("error", RuntimeWarning)  # "coroutine ... never awaited"
         assert asyncio.run(probe()) is False
     assert os.listdir(tmp_path) == []
+
+
+def test_where_owners_cannot_be_told_nothing_is_used_nor_swept(tmp_path, monkeypatch):
+    """Without ``os.getuid`` (Windows) the safety of a place cannot be checked: the
+    intermediate stays beside the target, and no directory is taken for this user's."""
+    (tmp_path / f"{PREFIX}old").mkdir()
+    os.utime(tmp_path / f"{PREFIX}old", (0, 0))
+    monkeypatch.delattr(os, "getuid")
+    with dask.config.set({"temporary-directory": str(tmp_path)}):
+        assert local_temp_store(1, None) is None
+    assert sweep_directories(str(tmp_path)) == []
+    assert os.listdir(tmp_path) == [f"{PREFIX}old"]
