@@ -27,6 +27,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from chunkstore.array.array import Array
@@ -49,7 +50,8 @@ MIN_SILENCE = 5 * HEARTBEAT
 RUN_NAME = re.compile(r"(?:.+\.)?rechunk-[0-9a-f]{16}")
 _FORMAT = 1
 #: the settings of a scratch array's handles (``ScratchRun.add_array``)
-INTERMEDIATE_CONFIG = {"write_empty_chunks": True, "read_missing_chunks": False}
+INTERMEDIATE_CONFIG = MappingProxyType({"write_empty_chunks": True,
+                                        "read_missing_chunks": False})
 #: a larger owner record is not ours (not read whole)
 _MAX_OWNER_BYTES = 4096
 
