@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dask
 import pytest
 
 
@@ -14,3 +15,12 @@ def client():
                                   dashboard_address=None) as cluster:
         with distributed.Client(cluster) as c:
             yield c
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    """Dask's ``temporary-directory`` set to a fresh directory, where each rechunk plan
+    into an object store makes its own directory for its intermediate."""
+    base = tmp_path / "dask-tmp"
+    with dask.config.set({"temporary-directory": str(base)}):
+        yield base

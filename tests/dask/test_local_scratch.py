@@ -26,31 +26,10 @@ from chunkstore.dask.local_scratch import (
 from chunkstore.group.scratch import OWNER, owner_record
 from chunkstore.nodes.paths import SCRATCH_DIR
 from chunkstore.storage.resolve import resolve_store
+from tests.dask.scratch_helpers import files_below, s3_keys
 
 distributed = pytest.importorskip("distributed")
 DATA = np.random.default_rng(5).standard_normal((32, 48, 20))  # 240 KB: 2 stages at 200KB
-
-
-@pytest.fixture
-def scratch(tmp_path):
-    """Dask's ``temporary-directory`` set to a fresh directory: where each plan makes its
-    own directory for its intermediate."""
-    base = tmp_path / "dask-tmp"
-    with dask.config.set({"temporary-directory": str(base)}):
-        yield base
-
-
-def _s3_keys(url, options) -> set[str]:
-    import s3fs
-    fs = s3fs.S3FileSystem(**{k: v for k, v in options.items() if k != "backend"})
-    fs.invalidate_cache()
-    bucket = url.removeprefix("s3://")
-    return {p.removeprefix(bucket + "/") for p in fs.find(bucket)}
-
-
-def _local_files(base) -> set[str]:
-    return {str(p.relative_to(base)) for p in base.rglob("*") if p.is_file()} \
-        if base.exists() else set()
 
 
 def _left(base) -> list[str]:
@@ -78,20 +57,20 @@ def test_s3_rechunk_on_worker_processes_keeps_its_intermediate_on_local_disk(
         (mine,) = _left(scratch)  # the plan's own directory, this user's alone
         assert mine.startswith(PREFIX) and (scratch / mine).stat().st_mode & 0o777 == 0o700
         assert mine in next(n for n in plan.notes if "this machine's disk" in n)
-        made = _local_files(scratch / mine)
+        made = files_below(scratch / mine)
         assert any(f.startswith(f"{SCRATCH_DIR}/rechunk-") and f.endswith(OWNER)
                    for f in made), made
-        assert not any(SCRATCH_DIR in k for k in _s3_keys(url, options))
+        assert not any(SCRATCH_DIR in k for k in s3_keys(url, options))
         client.compute(delayed).result()
-        written = _local_files(scratch)
+        written = files_below(scratch)
         assert any("/c/" in f for f in written), written  # stage 1's chunks, on this disk
-        assert not any(SCRATCH_DIR in k for k in _s3_keys(url, options))
+        assert not any(SCRATCH_DIR in k for k in s3_keys(url, options))
     finally:
         plan.remove_intermediates()
     np.testing.assert_array_equal(cs.open_array(store, path="re", mode="r")[...], DATA)
     assert cs.open_array(store, path="re", mode="r").chunks == (32, 4, 20)
     assert _left(scratch) == []
-    assert {k for k in _s3_keys(url, options) if k.startswith("out.zarr/")} == {
+    assert {k for k in s3_keys(url, options) if k.startswith("out.zarr/")} == {
         "out.zarr/zarr.json", "out.zarr/re/zarr.json"} | {
         f"out.zarr/re/c/0/{j}/0" for j in range(12)}
 
@@ -104,7 +83,7 @@ def test_without_a_cluster_the_threads_use_local_disk_too(s3_bucket, scratch):
     assert any("intermediate on this machine's disk" in n for n in out.notes)
     np.testing.assert_array_equal(out.execute()[...], DATA)
     assert _left(scratch) == []
-    assert not any(SCRATCH_DIR in k for k in _s3_keys(url, options))
+    assert not any(SCRATCH_DIR in k for k in s3_keys(url, options))
 
 
 def test_a_temp_store_given_wins(s3_bucket, scratch):
@@ -117,7 +96,7 @@ def test_a_temp_store_given_wins(s3_bucket, scratch):
     assert not any("this machine's disk" in n for n in plan.notes)
     plan.to_delayed()
     try:
-        assert any(k.startswith(f"tmp/{SCRATCH_DIR}/rechunk-") for k in _s3_keys(url, options))
+        assert any(k.startswith(f"tmp/{SCRATCH_DIR}/rechunk-") for k in s3_keys(url, options))
         assert _left(scratch) == []
     finally:
         plan.remove_intermediates()
@@ -165,7 +144,7 @@ def test_too_little_room_keeps_it_beside_the_target(s3_bucket, scratch):
     assert not any("this machine's disk" in n for n in plan.notes)
     plan.to_delayed()
     try:
-        assert any(SCRATCH_DIR in k for k in _s3_keys(url, options))
+        assert any(SCRATCH_DIR in k for k in s3_keys(url, options))
     finally:
         plan.remove_intermediates()
 
@@ -221,7 +200,7 @@ def test_a_dead_plans_directory_is_swept_when_a_plan_makes_one(scratch):
     _, directory = local_temp_store(1, None)
     assert _left(scratch) == sorted([f"{PREFIX}fresh", f"{PREFIX}live",
                                      os.path.basename(directory)])
-    assert _local_files(scratch / f"{PREFIX}live") == {
+    assert files_below(scratch / f"{PREFIX}live") == {
         f"{SCRATCH_DIR}/rechunk-000000006c697665/{OWNER}",
         f"{SCRATCH_DIR}/rechunk-000000006c697665/x/c/0"}
     old = scratch / f"{PREFIX}fresh"

@@ -35,35 +35,13 @@ from chunkstore.dask import local_scratch
 from chunkstore.dask.local_scratch import PREFIX, local_temp_store
 from chunkstore.group.scratch import OWNER
 from chunkstore.nodes.paths import SCRATCH_DIR
+from tests.dask.scratch_helpers import files_below, s3_keys
 
 distributed = pytest.importorskip("distributed")
 ROOT = Path(__file__).resolve().parents[2]
 DATA = np.random.default_rng(5).standard_normal((32, 48, 20))  # 240 KB: 2 stages at 200KB
 TARGET_CHUNKS = (32, 4, 20)
 rechunk_module = importlib.import_module("chunkstore.dask.rechunk")
-
-
-@pytest.fixture
-def scratch(tmp_path):
-    """Dask's ``temporary-directory`` set to a fresh directory, where each plan makes its
-    own directory."""
-    base = tmp_path / "dask-tmp"
-    with dask.config.set({"temporary-directory": str(base)}):
-        yield base
-
-
-def _s3_keys(url, options) -> set[str]:
-    import s3fs
-    fs = s3fs.S3FileSystem(**{k: v for k, v in options.items() if k != "backend"})
-    fs.invalidate_cache()
-    bucket = url.removeprefix("s3://")
-    return {p.removeprefix(bucket + "/") for p in fs.find(bucket)}
-
-
-def _files(base) -> set[str]:
-    base = Path(base)
-    return {str(p.relative_to(base)) for p in base.rglob("*") if p.is_file()} \
-        if base.exists() else set()
 
 
 def _s3_source(url, options):
@@ -147,10 +125,10 @@ def _plan_dirs(scratch: Path) -> list[Path]:
     return sorted(scratch.glob(f"{PREFIX}*"))
 
 
-def _plan_files(scratch: Path) -> set[str]:
+def _planfiles_below(scratch: Path) -> set[str]:
     """The files in the plans' directories (not Dask's own, e.g. its workers' spill
     directory ``dask-scratch-space`` in the same temporary directory)."""
-    return {f"{d.name}/{f}" for d in _plan_dirs(scratch) for f in _files(d)}
+    return {f"{d.name}/{f}" for d in _plan_dirs(scratch) for f in files_below(d)}
 
 
 # -- 1. concurrent plans sharing one scratch directory -----------------------------------
@@ -178,8 +156,8 @@ def test_two_plans_on_threads_share_the_scratch_directory(s3_bucket, scratch):
     for name in ("a.zarr", "b.zarr"):
         np.testing.assert_array_equal(cs.open_array(f"{url}/{name}", mode="r",
                                                     storage_options=options)[...], DATA)
-    assert _plan_files(scratch) == set()
-    assert not any(SCRATCH_DIR in k for k in _s3_keys(url, options))
+    assert _planfiles_below(scratch) == set()
+    assert not any(SCRATCH_DIR in k for k in s3_keys(url, options))
 
 
 def test_two_plans_in_two_processes_share_the_scratch_directory(s3_bucket, scratch, tmp_path):
@@ -208,8 +186,8 @@ def test_two_plans_in_two_processes_share_the_scratch_directory(s3_bucket, scrat
     for name in ("a.zarr", "b.zarr"):
         np.testing.assert_array_equal(cs.open_array(f"{url}/{name}", mode="r",
                                                     storage_options=options)[...], DATA)
-    assert _plan_files(scratch) == set()
-    assert not any(SCRATCH_DIR in k for k in _s3_keys(url, options))
+    assert _planfiles_below(scratch) == set()
+    assert not any(SCRATCH_DIR in k for k in s3_keys(url, options))
 
 
 # -- 2. SIGKILL mid-plan ------------------------------------------------------------------
@@ -226,32 +204,32 @@ def test_a_killed_plans_run_stays_until_swept(s3_bucket, scratch, tmp_path, clea
     proc = _child(url, options, scratch, "out.zarr", marker)
     try:
         _wait_for(marker, proc)
-        left = _plan_files(scratch)
+        left = _planfiles_below(scratch)
         assert any("/c/" in f for f in left) and any(f.endswith(OWNER) for f in left), left
         # live owner: a plan using the directory now keeps the run
         assert local_temp_store(1, None) is not None
-        assert _plan_files(scratch) == left
+        assert _planfiles_below(scratch) == left
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
-    assert _plan_files(scratch) == left  # nobody removed it at the kill
+    assert _planfiles_below(scratch) == left  # nobody removed it at the kill
     if cleaner == "next-plan":
         src = cs.open_array(f"{url}/src.zarr", mode="r", storage_options=options)
         plan = csd.rechunk(src, TARGET_CHUNKS, f"{url}/again.zarr",
                            max_mem="200KB", storage_options=options)
         assert _local_note(plan)
-        assert _plan_files(scratch) == set()
+        assert _planfiles_below(scratch) == set()
         np.testing.assert_array_equal(plan.execute()[...], DATA)
     else:
-        (dead,) = [d for d in _plan_dirs(scratch) if _files(d)]
+        (dead,) = [d for d in _plan_dirs(scratch) if files_below(d)]
         res = subprocess.run([sys.executable, "-m", "chunkstore", "clean", str(dead)],
                              env=_env(), capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res
-        assert _plan_files(scratch) == set()
+        assert _planfiles_below(scratch) == set()
     np.testing.assert_array_equal(cs.open_array(f"{url}/src.zarr", mode="r",
                                                 storage_options=options)[...], DATA)
-    assert not any(k.startswith("out.zarr/c/") for k in _s3_keys(url, options))
-    assert _plan_files(scratch) == set()
+    assert not any(k.startswith("out.zarr/c/") for k in s3_keys(url, options))
+    assert _planfiles_below(scratch) == set()
 
 
 # -- 3. odd scratch directories -------------------------------------------------------------
@@ -262,7 +240,7 @@ def _plan_and_run(url, options):
                        storage_options=options)
     out = plan.execute()
     np.testing.assert_array_equal(out[...], DATA)
-    assert not any(SCRATCH_DIR in k for k in _s3_keys(url, options))
+    assert not any(SCRATCH_DIR in k for k in s3_keys(url, options))
     return plan
 
 
@@ -423,8 +401,8 @@ def test_the_scratch_removed_after_to_delayed_before_compute(s3_bucket, scratch)
                 client.compute(delayed).result()
         finally:
             plan.remove_intermediates()
-    assert not any(k.startswith("out.zarr/c/") for k in _s3_keys(url, options))
-    assert _plan_files(scratch) == set()
+    assert not any(k.startswith("out.zarr/c/") for k in s3_keys(url, options))
+    assert _planfiles_below(scratch) == set()
     plan = csd.rechunk(src, TARGET_CHUNKS, f"{url}/out2.zarr", max_mem="200KB",
                        storage_options=options)
     delayed = plan.to_delayed()
@@ -436,7 +414,7 @@ def test_the_scratch_removed_after_to_delayed_before_compute(s3_bucket, scratch)
         plan.remove_intermediates()
     np.testing.assert_array_equal(cs.open_array(f"{url}/out2.zarr", mode="r",
                                                 storage_options=options)[...], DATA)
-    assert _plan_files(scratch) == set()
+    assert _planfiles_below(scratch) == set()
 
 
 def test_an_intermediate_removed_between_stages_fails_loudly(
@@ -479,8 +457,8 @@ def test_transpose_into_s3_keeps_its_intermediate_local_and_removes_it(
                         max_mem="200KB", storage_options=options)
     assert asked, "no intermediate: the test needs a two-stage plan"
     np.testing.assert_array_equal(out[...], np.transpose(DATA, (2, 0, 1)))
-    assert _plan_files(scratch) == set() and _plan_dirs(scratch) == []
-    assert not any(SCRATCH_DIR in k for k in _s3_keys(url, options))
+    assert _planfiles_below(scratch) == set() and _plan_dirs(scratch) == []
+    assert not any(SCRATCH_DIR in k for k in s3_keys(url, options))
 
 
 # -- 6. fsspec memory:// on worker processes -----------------------------------------------------
@@ -500,7 +478,7 @@ def test_memory_target_on_worker_processes_fails_loudly_as_before(scratch):
         assert _local_note(plan)
         with pytest.raises(Exception, match="no array or group at path 're'"):
             plan.execute()
-    assert _plan_files(scratch) == set()
+    assert _planfiles_below(scratch) == set()
     assert not cs.open_array(store, path="re", mode="r")[...].any()
 
 
