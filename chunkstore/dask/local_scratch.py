@@ -63,21 +63,13 @@ def local_temp_store(nbytes: int, client: Any) -> tuple[Any, str] | None:
     client) reads and writes, as a LocalStore; None when there is none (see the module
     docstring). The caller removes the directory when done."""
     base = os.path.realpath(base_directory())
-    if not safe_path(base):
+    if not safe_path(base) or file_system_type(base) in MEMORY_FILE_SYSTEMS:
         return None
-    try:
-        free = shutil.disk_usage(base).free
-    except OSError:  # missing (made by mkdtemp below only if it has room: asked again)
-        free = None
-    if free is not None and free < needed(nbytes):
-        return None
-    if file_system_type(base) in MEMORY_FILE_SYSTEMS:
-        return None
-    sweep_directories(base)
     try:
         os.makedirs(base, exist_ok=True)
-        if free is None and shutil.disk_usage(base).free < needed(nbytes):
+        if shutil.disk_usage(base).free < needed(nbytes):
             return None
+        sweep_directories(base)
         directory = tempfile.mkdtemp(prefix=PREFIX, dir=base)
     except OSError:  # no such directory can be made here (a file, no permission...)
         return None

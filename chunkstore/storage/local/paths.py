@@ -420,6 +420,8 @@ def refuse_long_names(key: str, limit: int, where: str) -> None:
     """``OSError(ENAMETOOLONG)`` naming ``key`` and ``where`` when a component of ``key``
     is longer than ``limit`` bytes: no file can have that name, so the write is refused
     before any directory is made for it."""
+    if len(key) * 4 <= limit:  # no character takes more than 4 bytes: nothing to check
+        return
     for part in key.split("/"):
         size = len(os.fsencode(part))
         if size > limit:
