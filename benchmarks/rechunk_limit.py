@@ -7,6 +7,14 @@ Each stage reads every stored chunk file of its input, decodes it with the sourc
 codec, encodes it again and writes it as a new file; the next stage reads those files.
 The stages are as many as chunkstore's plan has for the case (``plan_stages``). A row's
 fraction of the limit is ``limit wall / row wall`` (1.0: as fast as the limit).
+
+On S3 (``limit-s3``, ``limit-s3-<N>ms``: ``benchmarks.rechunk_s3``) the first stage GETs
+each object of the source from the S3 server and the last PUTs each result there (one
+request per object, through obstore's client, a few requests in flight per slot so that
+latency overlaps the work); stages between them use local files, as chunkstore's plan
+does with its intermediate when every worker reaches this machine's disk. Its wall time
+is what the bytes cost the server (which shares the machine's 2 cores) and the slots
+together: no S3 method can move the same bytes faster.
 """
 
 from __future__ import annotations
@@ -15,13 +23,18 @@ import json
 import os
 import shutil
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from itertools import islice
 from pathlib import Path
 
 from benchmarks.rechunk_measure import RssSampler
 
 METHOD = "limit"
 SLOTS = 2  # the cluster's: 2 workers x 1 thread
+#: requests in flight per slot on S3 (GETs ahead of the codec, PUTs behind it)
+S3_AHEAD = 4
 
 
 def plan_stages(src: Path | str, target: tuple, max_mem: int, axes: tuple | None) -> int:
@@ -37,34 +50,98 @@ def plan_stages(src: Path | str, target: tuple, max_mem: int, axes: tuple | None
     return max(1, len(plan.stages))
 
 
-def _pass(job: tuple[str, str, list[str], dict]) -> float:
-    """One slot's share of a stage: read, decode, encode, write each file; CPU seconds."""
-    import numcodecs
-    from numcodecs import blosc
-    blosc.use_threads = False  # one thread per slot, as a worker's task
-    src, dst, names, config = job
-    codec = numcodecs.get_codec(dict(config))
-    start = time.process_time()
-    for name in names:
-        with open(os.path.join(src, name), "rb") as f:
-            data = f.read()
-        encoded = codec.encode(codec.decode(data))
-        fd = os.open(os.path.join(dst, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+def _s3_client(endpoint: str, bucket: str):
+    from obstore.store import S3Store
+
+    from benchmarks.rechunk_cli import AWS
+    return S3Store(bucket, endpoint=endpoint, access_key_id=AWS["AWS_ACCESS_KEY_ID"],
+                   secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"],
+                   region=AWS["AWS_DEFAULT_REGION"], client_options={"allow_http": True})
+
+
+def _reader(place: str, endpoint: str | None) -> Callable[[str], bytes]:
+    """Reads one object or file of ``place`` (a directory, or ``s3://bucket/prefix``)."""
+    if place.startswith("s3://"):
+        import obstore
+        bucket, prefix = place.removeprefix("s3://").split("/", 1)
+        client = _s3_client(str(endpoint), bucket)
+        return lambda name: obstore.get(client, f"{prefix}/{name}").bytes()
+
+    def read(name: str) -> bytes:
+        with open(os.path.join(place, name), "rb") as f:
+            return f.read()
+    return read
+
+
+def _writer(place: str, endpoint: str | None) -> Callable[[str, bytes], None]:
+    """Writes one object or file of ``place`` (as ``_reader``)."""
+    if place.startswith("s3://"):
+        import obstore
+        bucket, prefix = place.removeprefix("s3://").split("/", 1)
+        client = _s3_client(str(endpoint), bucket)
+        return lambda name, data: obstore.put(client, f"{prefix}/{name}", data,
+                                              use_multipart=False)
+
+    def write(name: str, data: bytes) -> None:
+        fd = os.open(os.path.join(place, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
-            os.write(fd, encoded)
+            os.write(fd, data)
         finally:
             os.close(fd)
+    return write
+
+
+def _pass(job: tuple[str, str, list[str], dict, str, str | None]) -> float:
+    """One slot's share of a stage: read, decode, encode, write each object; CPU seconds.
+    Each chunk is encoded as the array's dtype, so the bytes written are the source's.
+    Local files are read and written in turn; with S3 on either side, ``S3_AHEAD``
+    requests of each kind are kept in flight by threads (the codec stays on this one)."""
+    import numcodecs
+    import numpy as np
+    from numcodecs import blosc
+    blosc.use_threads = False  # one thread per slot, as a worker's task
+    src, dst, names, config, dtype, endpoint = job
+    codec = numcodecs.get_codec(dict(config))
+    read, write = _reader(src, endpoint), _writer(dst, endpoint)
+
+    def again(data: bytes) -> bytes:  # typed as the array: blosc shuffles by item size
+        return codec.encode(np.frombuffer(codec.decode(data), dtype))
+
+    start = time.process_time()
+    if endpoint is None:
+        for name in names:
+            write(name, again(read(name)))
+        return time.process_time() - start
+    with ThreadPoolExecutor(2 * S3_AHEAD) as io:
+        todo = iter(names)
+        reads = deque((n, io.submit(read, n)) for n in islice(todo, S3_AHEAD))
+        writes: deque = deque()
+        while reads:
+            name, got = reads.popleft()
+            data = got.result()
+            following = next(todo, None)
+            if following is not None:
+                reads.append((following, io.submit(read, following)))
+            writes.append(io.submit(write, name, again(data)))
+            while len(writes) > S3_AHEAD:
+                writes.popleft().result()
+        for done in writes:
+            done.result()
     return time.process_time() - start
 
 
-def run_limit(src: Path, work: Path, stages: int) -> dict:
+def run_limit(src: Path, work: Path, stages: int,
+              s3: tuple[str, str, str] | None = None) -> dict:
     """The limit for a Zarr v2 array at ``src``: wall and CPU seconds of ``stages``
-    passes over its chunks on ``SLOTS`` processes (their files under ``work``, removed)."""
+    passes over its chunks on ``SLOTS`` processes (their files under ``work``, removed).
+    ``s3 = (endpoint, source URL, target URL)``: the first pass reads the source's
+    objects (``src`` uploaded there) from the S3 server, the last writes there."""
     meta = json.loads((Path(src) / ".zarray").read_text())
     config = meta["compressor"]
     if meta.get("filters") or config is None:
         raise ValueError("the limit is measured for arrays with one compressor, no filters")
     names = sorted(f for f in os.listdir(src) if not f.startswith("."))
+    endpoint = s3[0] if s3 else None
     with ProcessPoolExecutor(SLOTS) as pool:
         list(pool.map(time.sleep, [0.0] * SLOTS))  # started before the clock
         pids = list(pool._processes)  # noqa: SLF001  (to sample their memory)
@@ -72,18 +149,25 @@ def run_limit(src: Path, work: Path, stages: int) -> dict:
         cpu = 0.0
         with RssSampler(pids) as sampler:
             t0 = time.perf_counter()
-            here = Path(src)
+            here = s3[1] if s3 else str(src)
             for stage in range(stages):
-                out = Path(work) / f"limit-stage-{stage}"
-                shutil.rmtree(out, ignore_errors=True)
-                out.mkdir(parents=True)
-                jobs = [(str(here), str(out), names[k::SLOTS], config) for k in range(SLOTS)]
+                last = stage == stages - 1
+                if last and s3:
+                    out = s3[2]
+                else:
+                    local = Path(work) / f"limit-stage-{stage}"
+                    shutil.rmtree(local, ignore_errors=True)
+                    local.mkdir(parents=True)
+                    out = str(local)
+                jobs = [(here, out, names[k::SLOTS], config, meta["dtype"], endpoint)
+                        for k in range(SLOTS)]
                 cpu += sum(pool.map(_pass, jobs))
-                if stage:
+                if stage and not here.startswith("s3://"):
                     shutil.rmtree(here, ignore_errors=True)
                 here = out
             wall = time.perf_counter() - t0
-        shutil.rmtree(here, ignore_errors=True)
+        if not here.startswith("s3://"):
+            shutil.rmtree(here, ignore_errors=True)
     return {"wall_s": wall, "cpu_s": cpu, "stages": stages, "load_avg": [load0, os.getloadavg()[0]],
             "peak_rss_mb": [p / 1e6 for p in sampler.peaks.values()], "memory_events": [],
             "correct": True}

@@ -315,6 +315,49 @@ def _over_bound(r: dict) -> str:
     return ""
 
 
+def _case_summary(rows: dict[str, dict], limits: dict) -> None:
+    """chunkstore's plan for a case, its fraction of the limit where its arrays were, and
+    how much faster it was than each peer with the arrays in the same place."""
+    cs_row = rows.get("chunkstore")
+    if cs_row is not None and "decoded_read_mb" in cs_row:
+        print(f"  chunkstore planned {cs_row.get('tasks')} tasks in "
+              f"{cs_row.get('stages')} stage(s), ~{cs_row['planned_task_mb']:.0f} MB per "
+              f"task; decoded bytes read {cs_row['decoded_read_mb']:.0f} MB = "
+              f"{cs_row['decoded_read_mb'] / cs_row['nbytes_mb']:.0f}x the array; "
+              f"{cs_row['decoded_read_mb'] / cs_row['wall_s'] / 2:.0f} MB/s of decoded "
+              "data copied per worker thread")
+    if cs_row is not None and "limit" in rows:
+        print(f"  chunkstore: {rows['limit']['wall_s'] / cs_row['wall_s']:.2f} of the "
+              f"limit ({rows['limit']['wall_s']:.1f} s: {rows['limit']['stages']} "
+              "stage(s) of plain decode + encode + write on 2 x 1 slots)")
+    for m, r in rows.items():
+        if _is_limit(r) or m == "chunkstore":
+            continue
+        if m.startswith("chunkstore-"):  # the same library elsewhere (e.g. on S3)
+            limit = limits.get(_place(r)) if "s3_latency_ms" in r else None
+            said = [f"{r['wall_s'] / cs_row['wall_s']:.2f}x the wall time of chunkstore on "
+                    "the LocalCluster with local files"] if cs_row is not None else []
+            if limit:
+                said.append(f"{limit / r['wall_s']:.2f} of the limit on S3 ({limit:.1f} s: "
+                            "the bytes alone through the same server)")
+            if said:
+                print(f"  {m}: {'; '.join(said)}")
+            continue
+        ref = _same_place(rows, r) or cs_row
+        if ref is not None:
+            print(f"  {ref['method']} / {m}: {r['wall_s'] / ref['wall_s']:.2f}x faster")
+
+
+def _is_limit(r: dict) -> bool:
+    """Whether ``r`` is a limit row (``limit``, or ``limit-s3...`` on S3)."""
+    return r["method"] == "limit" or r["method"].startswith("limit-s3")
+
+
+def _place(r: dict) -> tuple[str, float | None]:
+    """Where ``r``'s arrays were: its case and, on S3, the latency per request."""
+    return r["case"], r.get("s3_latency_ms")
+
+
 def _same_place(rows: dict[str, dict], r: dict) -> dict | None:
     """chunkstore's row on the LocalCluster with the arrays where ``r``'s are: on S3 with
     the same latency per request (``s3_latency_ms``), or on local disk."""
@@ -332,8 +375,9 @@ def print_table(results: list[dict]) -> None:
           "memory events | correct |")
     # correct=False with an error: the method failed (e.g. dask killed its workers)
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    # the machine's limit per case (benchmarks/rechunk_limit.py): a row's fraction of it
-    limits = {r["case"]: r["wall_s"] for r in results if r["method"] == "limit"}
+    # the machine's limit per case (benchmarks/rechunk_limit.py), on local disk and on S3
+    # with each latency per request: a row's fraction of the one where its arrays are
+    limits = {_place(r): r["wall_s"] for r in results if _is_limit(r)}
     for r in results:
         peaks = " / ".join(f"{p * MB / MiB:.0f}" for p in r["peak_rss_mb"])
         ok = (f"{all(p <= r['bound_mb'] for p in r['peak_rss_mb'])}"
@@ -344,36 +388,16 @@ def print_table(results: list[dict]) -> None:
         pred_s = f"{pred * MB / MiB:.0f}" if pred else "-"
         cpu = f"{r['cpu_s']:.0f}" if "cpu_s" in r else "-"
         load = "-".join(f"{v:.1f}" for v in r.get("load_avg", [])) or "-"
-        frac = f"{limits[r['case']] / r['wall_s']:.2f}" if r["case"] in limits else "-"
+        frac = f"{limits[_place(r)] / r['wall_s']:.2f}" if _place(r) in limits else "-"
         print(f"| {r['case']} | {r['method']} | {r['wall_s']:.1f} | {frac} | {cpu} | {load} | "
               f"{peaks or '-'} | "
               f"{pred_s} | "
               f"{ratio} | {ok} | {len(r.get('memory_events', []))} | {r['correct']} |")
     for case in sorted({r["case"] for r in results}):
         rows = {r["method"]: r for r in results if r["case"] == case}
-        if "chunkstore" in rows:
-            cs_row = rows["chunkstore"]
+        if any(m.startswith("chunkstore") for m in rows):
             print(f"\n{case}:")
-            if "decoded_read_mb" in cs_row:
-                print(f"  chunkstore planned {cs_row.get('tasks')} tasks in "
-                      f"{cs_row.get('stages')} stage(s), ~{cs_row['planned_task_mb']:.0f} MB per "
-                      f"task; decoded bytes read {cs_row['decoded_read_mb']:.0f} MB = "
-                      f"{cs_row['decoded_read_mb'] / cs_row['nbytes_mb']:.0f}x the array; "
-                      f"{cs_row['decoded_read_mb'] / cs_row['wall_s'] / 2:.0f} MB/s of decoded "
-                      "data copied per worker thread")
-            if "limit" in rows:
-                print(f"  chunkstore: {rows['limit']['wall_s'] / cs_row['wall_s']:.2f} of the "
-                      f"limit ({rows['limit']['wall_s']:.1f} s: {rows['limit']['stages']} "
-                      "stage(s) of plain decode + encode + write on 2 x 1 slots)")
-            for m, r in rows.items():
-                if m == "limit":
-                    continue
-                if m.startswith("chunkstore-"):  # the same library elsewhere (e.g. on S3)
-                    print(f"  {m}: {r['wall_s'] / cs_row['wall_s']:.2f}x the wall time of "
-                          "chunkstore on the LocalCluster with local files")
-                elif m != "chunkstore":
-                    ref = _same_place(rows, r) or cs_row
-                    print(f"  {ref['method']} / {m}: {r['wall_s'] / ref['wall_s']:.2f}x faster")
+            _case_summary(rows, limits)
     for r in results:
         for event in r.get("memory_events", [])[:10]:
             print(f"  memory event ({r['case']} {r['method']}): {event}")

@@ -17,14 +17,16 @@ import re
 from pathlib import Path
 
 from benchmarks.rechunk_cli import AWS, BUCKET, upload
+from benchmarks.rechunk_limit import plan_stages, run_limit
 from benchmarks.rechunk_measure import MB, check, run_on_cluster
 from benchmarks.rechunk_peers import dask_zarr_rechunk
 from benchmarks.s3_endpoint import Endpoint, close_s3fs, set_aws_env
 
-#: the S3 methods, without and with 20 ms per request (``parse`` reads any N)
-METHODS = ("chunkstore-s3", "dask-tasks-s3", "dask-p2p-s3",
-           "chunkstore-s3-20ms", "dask-tasks-s3-20ms", "dask-p2p-s3-20ms")
-_NAME = re.compile(r"(chunkstore|dask-tasks|dask-p2p)-s3(?:-(\d+(?:\.\d+)?)ms)?")
+#: the S3 methods, without and with 20 ms per request (``parse`` reads any N); ``limit``:
+#: the limit on S3 (``rechunk_limit``), the bytes alone through the same server
+METHODS = ("limit-s3", "chunkstore-s3", "dask-tasks-s3", "dask-p2p-s3",
+           "limit-s3-20ms", "chunkstore-s3-20ms", "dask-tasks-s3-20ms", "dask-p2p-s3-20ms")
+_NAME = re.compile(r"(limit|chunkstore|dask-tasks|dask-p2p)-s3(?:-(\d+(?:\.\d+)?)ms)?")
 
 
 def parse(method: str) -> tuple[str, float] | None:
@@ -59,7 +61,11 @@ def run_s3(case: str, method: str, src: Path, target: tuple, axes: tuple[int, ..
         fs.mkdir(BUCKET)
         src_url, dst_url = f"s3://{BUCKET}/{case}-src.zarr", f"s3://{BUCKET}/{case}-dst.zarr"
         upload(fs, src, src_url.removeprefix("s3://"))
-        if local == "chunkstore":
+        if local == "limit":
+            fn = functools.partial(run_limit, src, workdir, plan_stages(src, target, max_mem,
+                                                                        axes),
+                                   (endpoint.url, src_url, dst_url))
+        elif local == "chunkstore":
             fn = functools.partial(chunkstore_rechunk, src_url, dst_url, target, max_mem, axes,
                                    storage_options=options)
         else:
@@ -67,18 +73,29 @@ def run_s3(case: str, method: str, src: Path, target: tuple, axes: tuple[int, ..
                                    axes, storage_options=options)
         endpoint.counts(reset=True)
         cpu0 = endpoint.cpu_seconds()
-        row = run_on_cluster(functools.partial(_then_close_sessions, fn), max_mem,
-                             scheduler=scheduler)
+        row = (fn() if local == "limit" else
+               run_on_cluster(functools.partial(_then_close_sessions, fn), max_mem,
+                              scheduler=scheduler))
         row["s3_cpu_s"] = endpoint.cpu_seconds() - cpu0
         counts = endpoint.counts()
         row.update(s3_latency_ms=latency_ms, s3_requests=sum(counts["counts"].values()),
                    s3_requests_by_kind=counts["counts"],
                    s3_mb_in=counts["bytes_in"] / MB, s3_mb_out=counts["bytes_out"] / MB)
         if "error" not in row:
-            row["correct"] = check(src, dst_url, axes, storage_options=options)
+            row["correct"] = (check(src, dst_url, axes, storage_options=options)
+                              if local != "limit" else _same_objects(fs, src, dst_url))
             row["target_stored_mb"] = fs.du(dst_url.removeprefix("s3://")) / MB
         _close_sessions()
     return row
+
+
+def _same_objects(fs, src: Path, dst_url: str) -> bool:
+    """Whether the limit wrote one object of the same size for each chunk file of
+    ``src`` (its objects are the source's chunks decoded and encoded again: no array)."""
+    found = {p.rsplit("/", 1)[1]: size for p, size in
+             fs.du(dst_url.removeprefix("s3://"), total=False).items()}
+    return found == {p.name: p.stat().st_size for p in src.iterdir()
+                     if not p.name.startswith(".")}
 
 
 def _then_close_sessions(fn: functools.partial) -> dict:

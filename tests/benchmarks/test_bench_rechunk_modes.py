@@ -107,3 +107,24 @@ def test_scaling_table(capsys):
     out = capsys.readouterr().out
     assert "| rechunk | chunkstore | 4 | 10.0 | 2.50 | 1.00 | 5.00 | 1.00 |" in out
     assert "| rechunk | chunkstore | 32 | 160.0 | 5.00 | 2.00 | 10.00 | 2.00 |" in out
+
+
+def test_s3_limit_row_tiny(tmp_path, monkeypatch, capsys):
+    """The limit on S3 (20 ms per request): one GET per source chunk in the first stage,
+    one PUT per chunk in the last, nothing else through the server; every object written,
+    and the table gives chunkstore's S3 row its fraction of this limit."""
+    pytest.importorskip("moto.server")
+    pytest.importorskip("obstore")
+    monkeypatch.chdir(tmp_path)
+    rows = bench_rechunk.main(["--tiny", "--cases", "rechunk", "--methods",
+                               "limit-s3-20ms"])
+    check_s3_rows(rows, "limit-s3-20ms", 20.0)
+    r = rows[0]
+    chunks = 1024 // 32  # the tiny rechunk's source: (1024, 1024) in (1024, 32) chunks
+    assert r["stages"] == 2
+    assert r["s3_requests_by_kind"] == {"GET": chunks, "PUT": chunks}
+    assert not list(tmp_path.glob("**/limit-stage-*/*"))  # the local stage's files removed
+    capsys.readouterr()
+    cs_row = {**r, "method": "chunkstore-s3-20ms", "wall_s": 2 * r["wall_s"]}
+    bench_rechunk.print_table([r, cs_row])
+    assert "chunkstore-s3-20ms: 0.50 of the limit on S3" in capsys.readouterr().out

@@ -19,3 +19,22 @@ def test_limit_passes_over_every_chunk_once_per_stage(tmp_path):
     assert row["stages"] == 2 and row["wall_s"] > 0 and row["cpu_s"] >= 0
     assert len(row["peak_rss_mb"]) == 2
     assert not list((tmp_path / "work").glob("limit-stage-*/*"))  # its files removed
+
+
+def test_a_pass_writes_the_sources_bytes(tmp_path):
+    # decoded and encoded again as the array's dtype: blosc shuffles by item size, so the
+    # limit does the methods' encoding work, not a byte-wise (unshuffled) one
+    import json
+
+    from benchmarks.rechunk_limit import _pass
+    src = tmp_path / "src.zarr"
+    a = cs.create_array(str(src), shape=(64, 64), chunks=(64, 8), dtype="f4", zarr_format=2)
+    a[...] = np.random.default_rng(1).standard_normal((64, 64), dtype="f4")
+    out = tmp_path / "out"
+    out.mkdir()
+    meta = json.loads((src / ".zarray").read_text())
+    names = sorted(p.name for p in src.iterdir() if not p.name.startswith("."))
+    assert len(names) == 8
+    _pass((str(src), str(out), names, meta["compressor"], meta["dtype"], None))
+    assert {n: (out / n).read_bytes() for n in names} == {
+        n: (src / n).read_bytes() for n in names}
