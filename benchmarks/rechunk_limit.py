@@ -1,10 +1,13 @@
 """The measured limit bench_rechunk compares every method with (issue 35): the same bytes
-decoded, encoded and written once per stage by plain numcodecs and file writes, on the
-same slots as the cluster (2 processes x 1 thread), nothing else (no rechunking, no
-transposition, no scheduler).
+read, decoded, encoded and written by plain numcodecs and file writes, once per stage,
+on the same slots as the cluster (2 processes x 1 thread), nothing else (no rechunking,
+no transposition, no scheduler).
 
-Each stage reads every stored chunk file of its input, decodes it with the source's
-codec, encodes it again and writes it as a new file; the next stage reads those files.
+Each stage reads every stored chunk file of its input and writes it as a new file; the
+next stage reads those files. The first stage decodes each chunk with the source's codec,
+the last encodes it again (as the array's dtype: the source's bytes); stages between
+write and read the decoded bytes, as chunkstore's plan keeps an intermediate on local
+disk (raw).
 The stages are as many as chunkstore's plan has for the case (``plan_stages``). A row's
 fraction of the limit is ``limit wall / row wall`` (1.0: as fast as the limit).
 
@@ -20,6 +23,7 @@ together: no S3 method can move the same bytes faster.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import time
@@ -28,6 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 from benchmarks.rechunk_measure import RssSampler
 
@@ -59,21 +64,29 @@ def _s3_client(endpoint: str, bucket: str):
                    region=AWS["AWS_DEFAULT_REGION"], client_options={"allow_http": True})
 
 
-def _reader(place: str, endpoint: str | None) -> Callable[[str], bytes]:
-    """Reads one object or file of ``place`` (a directory, or ``s3://bucket/prefix``)."""
+def _reader(place: str, endpoint: str | None) -> Callable[[str], Any]:
+    """Reads one object or file of ``place`` (a directory, or ``s3://bucket/prefix``): a
+    file into one buffer reused from read to read (valid until the next read; no fresh
+    pages per chunk), an object into the client's own buffer."""
     if place.startswith("s3://"):
         import obstore
         bucket, prefix = place.removeprefix("s3://").split("/", 1)
         client = _s3_client(str(endpoint), bucket)
         return lambda name: obstore.get(client, f"{prefix}/{name}").bytes()
+    held = [bytearray()]
 
-    def read(name: str) -> bytes:
-        with open(os.path.join(place, name), "rb") as f:
-            return f.read()
+    def read(name: str) -> memoryview:
+        with open(os.path.join(place, name), "rb", buffering=0) as f:
+            size = os.fstat(f.fileno()).st_size
+            if len(held[0]) < size:  # a larger one (the last read's view may live on)
+                held[0] = bytearray(size)
+            view = memoryview(held[0])[:size]
+            f.readinto(view)
+            return view
     return read
 
 
-def _writer(place: str, endpoint: str | None) -> Callable[[str, bytes], None]:
+def _writer(place: str, endpoint: str | None) -> Callable[[str, Any], None]:
     """Writes one object or file of ``place`` (as ``_reader``)."""
     if place.startswith("s3://"):
         import obstore
@@ -82,7 +95,7 @@ def _writer(place: str, endpoint: str | None) -> Callable[[str, bytes], None]:
         return lambda name, data: obstore.put(client, f"{prefix}/{name}", data,
                                               use_multipart=False)
 
-    def write(name: str, data: bytes) -> None:
+    def write(name: str, data: Any) -> None:
         fd = os.open(os.path.join(place, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             os.write(fd, data)
@@ -91,40 +104,54 @@ def _writer(place: str, endpoint: str | None) -> Callable[[str, bytes], None]:
     return write
 
 
-def _pass(job: tuple[str, str, list[str], dict, str, str | None]) -> float:
+def _pass(job: tuple) -> float:
     """One slot's share of a stage: read, decode, encode, write each object; CPU seconds.
-    Each chunk is encoded as the array's dtype, so the bytes written are the source's.
-    Local files are read and written in turn; with S3 on either side, ``S3_AHEAD``
-    requests of each kind are kept in flight by threads (the codec stays on this one)."""
+
+    ``job = (source, target, names, compressor config, dtype, chunk items, endpoint,
+    decode, encode)``. Each chunk is decoded into one buffer reused from chunk to chunk
+    and encoded as the array's dtype, so the bytes written are the source's; an
+    intermediate is written and read raw (``decode``/``encode`` False), as chunkstore's
+    plan keeps one on local disk. Files are read and written in turn; objects on S3 are
+    read ``S3_AHEAD`` ahead and written ``S3_AHEAD`` behind by threads (the codec stays
+    on this one)."""
     import numcodecs
     import numpy as np
     from numcodecs import blosc
     blosc.use_threads = False  # one thread per slot, as a worker's task
-    src, dst, names, config, dtype, endpoint = job
+    src, dst, names, config, dtype, items, endpoint, decode, encode = job
     codec = numcodecs.get_codec(dict(config))
     read, write = _reader(src, endpoint), _writer(dst, endpoint)
+    decoded = np.empty(items, dtype)
 
-    def again(data: bytes) -> bytes:  # typed as the array: blosc shuffles by item size
-        return codec.encode(np.frombuffer(codec.decode(data), dtype))
+    def again(data: Any) -> Any:  # typed as the array: blosc shuffles by item size
+        raw = codec.decode(data, out=decoded) if decode else np.frombuffer(data, dtype)
+        return codec.encode(raw) if encode else raw
 
+    remote_in, remote_out = src.startswith("s3://"), dst.startswith("s3://")
     start = time.process_time()
-    if endpoint is None:
-        for name in names:
-            write(name, again(read(name)))
-        return time.process_time() - start
     with ThreadPoolExecutor(2 * S3_AHEAD) as io:
+        # objects are read ahead by threads; a file in turn (into the reused buffer)
+        fetch = (lambda n: io.submit(read, n)) if remote_in else read
         todo = iter(names)
-        reads = deque((n, io.submit(read, n)) for n in islice(todo, S3_AHEAD))
+        reads = deque((n, fetch(n)) for n in islice(todo, S3_AHEAD if remote_in else 1))
         writes: deque = deque()
         while reads:
             name, got = reads.popleft()
-            data = got.result()
-            following = next(todo, None)
-            if following is not None:
-                reads.append((following, io.submit(read, following)))
-            writes.append(io.submit(write, name, again(data)))
+            if remote_in:  # the next request goes out before this chunk's work
+                following = next(todo, None)
+                if following is not None:
+                    reads.append((following, fetch(following)))
+            out = again(got.result() if remote_in else got)
+            if remote_out:  # encoded: new bytes of its own, written behind by a thread
+                writes.append(io.submit(write, name, out))
+            else:  # a file, from the reused buffer before the next chunk is decoded
+                write(name, out)
             while len(writes) > S3_AHEAD:
                 writes.popleft().result()
+            if not remote_in:  # into the reused buffer: once this chunk is written
+                following = next(todo, None)
+                if following is not None:
+                    reads.append((following, fetch(following)))
         for done in writes:
             done.result()
     return time.process_time() - start
@@ -141,6 +168,7 @@ def run_limit(src: Path, work: Path, stages: int,
     if meta.get("filters") or config is None:
         raise ValueError("the limit is measured for arrays with one compressor, no filters")
     names = sorted(f for f in os.listdir(src) if not f.startswith("."))
+    items = math.prod(meta["chunks"])  # every stored chunk is whole (edges padded)
     endpoint = s3[0] if s3 else None
     with ProcessPoolExecutor(SLOTS) as pool:
         list(pool.map(time.sleep, [0.0] * SLOTS))  # started before the clock
@@ -159,8 +187,8 @@ def run_limit(src: Path, work: Path, stages: int,
                     shutil.rmtree(local, ignore_errors=True)
                     local.mkdir(parents=True)
                     out = str(local)
-                jobs = [(here, out, names[k::SLOTS], config, meta["dtype"], endpoint)
-                        for k in range(SLOTS)]
+                jobs = [(here, out, names[k::SLOTS], config, meta["dtype"], items, endpoint,
+                         stage == 0, last) for k in range(SLOTS)]
                 cpu += sum(pool.map(_pass, jobs))
                 if stage and not here.startswith("s3://"):
                     shutil.rmtree(here, ignore_errors=True)

@@ -382,7 +382,7 @@ def print_table(results: list[dict]) -> None:
         peaks = " / ".join(f"{p * MB / MiB:.0f}" for p in r["peak_rss_mb"])
         ok = (f"{all(p <= r['bound_mb'] for p in r['peak_rss_mb'])}"
               f"{' (nanny kill off)' if r.get('nanny_terminate') is False else ''}"
-              if r["method"] != "limit" else "-")
+              if not _is_limit(r) else "-")
         pred = r.get("predicted_worker_mb")
         ratio = f"{max(r['peak_rss_mb']) / pred:.2f}" if pred else "-"
         pred_s = f"{pred * MB / MiB:.0f}" if pred else "-"

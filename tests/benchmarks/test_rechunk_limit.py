@@ -35,6 +35,24 @@ def test_a_pass_writes_the_sources_bytes(tmp_path):
     meta = json.loads((src / ".zarray").read_text())
     names = sorted(p.name for p in src.iterdir() if not p.name.startswith("."))
     assert len(names) == 8
-    _pass((str(src), str(out), names, meta["compressor"], meta["dtype"], None))
+    _pass((str(src), str(out), names, meta["compressor"], meta["dtype"], 64 * 8, None, True, True))
     assert {n: (out / n).read_bytes() for n in names} == {
+        n: (src / n).read_bytes() for n in names}
+    # a first and a last stage: raw bytes between them, the source's bytes at the end
+    raw, again = tmp_path / "raw", tmp_path / "again"
+    raw.mkdir(), again.mkdir()
+    _pass((str(src), str(raw), names, meta["compressor"], meta["dtype"], 64 * 8, None, True, False))
+    values = a[...]
+    for n in names:  # chunk "0.j" holds columns 8j .. 8j + 7, decoded in C order
+        j = int(n.split(".")[1])
+        assert (raw / n).read_bytes() == np.ascontiguousarray(values[:, 8 * j:8 * j + 8]
+                                                              ).tobytes()
+    middle = tmp_path / "middle"  # a stage between two others: raw in, raw out
+    middle.mkdir()
+    _pass((str(raw), str(middle), names, meta["compressor"], meta["dtype"], 64 * 8, None,
+           False, False))
+    assert all((middle / n).read_bytes() == (raw / n).read_bytes() for n in names)
+    _pass((str(middle), str(again), names, meta["compressor"], meta["dtype"], 64 * 8, None,
+           False, True))
+    assert {n: (again / n).read_bytes() for n in names} == {
         n: (src / n).read_bytes() for n in names}
