@@ -18,7 +18,9 @@ DELETE, POST), and the bytes in and out. Cases (issue 3): write and read the who
 array (blosc-lz4, shuffle, Zarr v3), open the array, read one chunk and one element
 (each on a freshly opened array; median of a few repeats), create two groups of 31
 arrays (one then consolidated), and open a group and load all its members with and
-without consolidated metadata (tensorstore has no hierarchy API). Each library reads
+without consolidated metadata (tensorstore has no hierarchy API). ``obstore-alone`` is no
+library but chunkstore's floor: the same objects through obstore's bare client and
+numcodecs, nothing else (``s3_peers.ObstoreAlone``). Each library reads
 what it wrote. In a round the methods run case by case (every method's write, then
 every method's read, ...), so that a change of the load of a shared machine weighs on
 all of them alike. Wall times on moto are dominated by the server's own CPU time per
@@ -47,6 +49,7 @@ from benchmarks.s3_peers import (  # noqa: F401 (the peers: re-exported)
     Chunkstore,
     ChunkstoreFsspec,
     ChunkstoreObstore,
+    ObstoreAlone,
     Peer,
     TensorStore,
     ZarrPython,
@@ -58,7 +61,8 @@ MB = 1e6
 #: what runs by default: "chunkstore" is the default backend of s3:// URLs (obstore when
 #: installed), "chunkstore-fsspec" names fsspec; "chunkstore-obstore" (obstore named) runs
 #: when asked for (--methods)
-METHODS = ("chunkstore", "chunkstore-fsspec", "zarr-python", "zarrs", "tensorstore")
+METHODS = ("chunkstore", "chunkstore-fsspec", "zarr-python", "zarrs", "tensorstore",
+           "obstore-alone")
 #: chunkstore's rows (one per storage backend); the others are peers
 OURS = ("chunkstore", "chunkstore-fsspec", "chunkstore-obstore")
 
@@ -90,8 +94,8 @@ def run_peer(peer: Peer, ep: Endpoint, data, chunks, repeats: int) -> Iterator[d
               np.array_equal(np.asarray(out), data[tuple(slice(0, c) for c in chunks)]))
     stats, out = measure(ep, peer.read_element, repeats, setup=peer.open)
     yield row("read one element", stats, np.asarray(out) == data[1, 1])
-    if isinstance(peer, TensorStore):
-        return  # tensorstore has no hierarchy API
+    if not peer.groups:
+        return  # tensorstore has no hierarchy API, obstore-alone is no library
     n = peer.group_size
     stats, _ = measure(ep, peer.make_groups)
     yield row(f"create 2 groups of {n} arrays", stats, True)
@@ -265,7 +269,8 @@ def print_table(results: list[dict]) -> None:
             cells.append(f"{theirs['wall_s'] / mine['wall_s']:.2f}x" if mine and theirs else "–")
         print(f"| {case} | " + " | ".join(cells) + " |")
     print("\n(ratio = the other's time / chunkstore's time: > 1 means chunkstore (with that "
-          "backend) is faster; cells: MB/s or ms / peak RSS +MB)")
+          "backend) is faster; against obstore-alone, chunkstore's fraction of its floor; "
+          "cells: MB/s or ms / peak RSS +MB)")
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,10 @@ and the highest peak RSS (see ``bench_core``). Every read is compared with the s
 array, and what chunkstore wrote is read by tensorstore (and the other way round) and
 compared too: a fast wrong answer cannot pass (``cross_read`` in the rows).
 
+``numcodecs-alone`` is no library but the floor of one in Python over numcodecs: the
+same blosc call on each inner chunk and nothing else (``CodecAlone``); chunkstore's ratio
+to it is the share of its time that numcodecs' calls take.
+
 The unsharded case (10,000 chunk files) is ``bench_core``'s ``tiny-chunks local``.
 """
 
@@ -41,7 +45,7 @@ from benchmarks.core_adapters import (
 )
 from benchmarks.measure import release_memory, report
 
-LIBRARIES = ("chunkstore", "tensorstore", "zarrs", "zarr-python")
+LIBRARIES = ("chunkstore", "tensorstore", "zarrs", "zarr-python", "numcodecs-alone")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,8 +101,47 @@ class ShardedTensorstore(TensorstoreLib):
                          "fill_value": 0, "codecs": [sharding]}
 
 
+class CodecAlone:
+    """The floor of an engine in Python over numcodecs: numcodecs' blosc call on each
+    inner chunk, as cheaply as Python makes it, and nothing else (no shard, no index, no
+    file: the frames stay in a list); a read decompresses each frame into its place.
+    chunkstore's ratio to it is the share of its time spent in the codec calls."""
+
+    name = "numcodecs-alone"
+
+    def new_target(self, case: Any, where: Path) -> list:
+        return []
+
+    @staticmethod
+    def _blocks(case: Any, data: np.ndarray) -> np.ndarray:
+        """``data`` viewed as (n0, c0, n1, c1, ...) -> (n0, n1, ..., c0, c1, ...)."""
+        grid = [n // c for n, c in zip(case.shape, case.chunks, strict=True)]
+        split = [d for pair in zip(grid, case.chunks, strict=True) for d in pair]
+        nd = len(grid)
+        return data.reshape(split).transpose([*range(0, 2 * nd, 2), *range(1, 2 * nd, 2)])
+
+    def write(self, case: Any, target: list, data: np.ndarray) -> None:
+        from numcodecs import blosc
+        codec = numcodecs_codec(case)
+        cname, level, shuffle = codec.cname.encode(), codec.clevel, codec.shuffle
+        size = data.dtype.itemsize
+        blocks = np.ascontiguousarray(self._blocks(case, data))
+        target[:] = [blosc.compress(b, cname, level, shuffle, 0, size)
+                     for b in blocks.reshape(-1, *case.chunks)]
+
+    def read(self, case: Any, target: list) -> np.ndarray:
+        from numcodecs import blosc
+        grid = [n // c for n, c in zip(case.shape, case.chunks, strict=True)]
+        blocks = np.empty((*grid, *case.chunks), case.dtype)
+        for frame, place in zip(target, blocks.reshape(-1, *case.chunks), strict=True):
+            blosc.decompress(frame, place)
+        out = np.empty(case.shape, case.dtype)
+        self._blocks(case, out)[...] = blocks
+        return out
+
+
 ADAPTERS = {lib.name: lib for lib in (ShardedChunkstore(), ShardedTensorstore(),
-                                      ShardedZarrs(), ShardedZarr())}
+                                      ShardedZarrs(), ShardedZarr(), CodecAlone())}
 
 
 def cross_read(case: ShardCase, slots: dict[str, Slot], data: np.ndarray) -> bool:

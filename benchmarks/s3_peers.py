@@ -45,6 +45,9 @@ class Peer:
     def make_groups(self) -> None: ...
     def open_group(self, consolidated: bool) -> int: ...
 
+    #: whether it has a hierarchy API (the group cases)
+    groups = True
+
     #: runs a coroutine on the event loop of the library's asynchronous s3fs filesystems,
     #: so that ``s3_endpoint.close_s3fs`` can close their sessions (None: it has none)
     run_async: Any = None
@@ -205,6 +208,7 @@ class Zarrs(ZarrPython):
 class TensorStore(Peer):
     name = "tensorstore"
     backend = "tensorstore"
+    groups = False  # tensorstore has no hierarchy API
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -241,8 +245,103 @@ class TensorStore(Peer):
         return a[1, 1].read().result()
 
 
+class ObstoreAlone(Peer):
+    """No library: the floor of chunkstore's default backend. obstore's client (as
+    chunkstore configures it) and numcodecs' blosc, nothing else: each chunk encoded and
+    PUT, GET and decoded into its place, a few requests in flight (``IN_FLIGHT``); open
+    is one GET of ``zarr.json``. The same objects as chunkstore's array (its metadata
+    document, chunk keys ``c/i/j``). A row's ratio to it is the share of chunkstore's time
+    that the bare requests and decoding take."""
+
+    name = "obstore-alone"
+    backend = "obstore"
+    groups = False
+    IN_FLIGHT = 16
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        from chunkstore.storage.obstore import setup as obstore_setup
+        if not obstore_setup.available():
+            raise ImportError("obstore is not installed")
+        from chunkstore.storage.obstore.store import ObstoreStore
+        self._client = ObstoreStore(f"s3://{self.bucket}", self.options).client
+
+    def _keys(self, shape, chunks) -> list[tuple[str, tuple[slice, ...]]]:
+        """(key, region) of each chunk (the benchmark's arrays hold whole chunks)."""
+        import itertools
+        if any(n % c for n, c in zip(shape, chunks, strict=True)):
+            raise ValueError(f"obstore-alone writes whole chunks only: {shape} in {chunks}")
+        grid = [range(0, n, c) for n, c in zip(shape, chunks, strict=True)]
+        return [("c/" + "/".join(str(o // c) for o, c in zip(at, chunks, strict=True)),
+                 tuple(slice(o, o + c) for o, c in zip(at, chunks, strict=True)))
+                for at in itertools.product(*grid)]
+
+    def create_and_write(self, data, chunks) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        import numcodecs
+        import obstore
+
+        import chunkstore as cs
+        document = cs.create_array(cs.MemoryStore(), shape=data.shape, dtype=data.dtype,
+                                   chunks=chunks).store.get("zarr.json")
+        codec = numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE)  # as the others'
+
+        def put(item):
+            key, where = item
+            obstore.put(self._client, f"{self.key}/{key}", codec.encode(data[where].copy()),
+                        use_multipart=False)
+        with ThreadPoolExecutor(self.IN_FLIGHT) as pool:
+            list(pool.map(put, self._keys(data.shape, chunks)))
+        obstore.put(self._client, f"{self.key}/zarr.json", document, use_multipart=False)
+
+    def open(self):
+        import json
+
+        import numpy as np
+        import obstore
+        meta = json.loads(bytes(obstore.get(self._client, f"{self.key}/zarr.json").bytes()))
+        return _Opened(tuple(meta["shape"]), np.dtype(meta["data_type"]),
+                       tuple(meta["chunk_grid"]["configuration"]["chunk_shape"]))
+
+    def _chunk(self, a, key: str):
+        import numpy as np
+        import obstore
+        from numcodecs import blosc
+        out = np.empty(a.chunks, a.dtype)
+        blosc.decompress(obstore.get(self._client, f"{self.key}/{key}").bytes(), out)
+        return out
+
+    def read_all(self, a):
+        from concurrent.futures import ThreadPoolExecutor
+
+        import numpy as np
+        out = np.empty(a.shape, a.dtype)
+
+        def one(item):
+            key, where = item
+            out[where] = self._chunk(a, key)
+        with ThreadPoolExecutor(self.IN_FLIGHT) as pool:
+            list(pool.map(one, self._keys(a.shape, a.chunks)))
+        return out
+
+    def read_chunk(self, a, chunks):
+        return self._chunk(a, "c/" + "/".join("0" * len(chunks)))
+
+    def read_element(self, a):
+        return self._chunk(a, "c/" + "/".join("0" * len(a.chunks)))[1, 1]
+
+
+class _Opened:
+    """What ``ObstoreAlone.open`` read: the array's shape, dtype and chunk shape."""
+
+    def __init__(self, shape: tuple, dtype: Any, chunks: tuple) -> None:
+        self.shape, self.dtype, self.chunks = shape, dtype, chunks
+
+
 PEERS: dict[str, type[Peer]] = {"chunkstore": Chunkstore,
                                  "chunkstore-fsspec": ChunkstoreFsspec,
                                  "chunkstore-obstore": ChunkstoreObstore,
                                  "zarr-python": ZarrPython, "zarrs": Zarrs,
-                                 "tensorstore": TensorStore}
+                                 "tensorstore": TensorStore,
+                                 "obstore-alone": ObstoreAlone}

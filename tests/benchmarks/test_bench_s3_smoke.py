@@ -24,7 +24,8 @@ def test_bench_s3_tiny(tmp_path, monkeypatch):
     # zarrs is skipped (saying why) where it has no adapter for zarr-python's S3 store
     ran = {r["method"] for r in rows}
     assert ran >= {*ours, "zarr-python", "tensorstore"} and ran <= set(bench_s3.METHODS)
-    with_groups = ran - {"tensorstore"}
+    with_groups = {m for m in ran if bench_s3.PEERS[m].groups}
+    assert with_groups == ran - {"tensorstore", "obstore-alone"}
     assert {(r["case"], r["method"]) for r in rows} == (
         {(c, m) for c in array_cases for m in ran}
         | {(c, m) for c in group_cases for m in with_groups})
@@ -36,6 +37,10 @@ def test_bench_s3_tiny(tmp_path, monkeypatch):
         assert 1 <= r["max_in_flight"] <= r["requests"]
     for method in ours:
         _check_requests({r["case"]: r for r in rows if r["method"] == method})
+    if available():  # the floor: one request per object, nothing else
+        floor = {r["case"]: r["by_kind"] for r in rows if r["method"] == "obstore-alone"}
+        assert floor == {"write": {"PUT": 17}, "read": {"GET": 16}, "open array": {"GET": 1},
+                         "read one chunk": {"GET": 1}, "read one element": {"GET": 1}}
     _check_backends(rows)
     assert (tmp_path / "bench-out" / "bench_s3.json").exists()
 
@@ -61,7 +66,7 @@ def _check_backends(rows: list) -> None:
     default = "obstore" if available() else "fsspec"
     expected = {"chunkstore": default, "chunkstore-fsspec": "fsspec",
                 "chunkstore-obstore": "obstore", "zarr-python": "fsspec", "zarrs": "fsspec",
-                "tensorstore": "tensorstore"}
+                "tensorstore": "tensorstore", "obstore-alone": "obstore"}
     for r in rows:
         assert r["backend"] == expected[r["method"]], r
 
@@ -75,3 +80,37 @@ def _check_requests(mine: dict) -> None:
     assert mine["open group of 3 (consolidated)"]["requests"] < \
         mine["open group of 3 (plain)"]["requests"]
     assert mine["read"]["lists"] == mine["read one chunk"]["lists"] == 0
+
+
+@pytest.mark.skipif(not available(), reason="obstore is not installed")
+def test_obstore_alone_stores_the_array_chunkstore_stores():
+    """The floor's objects are chunkstore's array: chunkstore reads what it wrote, and it
+    reads what chunkstore wrote, byte for byte the same chunks."""
+    import numpy as np
+    import s3fs
+
+    import chunkstore as cs
+    bench_s3.set_aws_env()
+    data = np.random.default_rng(0).standard_normal((128, 128), dtype="f4")
+    with bench_s3.Endpoint() as ep:
+        options = {"key": "testing", "secret": "testing",
+                   "client_kwargs": {"endpoint_url": ep.url}}
+        fs = s3fs.S3FileSystem(**options)
+        fs.mkdir("bench")
+        alone = bench_s3.ObstoreAlone(ep.url, "bench", options)
+        ours = bench_s3.Chunkstore(ep.url, "bench", options)
+        alone.create_and_write(data, (64, 64))
+        ours.create_and_write(data, (64, 64))
+        got = cs.open_array(alone.url, mode="r", storage_options=options)[...]
+        assert np.array_equal(got, data)
+        a = alone.open()
+        assert (a.shape, a.chunks) == ((128, 128), (64, 64))
+        alone.key = ours.key  # the floor reading chunkstore's array
+        assert np.array_equal(alone.read_all(alone.open()), data)
+        assert np.array_equal(alone.read_chunk(a, (64, 64)), data[:64, :64])
+        assert alone.read_element(a) == data[1, 1]
+        chunk_keys = [f"c/{i}/{j}" for i in (0, 1) for j in (0, 1)]
+        assert [fs.cat(f"bench/obstore-alone.zarr/{k}") for k in chunk_keys] == [
+            fs.cat(f"bench/chunkstore.zarr/{k}") for k in chunk_keys]
+        with pytest.raises(ValueError, match="whole chunks"):
+            alone.create_and_write(data[:100], (64, 64))
