@@ -33,7 +33,7 @@ LIBRARIES = ("chunkstore", "zarr-python", "tensorstore", "numpy")
 #: every peer a pivot table may show (zarrs: zarr-python with the zarrs codec pipeline,
 #: only where a benchmark runs it)
 PIVOT_LIBRARIES = ("chunkstore", "zarr-python", "zarrs", "tensorstore", "numpy",
-                   "file-limit")
+                   "file-limit", "numcodecs-alone")
 
 _ALIASES = {"zarr": "zarr-python", "zarr_python": "zarr-python", "zarr-python": "zarr-python",
             "zarr3": "zarr-python", "ts": "tensorstore", "np": "numpy",
