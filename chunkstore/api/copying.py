@@ -10,6 +10,7 @@ from chunkstore.api.creation import create_array, jsonable_attrs, like_array_kwa
 from chunkstore.api.opening import open_group
 from chunkstore.array.array import Array
 from chunkstore.array.grids import grid_arguments
+from chunkstore.array.sources import refuse_reader_of
 from chunkstore.group.group import Group
 from chunkstore.group.like_args import regular_chunks
 from chunkstore.io.copy import COPY_BLOCK_BYTES, copy_into
@@ -49,9 +50,14 @@ def copy(source: Any, store: Any = None, path: str | None = None, *,
                                overwrite=overwrite, chunks=chunks, max_bytes=max_bytes,
                                create_kwargs=create_kwargs)
     path = normalize_path(path)
-    if isinstance(source, Array | Group):  # never over its own source (before any delete)
-        refuse_onto_itself(source, resolve_store(store, storage_options=storage_options),
-                           path, "copy")
+    # never over its own source, before any delete: a chunkstore node by its place, any
+    # other source (a zarr-python handle, a dask graph, a group-like mapping) by the
+    # readers it holds
+    target = resolve_store(store, storage_options=storage_options)
+    if isinstance(source, Array | Group):
+        refuse_onto_itself(source, target, path, "copy")
+    else:
+        refuse_reader_of(source, target, path, "copy")
     st = resolve_store(store, mode="w" if overwrite else "a", storage_options=storage_options)
     if isinstance(source, Group):
         kwargs = {**create_kwargs}

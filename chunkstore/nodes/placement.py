@@ -20,6 +20,7 @@ from chunkstore.metadata.nodes import (
 )
 from chunkstore.nodes.consolidated import holds_consolidated
 from chunkstore.nodes.documents import delete_node, write_nodes
+from chunkstore.nodes.nesting import refuse_nested
 from chunkstore.nodes.paths import ancestors, check_new_path
 from chunkstore.storage.base import Store
 
@@ -91,6 +92,8 @@ def place_node(store: Store, path: str, meta: NodeMetadata, *, overwrite: bool =
         what = "an array" if is_array(existing) else "a group"
         raise kind(f"{what} already exists at path {path or '/'!r} in {store!r}")
     _refuse_array_parent(store, path, {p: nodes[p] for p in parents})
+    # nodes of other stores nested with this one on the file system (LocalStore only)
+    refuse_nested(store, path, creating_array=existing is None and is_array(meta))
     consolidating = [p for p in ancestors(path) if holds_consolidated(docs[p].get(key), fmt)]
     if existing is not None:
         delete_node(store, path, zarr_format=existing.zarr_format, synchronizer=synchronizer,
