@@ -214,12 +214,29 @@ class Array:
         return self
 
     _on_metadata_change: Any = None  # set by a Group holding a consolidated snapshot
+    #: the metadata came from a group's consolidated snapshot and has not been compared
+    #: with the stored document yet (set by the Group; see ``_check_snapshot``)
+    _from_snapshot = False
 
     def _adopt_metadata(self, metadata: ArrayMetadata) -> None:
         """Use ``metadata`` (just committed) from now on; tell a consolidated snapshot."""
         self._set_metadata(metadata)
         if self._on_metadata_change is not None:
             self._on_metadata_change(metadata)
+
+    def _check_snapshot(self) -> None:
+        """Before the first write of an array handed out from a consolidated snapshot: the
+        stored document is read once, and adopted when the array was changed or replaced
+        through another handle since (a write through the snapshot's layout would write
+        chunks of another dtype or shape into the new array); gone, ArrayNotFoundError."""
+        stored = try_read_node(self._store, self._path, self.zarr_format, kind="array")
+        if stored is None or not is_array(stored):
+            raise ArrayNotFoundError(
+                f"array {self.name!r}: no longer in {self._store!r} (removed since its "
+                "group's consolidated metadata was read); reopen the group")
+        if stored != self.metadata:
+            self._adopt_metadata(stored)  # type: ignore[arg-type]
+        self._from_snapshot = False
 
     def _check_writable(self) -> None:
         if self._read_only:
@@ -366,6 +383,8 @@ class Array:
         """Store ``value`` (broadcast to the selection) at ``selection`` (run as ``kind``)."""
         self._check_writable()
         check_value(value)  # an h5py dataset whose bytes are in other files is refused
+        if self._from_snapshot:
+            self._check_snapshot()
         snap = self._snapshot()
         indexer = self._indexer(selection, kind, snap)
         if kind == BASIC and is_lazy_array(value) and tuple(value.shape) == indexer.shape:

@@ -1,5 +1,6 @@
 """``clean``: remove what killed writers left in a store, without touching anything else:
-temporary files of a local store (``.chunkstore-tmp-*``, never listed as keys) and the
+temporary files of a local store or beside a zip archive (``.chunkstore-tmp-*``, never
+listed as keys) and the
 intermediate arrays of rechunks whose process is dead (``__chunkstore_tmp__/*``, never
 members: ``group.scratch``)."""
 
@@ -19,10 +20,11 @@ from chunkstore.storage.resolve import resolve_store
 
 def sweep(path: str, options: dict[str, Any] | None, older_than: float
           ) -> tuple[int, ScratchSweep]:
-    """How many leftover temporary files were removed from the store at ``path`` (only
-    local directories have them: other stores replace objects in one request), and what
-    became of the rechunk intermediates there (a zip archive has none: its writer commits
-    the whole archive, or nothing). A path that is not a Zarr store (nor a ``temp_store``
+    """How many leftover temporary files were removed from the store at ``path`` (local
+    directories have them, and zip archives: a writer's whole new archive beside it;
+    other stores replace objects in one request), and what became of the rechunk
+    intermediates there (a zip archive has none: its writer commits the whole archive,
+    or nothing). A path that is not a Zarr store (nor a ``temp_store``
     holding intermediates) is refused (nothing below it is touched)."""
     check_location(path)
     store = resolve_store(path, storage_options=options)
@@ -31,7 +33,9 @@ def sweep(path: str, options: dict[str, Any] | None, older_than: float
     except CLIError:
         if not any(True for _ in store.list_dir(SCRATCH_DIR)):
             raise
-    scratch = ScratchSweep() if isinstance(store, ZipStore) else sweep_scratch(store, older_than)
+    if isinstance(store, ZipStore):
+        return store.sweep_temp(older_than=older_than), ScratchSweep()
+    scratch = sweep_scratch(store, older_than)
     if not isinstance(store, LocalStore):
         return 0, scratch
     return store.sweep_temp("", older_than=older_than), scratch

@@ -247,6 +247,7 @@ class Group:
             if self._cons is not None:  # the array's own changes keep the snapshot current
                 snap = self._cons
                 arr._on_metadata_change = lambda meta: snap.put(path, meta)
+                arr._from_snapshot = not self._read_only  # checked before its first write
             return arr
         return Group(self._store, path, node, read_only=self._read_only,  # type: ignore[arg-type]
                      consolidated=self._cons, synchronizer=self._synchronizer)

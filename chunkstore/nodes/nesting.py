@@ -7,8 +7,9 @@ inside it. But ``cs.create_array("a.zarr/0")`` roots a store *inside* the array
 already holds an array at ``p.zarr/0`` (made through a store rooted there) would write
 its chunks over that array's. Both lose data without an error. This module looks
 (read-only) at the directories above a LocalStore's root for an array, and at the
-directory of a new array for a node below it, so that ``place_node`` refuses either, as
-it refuses an array inside an array within one store. Stores that are not local
+directory of a new array for a node below it where its chunk keys lead (``c/``, or a
+numbered directory), so that ``place_node`` refuses either, as it refuses an array
+inside an array within one store. Stores that are not local
 directories are not looked at (a request per level and per creation on an object store).
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from chunkstore.errors import ContainsArrayError, ContainsGroupError
 from chunkstore.metadata.nodes import KIND_KEYS
@@ -29,6 +31,9 @@ MAX_LEVELS = 32
 #: directory entries looked at below a new array's directory, at most (one that already
 #: holds that many is left as it is)
 MAX_ENTRIES = 100_000
+#: the first component of a chunk key: "c" (v3's default encoding) or digits joined by
+#: "." (v2, and v3's "v2" encoding)
+CHUNK_COMPONENT = re.compile(r"c|\d+(\.\d+)*")
 #: a larger zarr.json above a store's root is not read (not taken for an array's)
 MAX_DOC_BYTES = 64 * 1024 * 1024
 
@@ -76,12 +81,20 @@ def enclosing_array(store: Store) -> str | None:
 
 def node_below(store: Store, path: str) -> str | None:
     """The path (relative to the store's root) of a node in a directory below the one of
-    ``path`` in a LocalStore, or None (none found within ``MAX_ENTRIES`` entries)."""
+    ``path`` in a LocalStore where a new array's chunk keys could lead (a first component
+    ``c``, or digits: ``CHUNK_COMPONENT``), or None (none found within ``MAX_ENTRIES``
+    entries). Other members (a group's ``labels``) share no file with its chunks."""
     root = _local_root(store)
     if root is None:
         return None
     top = os.path.join(root, path) if path else root
-    stack, seen = [top], 0
+    try:
+        with os.scandir(top) as entries:
+            stack = [e.path for e in entries
+                     if CHUNK_COMPONENT.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return None
+    seen = 0
     while stack:
         directory = stack.pop()
         try:
@@ -93,7 +106,7 @@ def node_below(store: Store, path: str) -> str | None:
                 seen += 1
                 if seen > MAX_ENTRIES:
                     return None
-                if directory != top and entry.name in KIND_KEYS:
+                if entry.name in KIND_KEYS:
                     return os.path.relpath(directory, root).replace(os.sep, "/")
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)

@@ -88,12 +88,19 @@ def discard(dir_fd: int, name: str) -> None:
         pass
 
 
-def _writer_is_dead(name: str) -> bool:
-    """True when ``name`` was written by a process of this host that no longer runs."""
+def writer_of_this_host(name: str) -> int | None:
+    """The PID of the process of this host that wrote the temporary file ``name`` (None:
+    another host's, or a name from an older version)."""
     parts = name[len(TEMP_PREFIX):].split("-")
     if len(parts) < 2 or parts[0] != HOST_TAG or not parts[1].isdigit():
-        return False
-    return process_gone(int(parts[1]))
+        return None
+    return int(parts[1])
+
+
+def _writer_is_dead(name: str) -> bool:
+    """True when ``name`` was written by a process of this host that no longer runs."""
+    pid = writer_of_this_host(name)
+    return pid is not None and process_gone(pid)
 
 
 def is_stale(name: str, dir_fd: int, older_than: float, now: float | None = None) -> bool:

@@ -110,6 +110,18 @@ def pin(path: str) -> Pinned | None:
         raise
 
 
+def pin_held(fd: int) -> Pinned:
+    """The version of the archive already open as ``fd`` (the one a session read),
+    pinned by a descriptor of its own."""
+    held = os.dup(fd)
+    try:
+        st = held_version(held)
+        return Pinned(held, st, directory_digest(held, st.size))
+    except BaseException:
+        os.close(held)
+        raise
+
+
 def still_there(path: str, base: Pinned | None) -> bool:
     """Whether ``path`` holds the version ``base`` (None: no archive) unchanged: the same
     file (rule 1 of the module docstring), the same stat and central directory."""

@@ -1,7 +1,7 @@
 """The open state of one zip archive in this process, shared by all its ZipStores.
 
 Zip entries cannot be replaced or removed in place, so writes never edit the archive:
-a session writes to a temporary archive next to it (``<name>.chunkstore-tmp-*``; the
+a session writes to a temporary archive next to it (``<name>.chunkstore-tmp-<host>-<pid>-*``; the
 existing archive is copied there on the first write) and ``commit()`` replaces the
 archive with one ``os.replace``. A crash before the commit leaves the previous archive
 untouched, and a committed archive is never torn.
@@ -37,6 +37,7 @@ from chunkstore.runtime import current
 from chunkstore.runtime.part import Part
 from chunkstore.storage.base import BytesLike, validate_key
 from chunkstore.storage.errors import BadArchiveError
+from chunkstore.storage.host_identity import HOST_TAG
 from chunkstore.storage.local.clock import FileVersion
 from chunkstore.storage.local.temp import TEMP_PREFIX
 from chunkstore.storage.zip.identity import (
@@ -46,6 +47,7 @@ from chunkstore.storage.zip.identity import (
     held_version,
     open_existing,
     pin,
+    pin_held,
     still_there,
 )
 
@@ -130,8 +132,17 @@ class Session:
         directory = os.path.dirname(self.path) or "."
         os.makedirs(directory, exist_ok=True)
         base = os.path.basename(self.path)
-        tmp = os.path.join(directory, f"{base}{TEMP_PREFIX}{os.getpid()}-{next(_sessions().counter)}")
-        self._set_base(pin(self.path))  # held until the commit: see zip_identity
+        # named as local temporary files (host, PID): ``ZipStore.sweep_temp`` tells a
+        # dead writer's from a live one's
+        tmp = os.path.join(directory, f"{base}{TEMP_PREFIX}{HOST_TAG}-{os.getpid()}-"
+                                      f"{next(_sessions().counter)}")
+        # the version this session read, not the path's: what it writes may come from
+        # what it read (a read-modify-write), so the commit must find that version still
+        # there (no archive, when it read none); held until the commit (zip_identity)
+        if self.opened:
+            self._set_base(pin_held(self.fd) if self.fd is not None else None)
+        else:
+            self._set_base(pin(self.path))
         had_old = copy_existing and self.base is not None
         self.discard_pending()
         self.close_files()
@@ -298,18 +309,21 @@ def _directory_lock(path: str) -> Iterator[None]:
         os.close(fd)
 
 
-def session_for(path: str, compression: int) -> Session:
-    """The open session of ``path`` in this process (a new one if none)."""
+def session_for(path: str, compression: int, writing: bool = False) -> Session:
+    """The open session of ``path`` in this process (a new one if none); ``writing``: the
+    caller is about to write."""
     registry = _sessions()
     with registry.lock:
         session = registry.by_path.get(path)
         if (session is None or session.closed or session.pid != os.getpid()
-                or (session.opened and not session.pending
+                or (not writing and session.opened and not session.pending
                     and session.read_sig != current_version(path))):
             # (a reading session whose archive another process has since replaced: the
-            # stores move to a new session on their next call and see the new archive;
+            # stores move to a new session on their next read and see the new archive;
             # the old one closes when its last store has moved on. Its ``fd`` holds the
-            # archive it read, so a replacement cannot show the same inode number)
+            # archive it read, so a replacement cannot show the same inode number. A
+            # write keeps it: its values may come from the old archive's, so it writes
+            # on the version read, and the commit raises ConcurrentWriteError)
             session = registry.by_path[path] = Session(path, compression)
         return session
 

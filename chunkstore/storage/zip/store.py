@@ -46,6 +46,8 @@ from chunkstore.storage.base import (
 from chunkstore.storage.bounds import too_large, wrong_size
 from chunkstore.storage.capabilities import Capabilities
 from chunkstore.storage.errors import BadArchiveError
+from chunkstore.storage.host_identity import process_gone
+from chunkstore.storage.local.temp import discard, is_stale, is_temp, writer_of_this_host
 from chunkstore.storage.zip.fileobj import FileSession, check_file_object, is_file_object
 from chunkstore.storage.zip.read import read_entry
 from chunkstore.storage.zip.session import Session, pending_session, release, session_for
@@ -161,7 +163,8 @@ class ZipStore(Store):
             self._check_writable(write_key)
         owner = self._owner()
         while True:
-            s = owner._file or session_for(self._real, self.compression)
+            s = owner._file or session_for(self._real, self.compression,
+                                           writing=write_key is not None)
             s.lock.acquire()
             if not s.closed:
                 break
@@ -201,6 +204,33 @@ class ZipStore(Store):
         with s.lock:
             s.commit()
         owner._fresh = False  # re-opening continues from what was committed
+
+    def sweep_temp(self, older_than: float = 3600.0) -> int:
+        """Remove the temporary archives that killed writers left beside this archive
+        (``<name>.chunkstore-tmp-<host>-<pid>-<n>``, a full copy each): those of dead
+        processes of this host, and those of other hosts (or older versions) older than
+        ``older_than`` seconds; never one of a live process of this host (a session
+        still writing). Returns how many were removed."""
+        if self._file is not None:
+            return 0
+        self._check_writable("/")
+        directory, base = os.path.split(self._real)
+        fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        removed = 0
+        try:
+            for name in os.listdir(fd):
+                own = name[len(base):]
+                if not (name.startswith(base) and is_temp(own)):
+                    continue
+                pid = writer_of_this_host(own)
+                if pid is not None and not process_gone(pid):
+                    continue
+                if pid is not None or is_stale(name, fd, older_than):
+                    discard(fd, name)
+                    removed += 1
+        finally:
+            os.close(fd)
+        return removed
 
     # -- reads -------------------------------------------------------------------------
     def _read(self, s: Session, key: str, byte_range: ByteRange | None,
