@@ -498,6 +498,8 @@ class Array:
     def write_chunk(self, coords: tuple[int, ...], data: Any) -> None:
         """Replace one whole chunk; ``data`` has the chunk's (edge-clipped) shape."""
         self._check_writable()
+        if self._from_snapshot:
+            self._check_snapshot()
         coords = checked_coords(coords, self.cdata_shape, self.name)
         snap = self._snapshot()
         expected = chunk_extent(coords, snap.grid)

@@ -249,6 +249,8 @@ def to_store(x: Any, store: Any, path: str | None = None, chunks: Any = None,
     refuse_copied(target_store, f"to_store into {target_path or '/'!r}", x)
     if isinstance(store, Array):
         target = store
+        if target._from_snapshot:  # planned on its stored layout, not a stale snapshot's
+            target._check_snapshot()
     elif region is not None:
         target = open_array(store, mode="r+", path=path)  # (resolved above, options used)
     else:

@@ -453,3 +453,30 @@ def test_cli_errors_are_one_line_and_keep_the_source(tmp_path):
             args, r.returncode, r.stderr)
     after = {str(f): f.read_bytes() for f in tmp_path.rglob("*") if f.is_file()}
     assert after == before
+
+
+@pytest.mark.parametrize("how", ["write_chunk", "to_store"])
+def test_consolidated_group_member_checked_before_write_chunk_and_to_store(tmp_path, how):
+    """The other ways into a member handed out from a stale consolidated snapshot check
+    its stored document first too (to_store plans its blocks on the stored layout)."""
+    p = str(tmp_path / "c.zarr")
+    g = cs.open_group(p, mode="w")
+    g.create_array("x", shape=(8,), chunks=(4,), dtype="i4", fill_value=0)[:] = np.arange(8)
+    cs.consolidate_metadata(p)
+    G = cs.open_group(p, mode="r+", use_consolidated=True)
+    H = cs.open_group(p, mode="r+", use_consolidated=False)
+    del H["x"]
+    H.create_array("x", shape=(6,), chunks=(3,), dtype="f8", fill_value=-1.0)[:] = (
+        np.arange(6) * 10.0)
+    x = G["x"]
+    if how == "write_chunk":
+        x.write_chunk((1,), [7.0, 8.0, 9.0])
+        expected = [0.0, 10.0, 20.0, 7.0, 8.0, 9.0]
+    else:
+        da = pytest.importorskip("dask.array")
+        import chunkstore.dask as csd
+        csd.to_store(da.from_array(np.arange(6) + 0.5, chunks=3), x)
+        expected = list(np.arange(6) + 0.5)
+    got = cs.open_array(p, path="x")
+    assert (got.dtype, got.shape) == (np.dtype("f8"), (6,))
+    np.testing.assert_array_equal(got[:], expected)
