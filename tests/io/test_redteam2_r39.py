@@ -277,6 +277,21 @@ def test_zip_delete_group_and_recreate_compacts(tmp_path):
 # ---------------------------------------------------------------------------------------
 # consolidated metadata
 # ---------------------------------------------------------------------------------------
+def _replaced_under_a_snapshot(p: str, fmt: int):
+    """A consolidated group at ``p`` whose int32 member ``x`` (chunks of 4) is then
+    replaced by a float64 ``x`` (chunks of 3) through a plain handle: (the group opened
+    with consolidated metadata before the replacement, the plain handle)."""
+    g = cs.open_group(p, mode="w", zarr_format=fmt)
+    g.create_array("x", shape=(8,), chunks=(4,), dtype="i4", fill_value=0)[:] = np.arange(8)
+    cs.consolidate_metadata(p)
+    G = cs.open_group(p, mode="r+", use_consolidated=True)
+    H = cs.open_group(p, mode="r+", use_consolidated=False)
+    del H["x"]
+    H.create_array("x", shape=(6,), chunks=(3,), dtype="f8", fill_value=-1.0)[:] = (
+        np.arange(6) * 10.0)
+    return G, H
+
+
 @pytest.mark.parametrize("fmt", [3, 2])
 def test_consolidated_group_handle_writes_through_the_replaced_arrays_layout(tmp_path, fmt):
     """A group opened with consolidated metadata, then its member `x` is deleted and
@@ -287,14 +302,7 @@ def test_consolidated_group_handle_writes_through_the_replaced_arrays_layout(tmp
     and whose data was lost. Now an array handed out from a writable group's snapshot
     reads its stored document before its first write and adopts it."""
     p = str(tmp_path / "c.zarr")
-    g = cs.open_group(p, mode="w", zarr_format=fmt)
-    g.create_array("x", shape=(8,), chunks=(4,), dtype="i4", fill_value=0)[:] = np.arange(8)
-    cs.consolidate_metadata(p)
-    G = cs.open_group(p, mode="r+", use_consolidated=True)
-    H = cs.open_group(p, mode="r+", use_consolidated=False)
-    del H["x"]
-    H.create_array("x", shape=(6,), chunks=(3,), dtype="f8", fill_value=-1.0)[:] = (
-        np.arange(6) * 10.0)
+    G, H = _replaced_under_a_snapshot(p, fmt)
     x = G["x"]
     x[0:4] = [100, 101, 102, 103]
     assert (x.dtype, x.shape, x.chunks) == (np.dtype("f8"), (6,), (3,))
@@ -460,14 +468,7 @@ def test_consolidated_group_member_checked_before_write_chunk_and_to_store(tmp_p
     """The other ways into a member handed out from a stale consolidated snapshot check
     its stored document first too (to_store plans its blocks on the stored layout)."""
     p = str(tmp_path / "c.zarr")
-    g = cs.open_group(p, mode="w")
-    g.create_array("x", shape=(8,), chunks=(4,), dtype="i4", fill_value=0)[:] = np.arange(8)
-    cs.consolidate_metadata(p)
-    G = cs.open_group(p, mode="r+", use_consolidated=True)
-    H = cs.open_group(p, mode="r+", use_consolidated=False)
-    del H["x"]
-    H.create_array("x", shape=(6,), chunks=(3,), dtype="f8", fill_value=-1.0)[:] = (
-        np.arange(6) * 10.0)
+    G, _ = _replaced_under_a_snapshot(p, 3)
     x = G["x"]
     if how == "write_chunk":
         x.write_chunk((1,), [7.0, 8.0, 9.0])

@@ -118,14 +118,17 @@ def test_resize_growth_while_others_write_on_s3(s3_bucket_both):
     np.testing.assert_array_equal(got, want)
 
 
+def _mixed(options, i):
+    """Process ``i``'s storage options: obstore for odd ``i``, fsspec for even."""
+    return {**options, "backend": "obstore" if i % 2 else "fsspec"}
+
+
 # -- S3: appenders and writers of the old part, attrs at once (mixed backends) --------------
 def _append_attr_write(url, options, i, start):
     import numpy as np
 
     import chunkstore as cs
-    backend = "obstore" if i % 2 else "fsspec"
-    a = cs.open_array(url, mode="r+", storage_options={**options, "backend": backend},
-                      cache=0)
+    a = cs.open_array(url, mode="r+", storage_options=_mixed(options, i), cache=0)
     start.wait()
     for k in range(2):
         a.append(np.full((1, 3), 1000 * (i + 1) + k, "i4"))
@@ -369,9 +372,7 @@ def _new_chunk_appender(url, options, i, start):
     import numpy as np
 
     import chunkstore as cs
-    backend = "obstore" if i % 2 else "fsspec"
-    a = cs.open_array(url, mode="r+", storage_options={**options, "backend": backend},
-                      cache=0)
+    a = cs.open_array(url, mode="r+", storage_options=_mixed(options, i), cache=0)
     start.wait()
     for k in range(2):
         a.append(np.full((i + 1, 2), 10 * (i + 1) + k, "i4"), new_chunk=True)
@@ -401,9 +402,7 @@ def test_new_chunk_appends_from_both_backends(s3_bucket):
 
 def _shard_fill_flipper(url, options, i, start):
     import chunkstore as cs
-    backend = "obstore" if i % 2 else "fsspec"
-    a = cs.open_array(url, mode="r+", storage_options={**options, "backend": backend},
-                      cache=0)
+    a = cs.open_array(url, mode="r+", storage_options=_mixed(options, i), cache=0)
     start.wait()
     # process i owns inner chunk i (elements 2i, 2i+1): fill / non-fill in turn, so the
     # shard's index gains and loses entries and the shard itself may be deleted
@@ -430,8 +429,7 @@ def test_inner_chunks_flipping_to_fill_in_one_shard_mixed_backends(s3_bucket):
 
 def _v2_attrs(url, options, i, start):
     import chunkstore as cs
-    backend = "obstore" if i % 2 else "fsspec"
-    so = {**options, "backend": backend}
+    so = _mixed(options, i)
     g = cs.open_group(url, mode="r+", storage_options=so)
     a = cs.open_array(url, path="arr", mode="r+", storage_options=so)
     start.wait()

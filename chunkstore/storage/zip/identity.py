@@ -97,11 +97,8 @@ def held_version(fd: int) -> FileVersion:
     return version(os.fstat(fd))
 
 
-def pin(path: str) -> Pinned | None:
-    """Open the archive at ``path`` and take its version (None: no archive there)."""
-    fd = open_existing(path)
-    if fd is None:
-        return None
+def _pinned(fd: int) -> Pinned:
+    """The version of the archive open as ``fd``, pinned by it (closed on failure)."""
     try:
         st = held_version(fd)
         return Pinned(fd, st, directory_digest(fd, st.size))
@@ -110,16 +107,16 @@ def pin(path: str) -> Pinned | None:
         raise
 
 
+def pin(path: str) -> Pinned | None:
+    """Open the archive at ``path`` and take its version (None: no archive there)."""
+    fd = open_existing(path)
+    return None if fd is None else _pinned(fd)
+
+
 def pin_held(fd: int) -> Pinned:
     """The version of the archive already open as ``fd`` (the one a session read),
     pinned by a descriptor of its own."""
-    held = os.dup(fd)
-    try:
-        st = held_version(held)
-        return Pinned(held, st, directory_digest(held, st.size))
-    except BaseException:
-        os.close(held)
-        raise
+    return _pinned(os.dup(fd))
 
 
 def still_there(path: str, base: Pinned | None) -> bool:
