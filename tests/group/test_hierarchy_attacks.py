@@ -230,8 +230,10 @@ def test_group_copy_killed_midway_then_rerun_is_exact(tmp_path):
     src, dst = tmp_path / "src.zarr", tmp_path / "dst.zarr"
     g = cs.group(str(src))
     g.attrs["a"] = 1
-    x = g.create_array("x", shape=(300, 300), dtype="f8", chunks=(10, 10), compressors=None)
-    data = np.random.default_rng(0).random((300, 300))
+    # 3,600 chunks copied 800 bytes at a time: about a second, so the kill below lands
+    # mid-copy (with 900, a quiet machine finished in 0.25 s, before a fixed 0.3 s sleep)
+    x = g.create_array("x", shape=(600, 600), dtype="f8", chunks=(10, 10), compressors=None)
+    data = np.random.default_rng(0).random((600, 600))
     x[:] = data
     y = g.create_group("s").create_array("y", shape=(100,), dtype="i4", chunks=(3,),
                                          shards=(30,))
@@ -241,9 +243,14 @@ def test_group_copy_killed_midway_then_rerun_is_exact(tmp_path):
     proc = ctx.Process(target=copy_group, args=(str(src), str(dst), started))
     proc.start()
     assert started.wait(60)
-    time.sleep(0.3)
+    chunks_of_x = dst / "x" / "c"
+    deadline = time.monotonic() + 60
+    while sum(1 for _ in chunks_of_x.rglob("*")) < 200:  # some of x copied, not all
+        assert proc.is_alive() and time.monotonic() < deadline
+        time.sleep(0.005)
     os.kill(proc.pid, signal.SIGKILL)
     proc.join()
+    assert proc.exitcode == -signal.SIGKILL
     if os.path.exists(dst):
         with pytest.raises((cs.ContainsGroupError, cs.ContainsArrayError)):
             cs.copy(cs.open_group(str(src), mode="r"), str(dst))
