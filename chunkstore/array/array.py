@@ -545,11 +545,7 @@ class Array:
             stored = read_node(self._store, self._path, self.zarr_format, kind="array")
             self._adopt_metadata(stored)  # type: ignore[arg-type]
             old = tuple(stored.shape)  # type: ignore[union-attr]
-            change = resized_from(old, new_shape)
-            try:  # a shape the grid refuses is refused before anything is cleared
-                change(stored)  # type: ignore[arg-type]
-            except ValueError as e:
-                raise ValueError(f"array {self.name!r}: {e}") from None
+            change = resized_from(stored, new_shape, self.name)  # type: ignore[arg-type]
             if any(n < o for n, o in zip(new_shape, old, strict=True)):
                 self._engine.clear_outside(old, new_shape)
             try:

@@ -32,10 +32,19 @@ def requested_shape(shape: tuple[Any, ...], current: tuple[int, ...], name: str
     return new_shape
 
 
-def resized_from(old: tuple[int, ...], new_shape: tuple[int, ...]
+def resized_from(stored: ArrayMetadata, new_shape: tuple[int, ...], name: str
                  ) -> Callable[[ArrayMetadata], ArrayMetadata]:
-    """The change of a resize cleared from the stored shape ``old``: to ``new_shape``,
-    or ShapeMoved when the shape stored at commit time is no longer ``old``."""
+    """The change of a resize cleared from the stored metadata ``stored``: to
+    ``new_shape``, or ShapeMoved when the shape stored at commit time is no longer
+    ``stored``'s. A shape the grid cannot have (a rectilinear shard that is no multiple
+    of the inner chunk) is a ValueError naming the array here, before anything is
+    cleared."""
+    old = tuple(stored.shape)
+    try:
+        stored.replace(shape=new_shape)
+    except ValueError as e:
+        raise ValueError(f"array {name!r}: {e}") from None
+
     def change(m: ArrayMetadata) -> ArrayMetadata:
         if tuple(m.shape) != old:
             raise ShapeMoved
